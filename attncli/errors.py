@@ -1,0 +1,55 @@
+"""The one error a user can cause, and the exit codes the command line promises."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import IntEnum
+
+
+class ExitCode(IntEnum):
+    """What `attncli` returns to the shell; scripts depend on these numbers."""
+
+    OK = 0
+    WRONG_ANSWERS = 1
+    BAD_INPUT = 2
+    INTERNAL = 70
+    INTERRUPTED = 130
+
+
+@dataclass
+class Where:
+    """Where in the input a problem sits: file (or flag), line, and field path."""
+
+    source: str | None = None
+    line: int | None = None
+    field: str | None = None
+
+
+@dataclass
+class AttnError(Exception):
+    """Anything wrong with what the user gave us.
+
+    `key` names a message in the catalogue (attncli/i18n) and `params` fill its
+    placeholders, so the text is chosen in the user's language only when printed.
+    """
+
+    key: str
+    params: dict[str, object] = field(default_factory=dict)
+    where: Where = field(default_factory=Where)
+
+    def __post_init__(self) -> None:
+        super().__init__(self.key)
+
+    def at(self, source: str | None = None, line: int | None = None, field: str | None = None) -> AttnError:
+        """Fill in location details that the raiser did not know."""
+        self.where = Where(
+            source=self.where.source or source,
+            line=self.where.line or line,
+            field=self.where.field or field,
+        )
+        return self
+
+
+def fail(key: str, **params: object) -> AttnError:
+    """Build an AttnError to raise: `raise fail("expr.unknown_name", name=n)`."""
+    return AttnError(key, dict(params))

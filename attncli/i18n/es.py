@@ -1,0 +1,3 @@
+"""Mensajes en español. Mismas claves y marcadores que en.py."""
+
+MESSAGES: dict[str, str] = {}

@@ -1,0 +1,541 @@
+"""Turn a YAML document and command-line flags into one validated `Problem`.
+
+This is the only place that looks at shapes, names and types. Everything after
+it (the numpy core, the renderers) can trust that matrices line up, that the mask
+leaves every query at least one key, and that every number is finite.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from attncli import arrays, expr
+from attncli.errors import AttnError, fail
+from attncli.i18n import t
+from attncli.yamldoc import Document
+from attncli.yamldoc import Path as DocPath
+
+HEAD_FIELDS = ("name", "queries", "keys", "values", "w_q", "w_k", "w_v", "scores", "score")
+TOP_FIELDS = (
+    "title", "notes", "tokens", "query_tokens", "x", "x_query", "heads", "w_o", "mask", "padding", "window",
+    "answers", "tolerance", *HEAD_FIELDS[1:],
+)  # fmt: skip
+SCORE_KINDS = ("scaled_dot", "dot", "cosine", "general", "additive")
+
+
+@dataclass(frozen=True)
+class Projection:
+    """A matrix given as inputs times a learned projection, as in Q = X·W_Q."""
+
+    x: np.ndarray  # (n, d)
+    w: np.ndarray  # (d, d_out)
+
+
+Operand = np.ndarray | Projection
+
+
+@dataclass(frozen=True)
+class Score:
+    """How a query and a key become one number, and the factor applied to it."""
+
+    kind: str  # one of SCORE_KINDS, or "given" when the scores are in the input
+    scale: float
+    w: np.ndarray | None = None  # general: (d_q, d_k)
+    w_query: np.ndarray | None = None  # additive: (d_q, d_a)
+    w_key: np.ndarray | None = None  # additive: (d_k, d_a)
+    v: np.ndarray | None = None  # additive: (d_a,)
+
+
+@dataclass(frozen=True)
+class Head:
+    name: str
+    score: Score
+    queries: Operand | None  # (L, d_q); None when scores are given
+    keys: Operand | None  # (S, d_k); None when scores are given
+    values: Operand  # (S, d_v)
+    scores: np.ndarray | None = None  # (L, S), given directly
+
+
+@dataclass(frozen=True)
+class MaskRule:
+    """The mask as the user said it, kept for display; `Problem.mask` is what is applied."""
+
+    kind: str = "none"  # none | causal | matrix
+    window: int | None = None
+    padding: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Problem:
+    tokens: tuple[str, ...]  # S key/value positions
+    query_tokens: tuple[str, ...]  # L query positions
+    cross: bool  # queries come from another sequence
+    heads: tuple[Head, ...]
+    mask: np.ndarray  # (L, S) bool, True = may attend
+    mask_rule: MaskRule = field(default_factory=MaskRule)
+    w_o: np.ndarray | None = None  # (Σ d_v, d_out)
+    title: str | None = None
+    notes: str | None = None
+    source: str = "-"
+
+
+def parse(document: Document, flags: Mapping[str, object] | None = None, base: Path | None = None) -> Problem:
+    """Validate `document` with `flags` (field -> value, given on the command line) laid over it."""
+    data = document.data if document.data is not None else {}
+    reader = _Reader(document, dict(flags or {}), base or Path("."))
+    if not isinstance(data, dict):
+        raise reader.error((), "problem.not_mapping")
+    data = {**data, **reader.flags}
+    reader.check_fields(data, (), TOP_FIELDS)
+    return _Builder(reader, data).problem()
+
+
+def rows_from_text(text: str) -> list[list[str]]:
+    """The ROWS syntax of flags: rows split by `;`, numbers by `,` (`"2,0; 1,1"`)."""
+    return [[cell.strip() for cell in row.split(",")] for row in text.split(";") if row.strip()]
+
+
+class _Reader:
+    """Reads typed values out of the document, raising errors that say where."""
+
+    def __init__(self, document: Document, flags: dict[str, object], base: Path) -> None:
+        self.document = document
+        self.flags = flags
+        self.base = base
+
+    def error(self, path: DocPath, key: str, field: str | None = None, **params: object) -> AttnError:
+        return fail(key, **params).at(*self._location(path), field if field is not None else _describe(path))
+
+    def check_fields(self, data: dict, path: DocPath, known: Sequence[str]) -> None:
+        for name in data:
+            if name in known or name.startswith("x-"):
+                continue
+            close = difflib.get_close_matches(name, known, n=1)
+            hint = t("hint.did_you_mean", name=close[0]) if close else t("hint.known_fields", names=", ".join(known))
+            raise self.error((*path, name), "problem.unknown_field", name=name, hint=hint)
+
+    def number(self, path: DocPath, value: object, field: str | None = None) -> float:
+        if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+            raise self.error(path, "problem.not_number", field, got=_kind(value))
+        try:
+            number = expr.evaluate(value) if isinstance(value, str) else float(value)
+        except OverflowError:
+            raise self.error(path, "expr.overflow", field, text=value) from None
+        except AttnError as error:
+            raise error.at(*self._location(path), field or _describe(path)) from None
+        if not math.isfinite(number):
+            raise self.error(path, "expr.not_finite", field, text=value)
+        return number
+
+    def _location(self, path: DocPath) -> tuple[str, int | None]:
+        if path and path[0] in self.flags:
+            return f"--{str(path[0]).replace('_', '-')}", None
+        return self.document.name, self.document.line(path)
+
+    def text_list(self, path: DocPath, value: object) -> tuple[str, ...]:
+        if isinstance(value, str):
+            value = [part.strip() for part in value.split(",") if part.strip()]
+        if not isinstance(value, list) or not value:
+            raise self.error(path, "problem.not_token_list", got=_kind(value))
+        for index, item in enumerate(value):
+            if isinstance(item, (dict, list)) or item is None or isinstance(item, bool):
+                raise self.error((*path, index), "problem.not_token", got=_kind(item))
+        return tuple(str(item) for item in value)
+
+    def matrix(self, path: DocPath, value: object, rows: Sequence[str] | None = None, what: str = "") -> np.ndarray:
+        """A matrix given as a list of rows, one row, a mapping token: row, or an array file.
+
+        `rows` names the rows expected, in order; a mapping must name exactly those.
+        """
+        if isinstance(value, str) and path and path[0] in self.flags:
+            value = arrays.load_flag(value, self.base) if value.startswith("@") else rows_from_text(value)
+        if isinstance(value, dict) and "file" in value:
+            array = self.array_file(path, value)
+            if rows is not None and array.shape[0] != len(rows):
+                raise self.error(path, "problem.row_count", count=array.shape[0], expected=len(rows), what=what)
+            return array
+        if isinstance(value, dict):
+            if rows is None:
+                raise self.error(path, "problem.mapping_without_names")
+            unknown = [name for name in value if name not in rows]
+            if unknown:
+                raise self.error(
+                    (*path, unknown[0]), "problem.unknown_row_name", name=unknown[0], names=", ".join(rows)
+                )
+            missing = [name for name in rows if name not in value]
+            if missing:
+                raise self.error(path, "problem.missing_row", name=missing[0])
+            value = [value[name] for name in rows]
+            row_paths = [(*path, name) for name in rows]
+        elif isinstance(value, list) and value and not any(isinstance(item, (list, dict)) for item in value):
+            value = [value]
+            row_paths = [path]
+        elif isinstance(value, list) and value:
+            row_paths = [(*path, index) for index in range(len(value))]
+        else:
+            raise self.error(path, "problem.not_matrix", got=_kind(value))
+        if rows is not None and len(value) != len(rows):
+            raise self.error(path, "problem.row_count", count=len(value), expected=len(rows), what=what)
+        width = None
+        out = []
+        for index, (row, row_path) in enumerate(zip(value, row_paths)):
+            label = t("field.row", field=_describe(path), row=index + 1, token=rows[index]) if rows else None
+            if not isinstance(row, list) or not row:
+                raise self.error(row_path, "problem.not_row", label, got=_kind(row))
+            if width is not None and len(row) != width:
+                raise self.error(row_path, "problem.row_width", label, count=len(row), expected=width)
+            width = len(row)
+            out.append([self.number((*row_path, j), cell, label) for j, cell in enumerate(row)])
+        return np.array(out, dtype=np.float64)
+
+    def vector(self, path: DocPath, value: object) -> np.ndarray:
+        if not isinstance(value, list) or not value or any(isinstance(item, (list, dict)) for item in value):
+            raise self.error(path, "problem.not_vector", got=_kind(value))
+        return np.array([self.number((*path, j), cell) for j, cell in enumerate(value)], dtype=np.float64)
+
+    def array_file(self, path: DocPath, spec: dict) -> np.ndarray:
+        self.check_fields(spec, path, ("file", "key"))
+        try:
+            return arrays.load(self.base / str(spec["file"]), spec.get("key"))
+        except AttnError as error:
+            raise error.at(*self._location(path), _describe(path)) from None
+
+
+class _Builder:
+    """Works out tokens, heads and the mask from the merged fields, in dependency order."""
+
+    def __init__(self, reader: _Reader, data: dict) -> None:
+        self.reader = reader
+        self.data = data
+        raw_heads = data.get("heads")
+        if raw_heads is None:
+            self.head_fields: list[tuple[DocPath, dict]] = [((), {})]
+        elif isinstance(raw_heads, list) and raw_heads and all(isinstance(h, dict) for h in raw_heads):
+            self.head_fields = [(("heads", i), h) for i, h in enumerate(raw_heads)]
+            for path, head in self.head_fields:
+                reader.check_fields(head, path, HEAD_FIELDS)
+        else:
+            raise reader.error(("heads",), "problem.bad_heads", got=_kind(raw_heads))
+
+    def lookup(self, head: int, name: str) -> tuple[DocPath, object] | None:
+        """A head's own field, else the top-level one; None when neither gives it."""
+        path, fields = self.head_fields[head]
+        if name in fields:
+            return (*path, name), fields[name]
+        if name in self.data:
+            return (name,), self.data[name]
+        return None
+
+    def problem(self) -> Problem:
+        tokens = self.tokens()
+        query_tokens, cross = self.query_tokens(tokens)
+        positions = _Positions(tokens, query_tokens, cross)
+        x, x_query = self.inputs(tokens, query_tokens, positions)
+        heads = tuple(self.head(i, tokens, query_tokens, x, x_query) for i in range(len(self.head_fields)))
+        w_o = self.output_projection(heads)
+        mask, rule = self.mask(tokens, query_tokens, positions)
+        data = self.data
+        return Problem(
+            tokens=tokens,
+            query_tokens=query_tokens,
+            cross=cross,
+            heads=heads,
+            mask=mask,
+            mask_rule=rule,
+            w_o=w_o,
+            title=_optional_text(self.reader, data, "title"),
+            notes=_optional_text(self.reader, data, "notes"),
+            source=self.reader.document.name,
+        )
+
+    def tokens(self) -> tuple[str, ...]:
+        if "tokens" in self.data:
+            return self.reader.text_list(("tokens",), self.data["tokens"])
+        for name in ("keys", "values", "x"):
+            for head in range(len(self.head_fields)):
+                found = self.lookup(head, name)
+                if found is None or (name == "x" and head):
+                    continue
+                path, value = found
+                if isinstance(value, dict) and "file" not in value:
+                    return self.reader.text_list(path, list(value))
+                count = len(self.reader.matrix(path, value))
+                return tuple(f"t{i + 1}" for i in range(count))
+        raise self.reader.error((), "problem.no_tokens")
+
+    def query_tokens(self, tokens: tuple[str, ...]) -> tuple[tuple[str, ...], bool]:
+        if "query_tokens" in self.data:
+            names = self.reader.text_list(("query_tokens",), self.data["query_tokens"])
+        else:
+            names = tokens
+            for head in range(len(self.head_fields)):
+                found = self.lookup(head, "queries")
+                if found and isinstance(found[1], dict) and "file" not in found[1]:
+                    path, mapping = found
+                    stray = [name for name in mapping if name not in tokens]
+                    if stray:
+                        raise self.reader.error((*path, stray[0]), "problem.unknown_query_name", name=stray[0])
+                    names = tuple(mapping)
+                    break
+        return names, not set(names) <= set(tokens)
+
+    def operand(
+        self, head: int, given: str, weight: str, rows: tuple[str, ...], x: np.ndarray | None, x_name: str
+    ) -> tuple[DocPath, Operand] | None:
+        """Q, K or V of one head: given as rows, or projected from inputs (x·W)."""
+        direct, projected = self.lookup(head, given), self.lookup(head, weight)
+        own = self.head_fields[head][1]
+        if direct and projected and (given in own) == (weight in own):
+            raise self.reader.error(direct[0], "problem.given_and_projected", given=given, weight=weight)
+        if direct and (given in own or weight not in own):
+            path, value = direct
+            return path, self.reader.matrix(path, value, rows, t(f"what.{given}"))
+        if projected:
+            path, value = projected
+            if x is None:
+                raise self.reader.error(path, "problem.projection_without_x", weight=weight, x=x_name)
+            w = self.reader.matrix(path, value)
+            if w.shape[0] != x.shape[1]:
+                raise self.reader.error(
+                    path, "problem.projection_rows", count=w.shape[0], expected=x.shape[1], x=x_name
+                )
+            return path, Projection(x=x, w=w)
+        return None
+
+    def inputs(
+        self, tokens: tuple[str, ...], query_tokens: tuple[str, ...], positions: _Positions
+    ) -> tuple[np.ndarray | None, np.ndarray | None]:
+        """The inputs X (keys/values side) and X for the queries, when projections are used."""
+        x = x_query = None
+        if "x" in self.data:
+            x = self.reader.matrix(("x",), self.data["x"], tokens, t("what.tokens"))
+        if "x_query" in self.data:
+            x_query = self.reader.matrix(("x_query",), self.data["x_query"], query_tokens, t("what.query_tokens"))
+        elif x is not None and not positions.cross:
+            x_query = x[list(positions.query_indexes())]
+        return x, x_query
+
+    def head(
+        self,
+        index: int,
+        tokens: tuple[str, ...],
+        query_tokens: tuple[str, ...],
+        x: np.ndarray | None,
+        x_query: np.ndarray | None,
+    ) -> Head:
+        path, fields = self.head_fields[index]
+        name = str(fields.get("name", f"head {index + 1}" if len(self.head_fields) > 1 else "head"))
+        values = self.operand(index, "values", "w_v", tokens, x, "x")
+        if values is None:
+            raise self.reader.error(path, "problem.missing", name="values", alternative="w_v")
+        given_scores = self.lookup(index, "scores")
+        own = set(fields)
+        uses_vectors = own & {"queries", "keys", "w_q", "w_k"}
+        if given_scores and not (uses_vectors and "scores" not in own):
+            scores_path, raw = given_scores
+            scores = self.reader.matrix(scores_path, raw, query_tokens, t("what.query_tokens"))
+            if scores.shape[1] != len(tokens):
+                raise self.reader.error(
+                    scores_path, "problem.scores_width", count=scores.shape[1], expected=len(tokens)
+                )
+            return Head(name, Score("given", 1.0), None, None, values[1], scores=scores)
+        queries = self.operand(index, "queries", "w_q", query_tokens, x_query, "x_query")
+        keys = self.operand(index, "keys", "w_k", tokens, x, "x")
+        if queries is None or keys is None:
+            missing = ("queries", "w_q") if queries is None else ("keys", "w_k")
+            raise self.reader.error(path, "problem.missing", name=missing[0], alternative=f"{missing[1]}, scores")
+        score = self.score(index, queries, keys)
+        return Head(name, score, queries[1], keys[1], values[1])
+
+    def score(self, index: int, queries: tuple[DocPath, Operand], keys: tuple[DocPath, Operand]) -> Score:
+        d_q, d_k = _width(queries[1]), _width(keys[1])
+        found = self.lookup(index, "score")
+        path, spec = found if found else (("score",), "scaled_dot")
+        if isinstance(spec, str):
+            spec = {"type": spec}
+        if not isinstance(spec, dict):
+            raise self.reader.error(path, "problem.bad_score", got=_kind(spec), kinds=", ".join(SCORE_KINDS))
+        kind = spec.get("type", "scaled_dot")
+        if kind not in SCORE_KINDS:
+            close = difflib.get_close_matches(str(kind), SCORE_KINDS, n=1)
+            hint = t("hint.did_you_mean", name=close[0]) if close else ""
+            raise self.reader.error(
+                (*path, "type"), "problem.unknown_score", name=kind, kinds=", ".join(SCORE_KINDS), hint=hint
+            )
+        extra = {"general": ("w",), "additive": ("w_query", "w_key", "v")}.get(kind, ())
+        self.reader.check_fields(spec, path, ("type", "scale", *extra))
+        default_scale = 1 / math.sqrt(d_k) if kind == "scaled_dot" else 1.0
+        flag_scale = self.reader.flags.get("scale")
+        if flag_scale is not None:
+            scale = self.reader.number(("scale",), flag_scale)
+        elif "scale" in spec:
+            scale = self.reader.number((*path, "scale"), spec["scale"])
+        else:
+            scale = default_scale
+        if kind in ("scaled_dot", "dot", "cosine") and d_q != d_k:
+            raise self.reader.error(keys[0], "problem.dk_mismatch", d_q=d_q, d_k=d_k, kind=kind)
+        if kind == "general":
+            w = self.reader.matrix((*path, "w"), self._required(spec, path, "w"))
+            if w.shape != (d_q, d_k):
+                raise self.reader.error((*path, "w"), "problem.shape", shape=_shape(w), expected=f"{d_q}×{d_k}")
+            return Score(kind, scale, w=w)
+        if kind == "additive":
+            w_query = self.reader.matrix((*path, "w_query"), self._required(spec, path, "w_query"))
+            w_key = self.reader.matrix((*path, "w_key"), self._required(spec, path, "w_key"))
+            v = self.reader.vector((*path, "v"), self._required(spec, path, "v"))
+            d_a = v.shape[0]
+            for name, w, rows in (("w_query", w_query, d_q), ("w_key", w_key, d_k)):
+                if w.shape != (rows, d_a):
+                    raise self.reader.error((*path, name), "problem.shape", shape=_shape(w), expected=f"{rows}×{d_a}")
+            return Score(kind, scale, w_query=w_query, w_key=w_key, v=v)
+        return Score(kind, scale)
+
+    def _required(self, spec: dict, path: DocPath, name: str) -> object:
+        if name not in spec:
+            raise self.reader.error(path, "problem.score_field_missing", name=name, kind=spec.get("type"))
+        return spec[name]
+
+    def output_projection(self, heads: tuple[Head, ...]) -> np.ndarray | None:
+        if "w_o" not in self.data:
+            return None
+        w_o = self.reader.matrix(("w_o",), self.data["w_o"])
+        d_concat = sum(_width(head.values) for head in heads)
+        if w_o.shape[0] != d_concat:
+            raise self.reader.error(("w_o",), "problem.w_o_rows", count=w_o.shape[0], expected=d_concat)
+        return w_o
+
+    def mask(
+        self, tokens: tuple[str, ...], query_tokens: tuple[str, ...], positions: _Positions
+    ) -> tuple[np.ndarray, MaskRule]:
+        reader, data = self.reader, self.data
+        allowed = np.ones((len(query_tokens), len(tokens)), dtype=bool)  # (L, S)
+        kind = "none"
+        raw = data.get("mask", "none")
+        if isinstance(raw, str) and raw.strip() in ("none", "causal"):
+            kind = raw.strip()
+        elif raw is None:
+            kind = "none"
+        else:
+            kind = "matrix"
+            allowed &= self.mask_matrix(raw, tokens, query_tokens)
+        window = None
+        if "window" in data:
+            window = data["window"]
+            if isinstance(window, bool) or not isinstance(window, int) or window < 0:
+                raise reader.error(("window",), "problem.bad_window", got=_kind(window))
+        if kind == "causal" or window is not None:
+            field_name = "mask" if kind == "causal" else "window"
+            query_at, key_at = positions.query_positions(reader, field_name), np.arange(len(tokens))
+            offset = query_at[:, None] - key_at[None, :]  # (L, S) i - j
+            if kind == "causal":
+                allowed &= offset >= 0
+            if window is not None:
+                allowed &= offset <= window if kind == "causal" else np.abs(offset) <= window
+        padding: tuple[str, ...] = ()
+        if "padding" in data:
+            padding = reader.text_list(("padding",), data["padding"])
+            for index, name in enumerate(padding):
+                if name not in tokens:
+                    raise reader.error(("padding", index), "problem.unknown_token", name=name, names=", ".join(tokens))
+            allowed &= ~np.isin(np.array(tokens, dtype=object), np.array(padding, dtype=object))[None, :]
+        for row, name in enumerate(query_tokens):
+            if not allowed[row].any():
+                raise reader.error(("mask",), "problem.all_masked", name=name, row=row + 1)
+        return allowed, MaskRule(kind, window, padding)
+
+    def mask_matrix(self, raw: object, tokens: tuple[str, ...], query_tokens: tuple[str, ...]) -> np.ndarray:
+        reader = self.reader
+        if isinstance(raw, str) and raw.strip() not in ("none", "causal"):
+            if not reader.flags.get("mask"):
+                raise reader.error(("mask",), "problem.bad_mask", got=raw)
+            raw = rows_from_text(raw)
+        cells = raw
+        if isinstance(raw, dict):
+            unknown = [name for name in raw if name not in query_tokens]
+            if unknown:
+                raise reader.error(
+                    ("mask", unknown[0]), "problem.unknown_row_name", name=unknown[0], names=", ".join(query_tokens)
+                )
+            cells = [raw.get(name) for name in query_tokens]
+        if not isinstance(cells, list) or len(cells) != len(query_tokens):
+            raise reader.error(("mask",), "problem.mask_shape", rows=len(query_tokens), columns=len(tokens))
+        out = np.zeros((len(query_tokens), len(tokens)), dtype=bool)
+        for i, row in enumerate(cells):
+            if not isinstance(row, list) or len(row) != len(tokens):
+                raise reader.error(("mask", i), "problem.mask_shape", rows=len(query_tokens), columns=len(tokens))
+            for j, cell in enumerate(row):
+                if cell in (0, 1, "0", "1") or isinstance(cell, bool):
+                    out[i, j] = cell in (1, "1", True)
+                else:
+                    raise reader.error(("mask", i, j), "problem.mask_cell", got=cell)
+        return out
+
+
+@dataclass(frozen=True)
+class _Positions:
+    """Where each query and key stands, for causal and window masks."""
+
+    tokens: tuple[str, ...]
+    query_tokens: tuple[str, ...]
+    cross: bool
+
+    def query_indexes(self) -> list[int]:
+        """Self-attention: each query's index among the tokens (first occurrence)."""
+        return [self.tokens.index(name) for name in self.query_tokens]
+
+    def query_positions(self, reader: _Reader, field_name: str) -> np.ndarray:
+        if self.cross:
+            return np.arange(len(self.query_tokens))
+        if len(self.query_tokens) == len(self.tokens) and self.query_tokens == self.tokens:
+            return np.arange(len(self.tokens))
+        for name in self.query_tokens:
+            if self.tokens.count(name) > 1:
+                raise reader.error((field_name,), "problem.ambiguous_position", name=name)
+        return np.array(self.query_indexes())
+
+
+def _width(operand: Operand) -> int:
+    return operand.w.shape[1] if isinstance(operand, Projection) else operand.shape[1]
+
+
+def _shape(array: np.ndarray) -> str:
+    return "×".join(str(n) for n in array.shape)
+
+
+def _optional_text(reader: _Reader, data: dict, name: str) -> str | None:
+    if name not in data or data[name] is None:
+        return None
+    if isinstance(data[name], (dict, list)):
+        raise reader.error((name,), "problem.not_text", got=_kind(data[name]))
+    return str(data[name])
+
+
+def _describe(path: DocPath) -> str:
+    """A field path as a person reads it: ("heads", 0, "keys") -> heads[1].keys."""
+    text = ""
+    for part in path:
+        if isinstance(part, int):
+            text += f"[{part + 1}]"
+        else:
+            text += f".{part}" if text else str(part)
+    return text
+
+
+def _kind(value: object) -> str:
+    if value is None:
+        return t("kind.nothing")
+    if isinstance(value, bool):
+        return t("kind.boolean", value=str(value).lower())
+    if isinstance(value, (int, float)):
+        return t("kind.number", value=value)
+    if isinstance(value, str):
+        return t("kind.text", value=value if len(value) <= 30 else value[:27] + "...")
+    if isinstance(value, list):
+        return t("kind.list", count=len(value))
+    return t("kind.mapping")

@@ -1,0 +1,61 @@
+"""The JSON document: the stable, full-precision contract for scripts (documented in the README)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+
+from attncli import __version__
+from attncli.core import HeadSteps, Steps
+
+
+def render(steps: Steps) -> str:
+    return json.dumps(document(steps), ensure_ascii=False, allow_nan=False) + "\n"
+
+
+def document(steps: Steps) -> dict:
+    problem = steps.problem
+    doc: dict = {
+        "attncli": __version__,
+        "title": problem.title,
+        "notes": problem.notes,
+        "tokens": list(problem.tokens),
+        "query_tokens": list(problem.query_tokens),
+        "cross": problem.cross,
+        "mask": problem.mask.tolist(),
+        "mask_rule": {
+            "kind": problem.mask_rule.kind,
+            "window": problem.mask_rule.window,
+            "padding": list(problem.mask_rule.padding),
+        },
+        "heads": [_head(head) for head in steps.heads],
+    }
+    if steps.concat is not None:
+        doc["concat"] = steps.concat.tolist()
+    doc["output"] = steps.output.tolist()
+    return doc
+
+
+def _head(steps: HeadSteps) -> dict:
+    return {
+        "name": steps.head.name,
+        "score": steps.head.score.kind,
+        "scale": steps.head.score.scale,
+        "queries": _matrix(steps.queries),
+        "keys": _matrix(steps.keys),
+        "values": steps.values.tolist(),
+        "dot": None if steps.head.scores is not None else steps.raw.tolist(),
+        "scores": _masked(steps.scores),
+        "weights": steps.weights.tolist(),
+        "output": steps.output.tolist(),
+    }
+
+
+def _matrix(array: np.ndarray | None) -> list | None:
+    return None if array is None else array.tolist()
+
+
+def _masked(scores: np.ndarray) -> list:
+    """Scores with null where the mask excluded a key (JSON has no -inf)."""
+    return [[float(s) if np.isfinite(s) else None for s in row] for row in scores]

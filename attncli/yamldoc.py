@@ -1,0 +1,231 @@
+"""Read a YAML (or JSON) document into plain Python values, remembering the line of every value.
+
+PyYAML's own loaders recurse (deep nesting overflows the stack) and expand
+aliases without limit (an alias bomb). Building the document from the flat event
+stream avoids both: nesting is counted, and each alias adds the size of what it
+repeats to a budget. Only the plain YAML types are accepted; any tag such as
+`!!python/object` is refused before anything is constructed.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+import yaml
+from yaml.constructor import SafeConstructor
+from yaml.nodes import ScalarNode
+from yaml.resolver import Resolver
+
+from attncli.errors import AttnError, fail
+
+Path = tuple[str | int, ...]
+
+MAX_DEPTH = 32
+MAX_VALUES = 1_000_000
+MAX_BYTES = 64 * 2**20
+PLAIN_TAGS = {
+    "tag:yaml.org,2002:str",
+    "tag:yaml.org,2002:int",
+    "tag:yaml.org,2002:float",
+    "tag:yaml.org,2002:bool",
+    "tag:yaml.org,2002:null",
+    "tag:yaml.org,2002:map",
+    "tag:yaml.org,2002:seq",
+}
+_Parser = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_BOOL = "tag:yaml.org,2002:bool"
+
+
+class _Resolver(Resolver):
+    """YAML 1.2 booleans: only true/false, so tokens such as `on`, `no` and `yes` stay words."""
+
+    yaml_implicit_resolvers: ClassVar[dict] = {
+        first: [(tag, regexp) for tag, regexp in resolvers if tag != _BOOL]
+        for first, resolvers in Resolver.yaml_implicit_resolvers.items()
+    }
+
+
+_Resolver.add_implicit_resolver(_BOOL, re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF"))
+_resolver = _Resolver()
+_constructor = SafeConstructor()
+
+
+@dataclass
+class Document:
+    """A parsed input: its values, its name for messages, and the line of each value."""
+
+    data: object
+    name: str
+    lines: dict[Path, int] = field(default_factory=dict)
+
+    def line(self, path: Path) -> int | None:
+        """The line of `path`, or of its nearest enclosing value that has one."""
+        while path:
+            if path in self.lines:
+                return self.lines[path]
+            path = path[:-1]
+        return self.lines.get(())
+
+
+@dataclass
+class _Open:
+    """A mapping or sequence whose end event has not come yet."""
+
+    value: dict | list
+    path: Path
+    start: int
+    anchor: str | None = None
+    pending_key: str | None = None
+    merged: dict = field(default_factory=dict)
+
+
+def load(text: str, name: str) -> Document:
+    """Parse `text`; any problem becomes an AttnError carrying `name` and the line."""
+    document = Document(data=None, name=name)
+    try:
+        _build(text, document)
+    except AttnError as error:
+        raise error.at(source=name) from None
+    except yaml.MarkedYAMLError as error:
+        mark = error.problem_mark or error.context_mark
+        problem = (error.problem or error.context or "").strip()
+        raise fail("yaml.syntax", problem=problem).at(source=name, line=mark.line + 1 if mark else None) from None
+    except yaml.YAMLError as error:
+        raise fail("yaml.syntax", problem=str(error).splitlines()[0]).at(source=name) from None
+    return document
+
+
+def _build(text: str, document: Document) -> None:
+    stack: list[_Open] = []
+    anchors: dict[str, tuple[object, int]] = {}
+    counted = 0
+    documents = 0
+
+    def count(size: int, line: int) -> None:
+        nonlocal counted
+        counted += size
+        if counted > MAX_VALUES:
+            raise fail("yaml.too_large", limit=MAX_VALUES).at(line=line)
+
+    def awaiting_key() -> bool:
+        return bool(stack) and isinstance(stack[-1].value, dict) and stack[-1].pending_key is None
+
+    def child_path() -> Path:
+        if not stack:
+            return ()
+        parent = stack[-1]
+        if isinstance(parent.value, list):
+            return (*parent.path, len(parent.value))
+        return (*parent.path, parent.pending_key or "")
+
+    def place(value: object, line: int) -> None:
+        if not stack:
+            document.data = value
+            return
+        parent = stack[-1]
+        if isinstance(parent.value, list):
+            parent.value.append(value)
+        elif parent.pending_key is None:
+            if value in parent.value:
+                raise fail("yaml.duplicate_key", key=value).at(line=line)
+            parent.pending_key = str(value)
+        else:
+            key, parent.pending_key = parent.pending_key, None
+            if key == "<<":
+                _merge(parent.merged, value, line)
+            else:
+                parent.value[key] = value
+
+    for event in yaml.parse(text, Loader=_Parser):
+        line = event.start_mark.line + 1
+        if isinstance(event, yaml.DocumentStartEvent):
+            documents += 1
+            if documents > 1:
+                raise fail("yaml.several_documents").at(line=line)
+        elif isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
+            _check_tag(event.tag, line)
+            if awaiting_key():
+                raise fail("yaml.key_not_text").at(line=line)
+            if len(stack) >= MAX_DEPTH:
+                raise fail("yaml.too_deep", limit=MAX_DEPTH).at(line=line)
+            count(1, line)
+            path = child_path()
+            document.lines[path] = line
+            container: dict | list = {} if isinstance(event, yaml.MappingStartEvent) else []
+            stack.append(_Open(container, path, start=counted, anchor=event.anchor))
+        elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
+            closed = stack.pop()
+            if isinstance(closed.value, dict):
+                for key, value in closed.merged.items():
+                    closed.value.setdefault(key, value)
+            if closed.anchor:
+                anchors[closed.anchor] = (closed.value, counted - closed.start + 1)
+            place(closed.value, line)
+        elif isinstance(event, yaml.ScalarEvent):
+            _check_tag(event.tag, line)
+            count(1, line)
+            if awaiting_key():
+                place(event.value, line)
+                continue
+            document.lines[child_path()] = line
+            value = _scalar(event)
+            if event.anchor:
+                anchors[event.anchor] = (value, 1)
+            place(value, line)
+        elif isinstance(event, yaml.AliasEvent):
+            if event.anchor not in anchors:
+                raise fail("yaml.unknown_alias", name=event.anchor).at(line=line)
+            value, size = anchors[event.anchor]
+            count(size, line)
+            if awaiting_key():
+                raise fail("yaml.key_not_text").at(line=line)
+            document.lines[child_path()] = line
+            place(value, line)
+    if document.data is None:
+        raise fail("yaml.empty")
+
+
+def _check_tag(tag: str | None, line: int) -> None:
+    if tag is not None and tag != "!" and tag not in PLAIN_TAGS:
+        raise fail("yaml.tag", tag=tag).at(line=line)
+
+
+def _scalar(event: yaml.ScalarEvent) -> object:
+    tag = event.tag if event.tag not in (None, "!") else _resolver.resolve(ScalarNode, event.value, event.implicit)
+    if tag not in PLAIN_TAGS:
+        return event.value
+    return _constructor.construct_object(ScalarNode(tag, event.value))
+
+
+def _merge(target: dict, source: object, line: int) -> None:
+    """YAML merge keys (`<<: *defaults`): collect fields the mapping may not set itself."""
+    sources = source if isinstance(source, list) else [source]
+    for mapping in sources:
+        if not isinstance(mapping, dict):
+            raise fail("yaml.bad_merge").at(line=line)
+        for key, value in mapping.items():
+            target.setdefault(key, value)
+
+
+def read(path: str) -> Document:
+    """Read and parse a problem file, or standard input for '-'."""
+    name = "<stdin>" if path == "-" else path
+    try:
+        if path == "-":
+            raw = sys.stdin.buffer.read(MAX_BYTES + 1)
+        else:
+            with open(path, "rb") as handle:
+                raw = handle.read(MAX_BYTES + 1)
+    except OSError as error:
+        raise fail("input.unreadable", reason=error.strerror or str(error)).at(source=name) from None
+    if len(raw) > MAX_BYTES:
+        raise fail("input.too_large", limit=MAX_BYTES // 2**20).at(source=name)
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as error:
+        line = raw[: error.start].count(b"\n") + 1
+        raise fail("input.not_utf8", offset=error.start).at(source=name, line=line) from None
+    return load(text.removeprefix("\ufeff"), name)
