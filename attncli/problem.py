@@ -185,7 +185,11 @@ class _Reader:
         width = None
         out = []
         for index, (row, row_path) in enumerate(zip(value, row_paths)):
-            label = t("field.row", field=_describe(path), row=index + 1, token=rows[index]) if rows else None
+            label = (
+                t("field.row", field=_describe(path), row=index + 1, token=rows[index])
+                if rows
+                else t("field.row_unnamed", field=_describe(path), row=index + 1)
+            )
             if not isinstance(row, list) or not row:
                 raise self.error(row_path, "problem.not_row", label, got=_kind(row))
             if width is not None and len(row) != width:
