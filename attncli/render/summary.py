@@ -1,0 +1,95 @@
+"""Human output for problems too large to print cell by cell: shapes, top keys, a downsampled map.
+
+A few thousand tokens would make millions of table cells; a reader wants the
+shape of the result and where each query looks. Every digit still comes out
+whole; the full matrices are one `--format json|csv|npy` away.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from rich.console import RenderableType
+from rich.text import Text
+
+from attncli.core import HeadSteps, Steps
+from attncli.i18n import t
+from attncli.render.layout import table
+from attncli.render.numbers import fixed, vector
+
+MAX_KEYS = 16  # more keys than this, or more queries than MAX_QUERIES, and the summary replaces the tables
+MAX_QUERIES = 64
+TOP_KEYS = 5
+AUTO_FOLLOW = 3
+MAP_ROWS, MAP_COLUMNS = 16, 48
+SHADES = " ░▒▓█"
+
+
+def is_large(steps: Steps) -> bool:
+    problem = steps.problem
+    return len(problem.tokens) > MAX_KEYS or len(problem.query_tokens) > MAX_QUERIES
+
+
+def render(steps: Steps, follow: tuple[str, ...] | None, precision: int, width: int) -> list[RenderableType]:
+    problem = steps.problem
+    followed = follow if follow is not None else problem.query_tokens[:AUTO_FOLLOW]
+    rows = [problem.query_tokens.index(name) for name in followed]
+    out: list[RenderableType] = []
+    if problem.title:
+        out.append(Text(problem.title, style="bold underline"))
+    first = steps.heads[0]
+    out.append(
+        Text(
+            t(
+                "summary.shapes",
+                queries=len(problem.query_tokens),
+                keys=len(problem.tokens),
+                heads=len(steps.heads),
+                d_v=first.values.shape[1],
+                dtype=str(first.weights.dtype),
+                d_out=steps.output.shape[1],
+            )
+        )
+    )
+    out.append(Text(t("summary.why"), style="dim"))
+    out.append(Text(""))
+    for head in steps.heads:
+        if len(steps.heads) > 1:
+            out.append(Text(t("render.head_title", name=head.head.name), style="bold reverse"))
+        for row in rows:
+            out += _top_keys(head, steps, row, precision, width)
+        out += _map(head, steps)
+    for row in rows:
+        name = problem.query_tokens[row]
+        out.append(Text.assemble((t("render.output_line", name=name), "bold"), vector(steps.output[row], precision)))
+    return out
+
+
+def _top_keys(head: HeadSteps, steps: Steps, row: int, precision: int, width: int) -> list[RenderableType]:
+    problem = steps.problem
+    weights = head.weights[row]  # (S,)
+    order = np.argsort(-weights, kind="stable")[:TOP_KEYS]
+    rows = [
+        [str(j + 1), problem.tokens[j], fixed(float(head.scores[row, j]), precision), fixed(float(weights[j]), precision)]
+        for j in order
+    ]
+    rest = float(1 - weights[order].sum())
+    title = t("summary.top_keys", name=problem.query_tokens[row], count=len(order), rest=fixed(rest, precision))
+    headers = [t("summary.position"), t("render.key"), "s", t("render.weight")]
+    return [table(title, headers, rows, width, right=(0, 2, 3))]
+
+
+def _map(head: HeadSteps, steps: Steps) -> list[RenderableType]:
+    """The weight matrix averaged over blocks of queries and keys, drawn in shades."""
+    weights = head.weights  # (L, S)
+    row_edges = np.linspace(0, weights.shape[0], min(MAP_ROWS, weights.shape[0]) + 1).astype(int)
+    column_edges = np.linspace(0, weights.shape[1], min(MAP_COLUMNS, weights.shape[1]) + 1).astype(int)
+    blocks = np.add.reduceat(np.add.reduceat(weights, row_edges[:-1], axis=0), column_edges[:-1], axis=1)
+    sizes = np.diff(row_edges)[:, None] * np.diff(column_edges)[None, :]
+    means = blocks / sizes  # (rows, columns)
+    levels = np.ceil(means / means.max() * (len(SHADES) - 1)).astype(int)
+    text = Text()
+    for start, line in zip(row_edges[:-1], levels):
+        text.append(f"{start + 1:>7} ", style="dim")
+        text.append("".join(SHADES[level] for level in line) + "\n", style="cyan")
+    legend = t("summary.map_legend", rows=len(row_edges) - 1, columns=len(column_edges) - 1)
+    return [Text(t("summary.map_title"), style="bold"), text, Text(legend, style="dim"), Text("")]
