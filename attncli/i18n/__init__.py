@@ -8,8 +8,10 @@ a language argument through every call.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 
+from attncli.errors import fail
 from attncli.i18n import en, es
 
 CATALOGUES: dict[str, Mapping[str, str]] = {"en": en.MESSAGES, "es": es.MESSAGES}
@@ -18,19 +20,32 @@ _current = "en"
 
 
 def language_from_environment(environ: Mapping[str, str] = os.environ) -> str:
-    """The first of LC_ALL, LC_MESSAGES, LANG that is set decides, as in gettext."""
+    """The first of LC_ALL, LC_MESSAGES, LANG that is set decides, as in gettext.
+
+    A locale name is `language[_territory][.codeset][@modifier]`, so `es`, `es_MX`,
+    `es_ES.UTF-8` and `es_ES@euro` all mean Spanish; `C`, `POSIX`, `C.UTF-8` and
+    languages without a catalogue mean English.
+    """
     for variable in ("LC_ALL", "LC_MESSAGES", "LANG"):
-        value = environ.get(variable, "")
+        value = environ.get(variable, "").strip()
         if value:
-            code = value.split("_")[0].split(".")[0].lower()
+            code = re.split(r"[_.@-]", value, maxsplit=1)[0].lower()
             return code if code in CATALOGUES else "en"
     return "en"
 
 
 def set_language(lang: str | None) -> str:
-    """Use `lang`, or the environment's language when None; returns the one in use."""
+    """Use `lang`, or the environment's language when None; returns the one in use.
+
+    An unknown `lang` is the user's mistake: the environment's language is kept, so
+    the error that says so is already in a language the user reads.
+    """
     global _current
-    _current = lang if lang in CATALOGUES else language_from_environment()
+    chosen = language_from_environment() if lang is None else lang.lower()
+    if chosen not in CATALOGUES:
+        _current = language_from_environment()
+        raise fail("cli.bad_lang", name=lang, known=", ".join(LANGUAGES)).at(source="--lang")
+    _current = chosen
     return _current
 
 

@@ -20,10 +20,12 @@ def table(
     width: int,
     footer: Sequence[Cell] | None = None,
     right: Sequence[int] = (),
+    center: Sequence[int] = (),
 ) -> RenderableType:
     """`rows` as a table of `headers`; on a narrow screen each row becomes a small block of lines.
 
-    Columns listed in `right` are right-aligned (numbers line up on the decimal point).
+    Columns listed in `right` are right-aligned (numbers line up on the decimal point), those in
+    `center` centred (marks under a word).
     """
     everything = [list(headers), *rows, *([footer] if footer else [])]
     natural = sum(max(cell_len(_plain(row[c])) for row in everything) + 3 for c in range(len(headers))) + 1
@@ -33,7 +35,7 @@ def table(
             grid.add_column(
                 header,
                 footer=_text(footer[c]) if footer else "",
-                justify="right" if c in right else "left",
+                justify="right" if c in right else "center" if c in center else "left",
                 no_wrap=True,
                 overflow="fold",
             )
@@ -45,7 +47,8 @@ def table(
         lines.append(Text.assemble(_text(row[0]), style="bold"))
         for header, cell in zip(headers[1:], row[1:]):
             if _plain(cell):
-                lines.append(Text("  ").append(f"{header}: ", style="dim").append_text(_text(cell)))
+                label = Text(f"{header}: " if header else "", style="dim")  # a bar's column has no header
+                lines.append(Text("  ").append_text(label).append_text(_text(cell)))
     return Group(*lines, Text(""))
 
 

@@ -1,0 +1,185 @@
+"""Every sample against values worked out by hand from the article's formulas, in float64, to 1e-12.
+
+Each expected value below is a closed form written from the sample's numbers
+(for instance fisherman's weight in bank.yaml is e²/(e² + e + 1)); none comes from
+running the program.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from attncli import core, problem, yamldoc
+from tests.conftest import SAMPLES
+
+E = math.e
+R2 = 1 / math.sqrt(2)  # the scale 1/√d_k for d_k = 2
+TOLERANCE = 1e-12
+
+
+def solve(name: str) -> core.Steps:
+    path = SAMPLES / name
+    return core.compute(problem.parse(yamldoc.read(str(path)), base=Path(path).parent))
+
+
+def close(got: np.ndarray | list, want: list) -> None:
+    np.testing.assert_allclose(np.asarray(got, dtype=float), np.asarray(want, dtype=float), rtol=0, atol=TOLERANCE)
+
+
+def softmax(*scores: float) -> list[float]:
+    total = sum(math.exp(s) for s in scores)
+    return [math.exp(s) / total for s in scores]
+
+
+def test_every_sample_is_tested_here() -> None:
+    tested = {name for name in globals() if name.startswith("test_")}
+    for path in SAMPLES.glob("*.yaml"):
+        assert f"test_{path.stem}" in tested, f"{path.name} has no test in this file"
+
+
+def test_bank() -> None:
+    """q = [√2, 0]; q·k = 2√2, √2, 0; × 1/√2 gives 2, 1, 0; weights e^s / (e² + e + 1)."""
+    steps = solve("bank.yaml")
+    (head,) = steps.heads
+    z = E**2 + E + 1
+    weights = [E**2 / z, E / z, 1 / z]
+    assert steps.problem.tokens == ("fisherman", "net", "bank")
+    assert steps.problem.query_tokens == ("bank",)
+    assert not steps.problem.cross
+    assert head.head.score.kind == "scaled_dot"
+    assert head.head.score.scale == pytest.approx(R2, abs=TOLERANCE)
+    close(head.raw, [[2 * math.sqrt(2), math.sqrt(2), 0]])
+    close(head.scores, [[2, 1, 0]])
+    close(head.weights, [weights])
+    # values [2, 0], [0, 2], [1, 1]
+    close(steps.output, [[2 * weights[0] + weights[2], 2 * weights[1] + weights[2]]])
+    assert steps.concat is None
+    # the article's rounded figures
+    assert [round(w, 4) for w in head.weights[0]] == [0.6652, 0.2447, 0.0900]
+    assert [round(x, 4) for x in steps.output[0]] == [1.4205, 0.5795]
+
+
+def test_bank_cashier() -> None:
+    """Same query [√2, 0]; keys [1, 2], [3, 1], [0, 1] give scores 1, 3, 0: money now dominates."""
+    steps = solve("bank_cashier.yaml")
+    (head,) = steps.heads
+    z = E + E**3 + 1
+    close(head.scores, [[1, 3, 0]])
+    close(head.weights, [[E / z, E**3 / z, 1 / z]])
+    # values [0, 1], [0, 3], [1, 1]
+    close(steps.output, [[1 / z, (E + 3 * E**3 + 1) / z]])
+    assert int(np.argmax(head.weights[0])) == steps.problem.tokens.index("money")
+
+
+def test_two_heads() -> None:
+    """Head 2's given scores [1, 2, 0] swap fisherman's and net's weights; concat·W_O mixes both heads."""
+    steps = solve("two_heads.yaml")
+    first, second = steps.heads
+    z = E**2 + E + 1
+    a, b = (2 * E**2 + 1) / z, (2 * E + 1) / z  # head 1's output [a, b]
+    close(first.weights, [[E**2 / z, E / z, 1 / z]])
+    close(first.output, [[a, b]])
+    assert second.head.score.kind == "given"
+    assert second.queries is None and second.keys is None
+    close(second.scores, [[1, 2, 0]])
+    close(second.weights, [[E / z, E**2 / z, 1 / z]])
+    assert [round(w, 4) for w in second.weights[0]] == [0.2447, 0.6652, 0.0900]
+    close(second.output, [[b, a]])
+    close(steps.concat, [[a, b, b, a]])
+    # W_O = [[1, 0], [0, 1], [0.5, 0], [0, 0.5]]
+    close(steps.output, [[a + 0.5 * b, b + 0.5 * a]])
+
+
+STORM_TOKENS = ("The", "bank", "flooded", "after", "the", "storm", ".")
+
+
+def _storm_expected() -> tuple[list[float], list[float], list[float], list[float]]:
+    """Bidirectional: bank's scores 0, r, r, 0, 0, 2r, 0 and storm's r, r, 2r, 0, r, 3r, 0 with r = 1/√2."""
+    r = R2
+    bank = softmax(0, r, r, 0, 0, 2 * r, 0)
+    storm = softmax(r, r, 2 * r, 0, r, 3 * r, 0)
+    # values: bank [1, 0], flooded [0, 1], storm [0, 2]; the rest [0, 0]
+    return bank, [bank[1], bank[2] + 2 * bank[5]], storm, [storm[1], storm[2] + 2 * storm[5]]
+
+
+def test_storm_bidirectional() -> None:
+    steps = solve("storm_bidirectional.yaml")
+    (head,) = steps.heads
+    bank, bank_out, storm, storm_out = _storm_expected()
+    assert steps.problem.tokens == STORM_TOKENS
+    assert steps.problem.mask.all()
+    close(head.weights, [bank, storm])
+    close(steps.output, [bank_out, storm_out])
+    assert head.weights[0, STORM_TOKENS.index("storm")] > 0.3  # bank uses the later clue
+
+
+def test_storm_causal() -> None:
+    """bank (position 2) sees The and bank only; storm (position 6) sees everything but the final '.'."""
+    steps = solve("storm_causal.yaml")
+    (head,) = steps.heads
+    r = R2
+    bank = [*softmax(0, r), 0, 0, 0, 0, 0]
+    storm = [*softmax(r, r, 2 * r, 0, r, 3 * r), 0]
+    close(head.weights, [bank, storm])
+    close(steps.output, [[bank[1], 0], [storm[1], storm[2] + 2 * storm[5]]])
+    assert steps.problem.mask.tolist() == [[j <= 1 for j in range(7)], [j <= 5 for j in range(7)]]
+    # masked keys get exactly zero, not merely a small number
+    assert head.weights[0, STORM_TOKENS.index("storm")] == 0.0
+    assert head.weights[1, STORM_TOKENS.index(".")] == 0.0
+    assert np.isneginf(head.scores[0, 2:]).all()
+    assert head.weights[1, STORM_TOKENS.index("bank")] > 0  # storm still sees bank
+
+
+def test_translation_cross() -> None:
+    """Spanish queries against English keys 2·I; the scale is 1/√3."""
+    steps = solve("translation_cross.yaml")
+    (head,) = steps.heads
+    assert steps.problem.cross
+    assert steps.problem.query_tokens == ("La", "orilla", "se", "inundó")
+    assert steps.problem.tokens == ("The", "bank", "flooded")
+    a, b = math.exp(2 / math.sqrt(3)), math.exp(1 / math.sqrt(3))
+    weights = [
+        [a / (a + 2), 1 / (a + 2), 1 / (a + 2)],
+        [1 / (a + 2), a / (a + 2), 1 / (a + 2)],
+        [1 / (1 + 2 * b), b / (1 + 2 * b), b / (1 + 2 * b)],
+        [1 / (a + 2), 1 / (a + 2), a / (a + 2)],
+    ]
+    close(head.scores[0], [2 / math.sqrt(3), 0, 0])
+    close(head.weights, weights)
+    # values The [1, 0], bank [0, 1], flooded [1, 1]: output = [w_The + w_flooded, w_bank + w_flooded]
+    close(steps.output, [[w[0] + w[2], w[1] + w[2]] for w in weights])
+    close(steps.output[0], [(a + 1) / (a + 2), 2 / (a + 2)])
+
+
+def test_projections() -> None:
+    """Q = X·W_Q, K = X·W_K, V = X·W_V worked out row by row; d_k = 2, d_v = 3."""
+    steps = solve("projections.yaml")
+    (head,) = steps.heads
+    close(head.queries, [[1, 0], [0, 1], [1, 1]])
+    close(head.keys, [[2, 1], [1, 1], [1, 2]])
+    close(head.values, [[1, 0, 1], [0, 1, 1], [1, 1, 0]])  # W_V is the identity
+    r = R2
+    weights = [softmax(2 * r, r, r), softmax(r, r, 2 * r), softmax(3 * r, 2 * r, 3 * r)]
+    close(head.scores, [[2 * r, r, r], [r, r, 2 * r], [3 * r, 2 * r, 3 * r]])
+    close(head.weights, weights)
+    close(steps.output, [[w[0] + w[2], w[1] + w[2], w[0] + w[1]] for w in weights])
+    assert steps.output.shape == (3, 3)
+
+
+def test_additive() -> None:
+    """q·W_query = [1, -1]; k·W_key = [0, 1], [1, 0], [-1, 1]; s = v·tanh(sum) with v = [1, 1], scale 1."""
+    steps = solve("additive.yaml")
+    (head,) = steps.heads
+    t1, t2 = math.tanh(1), math.tanh(2)
+    assert head.head.score.kind == "additive"
+    assert head.head.score.scale == 1.0
+    close(head.hidden[0], [[t1, 0], [t2, -t1], [0, 0]])
+    close(head.scores, [[t1, t2 - t1, 0]])
+    weights = softmax(t1, t2 - t1, 0)
+    close(head.weights, [weights])
+    # values the [1, 0], bank [0, 1], flooded [1, 1]
+    close(steps.output, [[weights[0] + weights[2], weights[1] + weights[2]]])
