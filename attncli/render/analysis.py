@@ -1,0 +1,296 @@
+"""Rich views of the analysis records: heatmaps, norms, interventions, comparisons, the √d_k table.
+
+Every number goes through `numbers.fixed` and every table through `layout.table`,
+so nothing is cut at any width. Colour only repeats what the text already says:
+a heatmap cell carries its number and a shade character, for plain text too.
+The compare and scaling JSON documents are built here too, as text for `write` (never through Rich).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+from rich.console import RenderableType
+from rich.text import Text
+
+from attncli import __version__
+from attncli.analysis import Comparison, Intervention, Norms, Ranking, Scaling
+from attncli.core import HeadSteps, Steps
+from attncli.i18n import t
+from attncli.problem import Problem
+from attncli.render.layout import table
+from attncli.render.numbers import fixed, vector
+from attncli.render.summary import SHADES
+
+# The ends of the heatmap's colour scale, weight 0 and 1: light enough for black ink all along, so that a
+# terminal with 8 or 256 colours, which rounds the colour, never puts the ink on a background of its own colour.
+LIGHT, DARK = (247, 251, 255), (66, 146, 198)
+MASKED_CELL = "·"
+DISAGREE = "≠"
+CHART_WIDTH = 30
+
+
+def _caution(key: str) -> Text:
+    return Text(t(key), style="italic yellow")
+
+
+# Heatmaps
+
+
+def heatmap(head: HeadSteps, problem: Problem, precision: int, width: int) -> list:
+    """One head's weight matrix as shaded cells: each cell shows its number and a shade, masked cells a dot."""
+    rows = []
+    for i, query in enumerate(problem.query_tokens):
+        cells: list[str | Text] = [query]
+        for j in range(len(problem.tokens)):
+            if problem.mask[i, j]:
+                cells.append(_heat_cell(float(head.weights[i, j]), precision))
+            else:
+                cells.append(Text(MASKED_CELL, style="dim"))
+        rows.append(cells)
+    columns = range(1, len(problem.tokens) + 1)
+    return [
+        table(t("render.weight_matrix_title"), [t("render.query"), *problem.tokens], rows, width, right=columns),
+        Text(t("analysis.heatmap_legend", shades=SHADES[1:]), style="dim"),
+        _caution("analysis.caution_map"),
+        Text(""),
+    ]
+
+
+def _heat_cell(weight: float, precision: int) -> Text:
+    shade = SHADES[min(len(SHADES) - 1, math.ceil(weight * (len(SHADES) - 1)))]
+    r, g, b = (round(lo + (hi - lo) * weight) for lo, hi in zip(LIGHT, DARK))
+    return Text(f"{fixed(weight, precision)} {shade}", style=f"black on rgb({r},{g},{b})")
+
+
+# Norms
+
+
+def norms(record: Norms, steps: Steps, precision: int, width: int) -> list:
+    """Per head and query: α, ‖f(x)‖, ‖α·f(x)‖ and the two rankings; with several heads, the summed norms."""
+    problem = steps.problem
+    p = precision
+    several = len(record.heads) > 1
+    f_key = "analysis.norms_f_w_o" if record.through_w_o else "analysis.norms_f_v"
+    out: list[RenderableType] = [Text(t("analysis.norms_heading"), style="bold reverse"), Text(t(f_key))]
+    headers = [t("render.key"), "α", "‖f(x)‖", "‖α·f(x)‖", t("analysis.rank_weight"), t("analysis.rank_norm"), ""]
+    for head, norm in zip(steps.heads, record.heads):
+        for i, query in enumerate(problem.query_tokens):
+            rows = []
+            for j, key in enumerate(problem.tokens):
+                alpha = _masked_or(problem.mask[i, j], head.weights[i, j], p)
+                weighted = _masked_or(problem.mask[i, j], norm.weighted[i, j], p)
+                rows.append([key, alpha, fixed(float(norm.transformed[j]), p), weighted, *_ranks(norm.ranking, i, j)])
+            title = (
+                t("analysis.norms_title_head", name=query, head=norm.name)
+                if several
+                else t("analysis.norms_title", name=query)
+            )
+            out.append(table(title, headers, rows, width, right=(1, 2, 3, 4, 5)))
+    if several:
+        summed_headers = [t("render.key"), t("analysis.mean_weight"), "‖Σ_h α^h·f_h(x)‖", *headers[4:]]
+        for i, query in enumerate(problem.query_tokens):
+            rows = [
+                [
+                    key,
+                    _masked_or(problem.mask[i, j], record.mean_weights[i, j], p),
+                    _masked_or(problem.mask[i, j], record.summed[i, j], p),
+                    *_ranks(record.summed_ranking, i, j),
+                ]
+                for j, key in enumerate(problem.tokens)
+            ]
+            out.append(table(t("analysis.summed_title", name=query), summed_headers, rows, width, right=(1, 2, 3, 4)))
+    if any(norm.ranking.disagree.any() for norm in record.heads) or (several and record.summed_ranking.disagree.any()):
+        out.append(Text(t("analysis.disagree_note", mark=DISAGREE)))
+    return [*out, _caution("analysis.caution_norms"), Text("")]
+
+
+def _masked_or(allowed: bool, value: float, precision: int) -> str | Text:
+    return fixed(float(value), precision) if allowed else Text(MASKED_CELL, style="dim")
+
+
+def _ranks(ranking: Ranking, i: int, j: int) -> list[str | Text]:
+    if not ranking.by_weight[i, j]:
+        return ["", "", ""]
+    flag = Text(DISAGREE, style="bold red") if ranking.disagree[i, j] else ""
+    return [str(ranking.by_weight[i, j]), str(ranking.by_norm[i, j]), flag]
+
+
+# Interventions
+
+
+def interventions(records: tuple[Intervention, ...], steps: Steps, precision: int, width: int) -> list:
+    """Each intervention's weights beside the original ones, and how far the output moved."""
+    problem = steps.problem
+    p = precision
+    several = len(steps.heads) > 1
+    out: list[RenderableType] = []
+    for record in records:
+        out.append(Text(_describe(record), style="bold reverse"))
+        for i, query in enumerate(problem.query_tokens):
+            headers = [t("render.key")]
+            for head in steps.heads:
+                prefix = f"{head.head.name}: " if several else ""
+                headers += [prefix + t("analysis.before"), prefix + t("analysis.after")]
+            rows = []
+            for j, key in enumerate(problem.tokens):
+                cells: list[str | Text] = [key]
+                for h, head in enumerate(steps.heads):
+                    cells.append(_masked_or(problem.mask[i, j], head.weights[i, j], p))
+                    cells.append(_masked_or(record.mask[i, j], record.weights[h, i, j], p))
+                rows.append(cells)
+            title = t("analysis.intervention_query", name=query)
+            out.append(table(title, headers, rows, width, right=range(1, len(headers))))
+            before, after = vector(steps.output[i], p), vector(record.output[i], p)
+            out.append(Text.assemble((t("analysis.output_change"), "bold"), f"{before} → ", (after, "bold green")))
+            tv = ", ".join(
+                (f"{head.head.name}: " if several else "") + fixed(float(record.tv[h, i]), p)
+                for h, head in enumerate(steps.heads)
+            )
+            out.append(Text(t("analysis.change_line", delta=fixed(float(record.delta[i]), p), tv=tv)))
+            out.append(Text(""))
+    return [*out, _caution("analysis.caution_interventions"), Text("")]
+
+
+def _describe(record: Intervention) -> str:
+    if record.kind == "weights":
+        kind, _, seed = record.target.partition(":")
+        return t(f"analysis.kind_{kind}", seed=seed)
+    return t(f"analysis.kind_{record.kind}", target=record.target)
+
+
+# Compare
+
+
+def compare(record: Comparison, precision: int, width: int) -> list:
+    """For every shared query: each problem's weights by position, then both outputs and their difference."""
+    p = precision
+    a, b = record.a.problem, record.b.problem
+    out: list[RenderableType] = [
+        Text.assemble(("A: ", "bold"), _name(a)),
+        Text.assemble(("B: ", "bold"), _name(b)),
+        Text(""),
+    ]
+    several = len(record.a.heads) > 1 or len(record.b.heads) > 1
+    for query in record.queries:
+        out.append(Text(t("render.query_heading", name=query.query), style="bold reverse"))
+        for pair in query.heads:
+            rows = []
+            for j in range(max(len(a.tokens), len(b.tokens))):
+                cells: list[str | Text] = [str(j + 1)]
+                cells += _side(a.tokens, query.allowed_a, pair.weights_a, j, p)
+                cells += _side(b.tokens, query.allowed_b, pair.weights_b, j, p)
+                same = pair.difference is not None
+                cells.append(fixed(float(pair.difference[j]), p) if same else "")
+                rows.append(cells)
+            headers = [t("summary.position"), "A", "α (A)", "B", "α (B)", "α (B) − α (A)"]
+            title = (
+                t("analysis.compare_weights", a=pair.name_a, b=pair.name_b)
+                if several
+                else t("analysis.compare_weights_one")
+            )
+            out.append(table(title, headers, rows, width, right=(2, 4, 5)))
+        rows = [["A", vector(query.output_a, p)], ["B", vector(query.output_b, p)]]
+        if query.difference is not None:
+            rows.append(["B − A", vector(query.difference, p)])
+        out.append(table(t("render.outputs_title"), ["", t("render.output")], rows, width))
+        if query.distance is not None:
+            out.append(Text(t("analysis.compare_distance", distance=fixed(query.distance, p))))
+        out.append(Text(""))
+    return out
+
+
+def _name(problem: Problem) -> str:
+    return f"{problem.title} ({problem.source})" if problem.title else problem.source
+
+
+def _side(
+    tokens: tuple[str, ...], allowed: np.ndarray, weights: np.ndarray, j: int, precision: int
+) -> list[str | Text]:
+    if j >= len(tokens):
+        return ["", ""]
+    return [tokens[j], _masked_or(allowed[j], weights[j], precision)]
+
+
+def compare_document(record: Comparison) -> str:
+    def side(steps: Steps) -> dict:
+        problem = steps.problem
+        return {"source": problem.source, "title": problem.title, "tokens": list(problem.tokens)}
+
+    queries = [
+        {
+            "query": query.query,
+            "heads": [
+                {
+                    "a": pair.name_a,
+                    "b": pair.name_b,
+                    "weights_a": pair.weights_a.tolist(),
+                    "weights_b": pair.weights_b.tolist(),
+                    "difference": None if pair.difference is None else pair.difference.tolist(),
+                }
+                for pair in query.heads
+            ],
+            "output_a": query.output_a.tolist(),
+            "output_b": query.output_b.tolist(),
+            "difference": None if query.difference is None else query.difference.tolist(),
+            "distance": query.distance,
+        }
+        for query in record.queries
+    ]
+    doc = {"attncli": __version__, "a": side(record.a), "b": side(record.b), "queries": queries}
+    return json.dumps(doc, ensure_ascii=False, allow_nan=False) + "\n"
+
+
+# Scaling
+
+
+def scaling(record: Scaling, precision: int, width: int) -> list:
+    """The Monte Carlo table, then bars of the mean largest weight with and without the scale."""
+    p = precision
+    headers = ["d_k", "var(q·k)", "var(q·k/√d_k)", t("analysis.max_weight_dot"), t("analysis.max_weight_scaled")]
+    rows = [
+        [
+            str(row.d_k),
+            fixed(row.var_dot, p),
+            fixed(row.var_scaled, p),
+            fixed(row.max_weight_dot, p),
+            fixed(row.max_weight_scaled, p),
+        ]
+        for row in record.rows
+    ]
+    title = t("analysis.scaling_title", keys=record.keys, samples=record.samples, seed=record.seed)
+    chart = Text()
+    label = max(len(str(row.d_k)) for row in record.rows)
+    for row in record.rows:
+        for name, value, style in (("q·k", row.max_weight_dot, "red"), ("q·k/√d_k", row.max_weight_scaled, "green")):
+            chart.append(f"d_k = {row.d_k:>{label}}  {name:<9}", style="dim")
+            chart.append(_bar(value), style=style)
+            chart.append(f" {fixed(value, p)}\n")
+    return [
+        table(title, headers, rows, width, right=range(5)),
+        Text(t("analysis.chart_title", keys=record.keys), style="bold"),
+        chart,
+        Text(t("analysis.scaling_note", keys=record.keys, uniform=fixed(1 / record.keys, p)), style="dim"),
+    ]
+
+
+def _bar(value: float) -> str:
+    eighths = round(value * CHART_WIDTH * 8)
+    return "█" * (eighths // 8) + (" ▏▎▍▌▋▊▉"[eighths % 8] if eighths % 8 else "")
+
+
+def scaling_document(record: Scaling) -> str:
+    rows = [
+        {
+            "d_k": row.d_k,
+            "var_dot": row.var_dot,
+            "var_scaled": row.var_scaled,
+            "max_weight_dot": row.max_weight_dot,
+            "max_weight_scaled": row.max_weight_scaled,
+        }
+        for row in record.rows
+    ]
+    doc = {"keys": record.keys, "samples": record.samples, "seed": record.seed, "rows": rows}
+    return json.dumps(doc, ensure_ascii=False, allow_nan=False) + "\n"
