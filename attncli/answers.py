@@ -1,0 +1,348 @@
+"""The `answers:` section of a homework file: what the student wrote, cell by cell, and how precisely.
+
+A number's precision lives in its text: 0.90 promises two decimals where 0.9
+promises one. yamldoc keeps values, not texts, so `source_texts` re-reads every
+scalar's text from the YAML event stream, under the paths yamldoc uses. This is
+the only module that looks at the shape of answers; the grader can trust them.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+import re
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import yaml
+
+from attncli import expr, yamldoc
+from attncli.core import Steps
+from attncli.errors import AttnError, fail
+from attncli.i18n import t
+from attncli.yamldoc import Document, Path
+
+HEAD_STEPS = ("queries", "keys", "values", "dot", "scores", "weights", "output")
+SHARED_STEPS = ("concat", "final")
+MASKABLE = ("dot", "scores", "weights")
+MASK_WORDS = ("masked", "-inf", "-∞", "-infinity")
+_DECIMAL = re.compile(r"[+-]?\d*\.(?P<fraction>\d*)(?:[eE](?P<exponent>[+-]?\d+))?|[+-]?\d+[eE](?P<power>[+-]?\d+)")
+_Parser = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One number as the student wrote it."""
+
+    text: str
+    value: float | None  # None: marked as masked (-inf, masked or null)
+    decimals: int | None  # decimals written; None for whole numbers and expressions, which are taken as exact
+
+
+@dataclass(frozen=True)
+class Answer:
+    """One answered matrix, held in the orientation of the true one; a None cell was not answered."""
+
+    step: str
+    head: int | None  # None for concat and final
+    rows: tuple[str, ...]
+    columns: tuple[str, ...]  # key tokens, or coordinates "1", "2", ...
+    cells: tuple[tuple[Entry | None, ...], ...]
+    transposed: bool = False  # written with rows and columns swapped (a shape that only fits transposed)
+
+
+@dataclass(frozen=True)
+class Answers:
+    steps: tuple[Answer, ...]  # in the order of the calculation: each head's steps, then concat and final
+    tolerance: float | None  # from `tolerance:` in the file
+
+
+@dataclass(frozen=True)
+class _Shape:
+    rows: tuple[str, ...]
+    columns: tuple[str, ...]
+    named_columns: bool  # columns are key tokens, so a row may be a mapping token: number
+    allowed: np.ndarray | None  # (rows, columns) for maskable steps: the cells the mask lets through
+
+
+def read(path: str) -> tuple[Document, dict[Path, str]]:
+    """A homework file (or stdin for '-') as yamldoc reads it, plus the source text of each scalar."""
+    name = "<stdin>" if path == "-" else path
+    try:
+        if path == "-":
+            raw = sys.stdin.buffer.read(yamldoc.MAX_BYTES + 1)
+        else:
+            with open(path, "rb") as handle:
+                raw = handle.read(yamldoc.MAX_BYTES + 1)
+    except OSError as error:
+        raise fail("input.unreadable", reason=error.strerror or str(error)).at(source=name) from None
+    if len(raw) > yamldoc.MAX_BYTES:
+        raise fail("input.too_large", limit=yamldoc.MAX_BYTES // 2**20).at(source=name)
+    try:
+        text = raw.decode("utf-8").removeprefix("\ufeff")
+    except UnicodeDecodeError as error:
+        line = raw[: error.start].count(b"\n") + 1
+        raise fail("input.not_utf8", offset=error.start).at(source=name, line=line) from None
+    return yamldoc.load(text, name), source_texts(text)
+
+
+def source_texts(text: str) -> dict[Path, str]:
+    """The text of every scalar value, by its path. Call after yamldoc.load has accepted `text`.
+
+    Values reached through an alias or a merge key are left out; their numbers fall
+    back to the text of the value.
+    """
+    texts: dict[Path, str] = {}
+    stack: list[list] = []  # [path, is_mapping, pending key or None, next index]
+
+    def child() -> Path:
+        path, is_mapping, key, index = stack[-1]
+        return (*path, key if is_mapping else index)
+
+    def placed() -> None:
+        if stack:
+            if stack[-1][1]:
+                stack[-1][2] = None
+            else:
+                stack[-1][3] += 1
+
+    def awaiting_key() -> bool:
+        return bool(stack) and stack[-1][1] and stack[-1][2] is None
+
+    for event in yaml.parse(text, Loader=_Parser):
+        if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
+            stack.append([child() if stack else (), isinstance(event, yaml.MappingStartEvent), None, 0])
+        elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
+            stack.pop()
+            placed()
+        elif isinstance(event, yaml.ScalarEvent):
+            if awaiting_key():
+                stack[-1][2] = event.value
+                continue
+            if stack:
+                texts[child()] = event.value
+            placed()
+        elif isinstance(event, yaml.AliasEvent):
+            placed()
+    return texts
+
+
+def parse(document: Document, texts: Mapping[Path, str], steps: Steps) -> Answers:
+    """The validated `answers:` and `tolerance:` of a problem whose calculation is `steps`."""
+    return _Reader(document, texts, steps).answers()
+
+
+def decimals(text: str) -> int | None:
+    """How many decimals a plain number shows (`0.0900` → 4, `1.5e-3` → 4); None for whole numbers and expressions."""
+    match = _DECIMAL.fullmatch(text.strip().replace("−", "-"))
+    if match is None:
+        return None
+    power = match["power"]
+    count = -int(power) if power is not None else len(match["fraction"]) - int(match["exponent"] or 0)
+    return count if count > 0 else None
+
+
+def is_mask_marker(value: object) -> bool:
+    """`-inf`, `masked`, `-∞` or null: the student says the mask excludes this cell."""
+    if value is None:
+        return True
+    if isinstance(value, float):
+        return value == -math.inf
+    return isinstance(value, str) and value.strip().lower().replace("−", "-").replace(" ", "") in MASK_WORDS
+
+
+class _Reader:
+    """Reads the answers against the shapes of the calculation, raising errors that say where."""
+
+    def __init__(self, document: Document, texts: Mapping[Path, str], steps: Steps) -> None:
+        self.document = document
+        self.texts = texts
+        self.steps = steps
+
+    def error(self, path: Path, key: str, field: str | None = None, **params: object) -> AttnError:
+        return fail(key, **params).at(self.document.name, self.document.line(path), field or describe(path))
+
+    def answers(self) -> Answers:
+        data = self.document.data if isinstance(self.document.data, dict) else {}
+        tolerance = self.tolerance(data)
+        if "answers" not in data:
+            raise fail("check.no_answers").at(self.document.name, field="answers")
+        section = data["answers"]
+        if not isinstance(section, dict) or not section:
+            raise self.error(("answers",), "check.answers_not_mapping", got=kind(section))
+        self.check_fields(section, ("answers",), (*HEAD_STEPS, *SHARED_STEPS, "heads"))
+        heads = len(self.steps.heads)
+        top = [name for name in HEAD_STEPS if name in section]
+        if "heads" in section:
+            if top:
+                raise self.error(("answers", top[0]), "check.heads_and_top")
+            per_head = self.head_list(section["heads"], heads)
+        elif top and heads > 1:
+            raise self.error(("answers", top[0]), "check.top_with_heads", count=heads)
+        else:
+            per_head = [(("answers",), section)]
+        found = [
+            self.answer((*path, step), fields[step], step, head)
+            for head, (path, fields) in enumerate(per_head)
+            for step in HEAD_STEPS
+            if step in fields
+        ]
+        found += [self.answer(("answers", step), section[step], step, None) for step in SHARED_STEPS if step in section]
+        if not found:
+            raise self.error(("answers",), "check.nothing_answered")
+        return Answers(tuple(found), tolerance)
+
+    def tolerance(self, data: dict) -> float | None:
+        if "tolerance" not in data:
+            return None
+        value = data["tolerance"]
+        number = self.number(("tolerance",), value) if not isinstance(value, bool) else None
+        if number is None or number < 0:
+            raise self.error(("tolerance",), "check.bad_tolerance", got=kind(value))
+        return number
+
+    def check_fields(self, data: dict, path: Path, known: Sequence[str]) -> None:
+        for name in data:
+            if name in known or name.startswith("x-"):
+                continue
+            close = difflib.get_close_matches(name, known, n=1)
+            hint = t("hint.did_you_mean", name=close[0]) if close else t("check.known_steps", names=", ".join(known))
+            raise self.error((*path, name), "problem.unknown_field", name=name, hint=hint)
+
+    def head_list(self, value: object, heads: int) -> list[tuple[Path, dict]]:
+        if not isinstance(value, list) or not value or not all(isinstance(item, dict) for item in value):
+            raise self.error(("answers", "heads"), "problem.bad_heads", got=kind(value))
+        if len(value) > heads:
+            raise self.error(("answers", "heads"), "check.too_many_heads", count=len(value), expected=heads)
+        for index, fields in enumerate(value):
+            self.check_fields(fields, ("answers", "heads", index), HEAD_STEPS)
+        return [(("answers", "heads", index), fields) for index, fields in enumerate(value)]
+
+    def shape(self, path: Path, step: str, head: int | None) -> _Shape:
+        problem, steps = self.steps.problem, self.steps
+        queries, tokens = problem.query_tokens, problem.tokens
+        if head is None:
+            matrix = steps.concat if step == "concat" else steps.output
+            if matrix is None:
+                raise self.error(path, "check.no_concat")
+            return _Shape(queries, _coordinates(matrix.shape[1]), False, None)
+        head_steps = steps.heads[head]
+        if step in ("queries", "keys", "dot") and head_steps.queries is None:
+            raise self.error(path, "check.scores_given", step=step)
+        if step in MASKABLE:
+            return _Shape(queries, tokens, True, problem.mask)
+        matrix = {
+            "queries": head_steps.queries,
+            "keys": head_steps.keys,
+            "values": head_steps.values,
+            "output": head_steps.output,
+        }[step]
+        rows = queries if step in ("queries", "output") else tokens
+        return _Shape(rows, _coordinates(matrix.shape[1]), False, None)
+
+    def answer(self, path: Path, value: object, step: str, head: int | None) -> Answer:
+        shape = self.shape(path, step, head)
+        n, m = len(shape.rows), len(shape.columns)
+        grid: list[list[Entry | None]] = [[None] * m for _ in range(n)]
+        transposed = False
+        if isinstance(value, dict):
+            for name, row in value.items():
+                index = self.row_index((*path, name), name, shape.rows)
+                grid[index] = self.row(path, (*path, name), row, step, shape, index)
+        elif isinstance(value, list) and value and not any(isinstance(item, (list, dict)) for item in value):
+            if n != 1:
+                raise self.error(path, "check.single_row", rows=n)
+            grid[0] = self.row(path, path, value, step, shape, 0)
+        elif not isinstance(value, list) or not value:
+            raise self.error(path, "problem.not_matrix", got=kind(value))
+        elif len(value) == n:
+            grid = [self.row(path, (*path, i), row, step, shape, i) for i, row in enumerate(value)]
+        elif len(value) == m and all(isinstance(row, list) and len(row) == n for row in value):
+            transposed = True
+            for j, column in enumerate(value):
+                for i, cell in enumerate(column):
+                    grid[i][j] = self.entry((*path, j, i), cell, step)
+        else:
+            what = t("what.query_tokens") if shape.rows == self.steps.problem.query_tokens else t("what.tokens")
+            raise self.error(path, "problem.row_count", count=len(value), expected=n, what=what)
+        cells = tuple(tuple(row) for row in grid)
+        return Answer(step, head, shape.rows, shape.columns, cells, transposed)
+
+    def row_index(self, path: Path, name: str, rows: tuple[str, ...]) -> int:
+        if name not in rows:
+            raise self.error(path, "check.unknown_row", name=name, names=", ".join(rows))
+        if rows.count(name) > 1:
+            raise self.error(path, "check.ambiguous_name", name=name)
+        return rows.index(name)
+
+    def row(self, matrix: Path, path: Path, row: object, step: str, shape: _Shape, index: int) -> list[Entry | None]:
+        """One row: all its cells, a mapping token: number, or the cells the mask lets through."""
+        m = len(shape.columns)
+        cells: list[Entry | None] = [None] * m
+        label = t("field.row", field=describe(matrix), row=index + 1, token=shape.rows[index])
+        if isinstance(row, dict) and shape.named_columns:
+            for name, cell in row.items():
+                cells[self.row_index((*path, name), name, shape.columns)] = self.entry((*path, name), cell, step)
+            return cells
+        if not isinstance(row, list) or not row or any(isinstance(cell, (list, dict)) for cell in row):
+            raise self.error(path, "problem.not_row", label, got=kind(row))
+        if len(row) == m:
+            return [self.entry((*path, j), cell, step, label) for j, cell in enumerate(row)]
+        allowed = [] if shape.allowed is None else [j for j in range(m) if shape.allowed[index, j]]
+        if allowed and len(row) == len(allowed):
+            for cell_index, (j, cell) in enumerate(zip(allowed, row)):
+                cells[j] = self.entry((*path, cell_index), cell, step, label)
+            return cells
+        if allowed and len(allowed) < m:
+            raise self.error(path, "check.row_width_masked", label, count=len(row), expected=m, allowed=len(allowed))
+        raise self.error(path, "check.row_width", label, count=len(row), expected=m)
+
+    def entry(self, path: Path, value: object, step: str, label: str | None = None) -> Entry:
+        text = self.texts.get(path, "" if value is None else str(value))
+        if is_mask_marker(value):
+            if step not in MASKABLE:
+                raise self.error(path, "check.masked_here", label, text=text or "null", step=step)
+            return Entry(text or "masked", None, None)
+        return Entry(text, self.number(path, value, label), decimals(text))
+
+    def number(self, path: Path, value: object, label: str | None = None) -> float:
+        if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+            raise self.error(path, "problem.not_number", label, got=kind(value))
+        try:
+            number = expr.evaluate(value) if isinstance(value, str) else float(value)
+        except OverflowError:
+            raise self.error(path, "expr.overflow", label, text=value) from None
+        except AttnError as error:
+            raise error.at(self.document.name, self.document.line(path), label or describe(path)) from None
+        if not math.isfinite(number):
+            raise self.error(path, "expr.not_finite", label, text=value)
+        return number
+
+
+def _coordinates(count: int) -> tuple[str, ...]:
+    return tuple(str(j + 1) for j in range(count))
+
+
+def describe(path: Path) -> str:
+    """A field path as a person reads it: ("answers", "heads", 0, "scores") -> answers.heads[1].scores."""
+    text = ""
+    for part in path:
+        text += f"[{part + 1}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+    return text
+
+
+def kind(value: object) -> str:
+    """What a value is, for messages that say what was found instead."""
+    if value is None:
+        return t("kind.nothing")
+    if isinstance(value, bool):
+        return t("kind.boolean", value=str(value).lower())
+    if isinstance(value, (int, float)):
+        return t("kind.number", value=value)
+    if isinstance(value, str):
+        return t("kind.text", value=value if len(value) <= 30 else value[:27] + "...")
+    if isinstance(value, list):
+        return t("kind.list", count=len(value))
+    return t("kind.mapping")

@@ -1,0 +1,343 @@
+"""Grading homework: which answered cells are right, which step first goes wrong, and which classic mistake explains it.
+
+Every answered cell is compared with the true value and with what the student's
+own earlier numbers give (error carried forward), so a correct softmax of wrong
+scores counts as "right method, wrong inputs" and the report points at the step
+where the slip happened. A wrong step is then replayed under each classic mistake;
+every mistake whose replay reproduces all of the step's answered cells is named.
+Pure functions of the calculation and the answers: no I/O.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+from attncli.answers import HEAD_STEPS, Answer, Answers, Entry
+from attncli.core import Steps, compatibility
+from attncli.problem import Projection
+
+CODES = (
+    "missing_scale",
+    "wrong_scale",
+    "no_exp",
+    "unnormalized",
+    "wrong_axis",
+    "mask_ignored",
+    "mask_inverted",
+    "keys_as_values",
+    "transposed",
+    "rounded_early",
+)
+RIGHT, CARRIED, WRONG = "right", "carried", "wrong"
+EXACT = 1e-9  # relative tolerance for whole numbers and expressions, which are exact as written
+EXACT_ZERO = 1e-12  # ... and the absolute one, for true values that are zero up to floating-point noise
+ROUNDING = 1.5  # n decimals are right within 1.5·10⁻ⁿ: the rounding itself plus rounding carried from earlier steps
+DEPENDS = {
+    "queries": (),
+    "keys": (),
+    "values": (),
+    "dot": ("queries", "keys"),
+    "scores": ("queries", "keys", "dot"),
+    "weights": ("queries", "keys", "dot", "scores"),
+    "output": ("queries", "keys", "values", "dot", "scores", "weights"),
+}
+Key = tuple[str, int | None]  # (step, head); head None for concat and final
+
+
+@dataclass(frozen=True)
+class Cell:
+    row: int
+    column: int
+    entry: Entry
+    expected: float  # the true value; -inf for a masked score
+    masked: bool  # the mask excludes this cell
+    status: str  # RIGHT, CARRIED (follows from the student's own wrong inputs) or WRONG
+
+
+@dataclass(frozen=True)
+class StepReport:
+    step: str
+    head: int | None  # None for concat and final
+    head_name: str | None  # None for concat and final, and when the problem has one head
+    rows: tuple[str, ...]
+    columns: tuple[str, ...]
+    cells: tuple[Cell, ...]  # the answered cells
+    status: str  # RIGHT: every cell right; CARRIED: right method, wrong inputs; WRONG: the mistake is here
+    diagnosis: tuple[str, ...]  # CODES that reproduce the step's numbers
+
+    @property
+    def correct(self) -> int:
+        return sum(cell.status == RIGHT for cell in self.cells)
+
+    @property
+    def total(self) -> int:
+        return len(self.cells)
+
+
+@dataclass(frozen=True)
+class Report:
+    file: str
+    steps: tuple[StepReport, ...]
+
+    @property
+    def ok(self) -> bool:
+        """Every answered cell is right."""
+        return all(step.status == RIGHT for step in self.steps)
+
+    @property
+    def first_wrong(self) -> StepReport | None:
+        """The first step where a mistake was made (carried steps only inherit one)."""
+        return next((step for step in self.steps if step.status == WRONG), None)
+
+
+@dataclass(frozen=True)
+class Mistake:
+    """A classic slip, replayed through the whole calculation to see whether it gives the student's numbers."""
+
+    code: str | None = None  # None: no slip, the calculation as it should be
+    scale: str = "true"  # true | none | d_k | sqrt_d_v | sqrt_d_model | sqrt_keys | sqrt_queries | times_sqrt_d_k
+    mask: str = "true"  # true | none | inverted | transposed
+    softmax: str = "exp"  # exp | no_exp | unnormalized | wrong_axis
+    mix: str = "values"  # values | keys
+    decimals: int | None = None  # every intermediate value rounded to this many decimals
+
+
+MISTAKES = (
+    Mistake("missing_scale", scale="none"),
+    *(
+        Mistake("wrong_scale", scale=scale)
+        for scale in ("d_k", "sqrt_d_v", "sqrt_d_model", "sqrt_keys", "sqrt_queries", "times_sqrt_d_k")
+    ),
+    Mistake("no_exp", softmax="no_exp"),
+    Mistake("unnormalized", softmax="unnormalized"),
+    Mistake("wrong_axis", softmax="wrong_axis"),
+    Mistake("mask_ignored", mask="none"),
+    Mistake("mask_inverted", mask="inverted"),
+    Mistake("mask_inverted", mask="transposed"),
+    Mistake("keys_as_values", mix="keys"),
+    *(Mistake("rounded_early", decimals=decimals) for decimals in (1, 2, 3)),
+)
+
+
+@dataclass(frozen=True)
+class _Replay:
+    """One pass through the calculation: what each step comes to from what the steps before it passed on."""
+
+    computed: dict[Key, np.ndarray]
+    excluded: dict[Key, np.ndarray]  # the cells this pass leaves out (masked); all False for unmaskable steps
+
+
+def grade(steps: Steps, answers: Answers, tolerance: float | None = None, file: str = "") -> Report:
+    """The report on `answers` to the problem whose calculation is `steps`; `tolerance` overrides the file's."""
+    tol = tolerance if tolerance is not None else answers.tolerance
+    given = {(answer.step, answer.head): _student(answer) for answer in answers.steps}
+    truth = _replay(steps, Mistake(), {})
+    carried = _replay(steps, Mistake(), given)
+    slips = [(m.code, r) for m in MISTAKES for r in (_replay(steps, m, {}), _replay(steps, m, given))]
+    reports: dict[Key, StepReport] = {}
+    for answer in answers.steps:
+        key = (answer.step, answer.head)
+        name = steps.heads[answer.head].head.name if answer.head is not None and len(steps.heads) > 1 else None
+        upstream = [reports[dep].status for dep in _depends(key, len(steps.heads)) if dep in reports]
+        reports[key] = _grade_step(answer, name, truth, carried, slips, upstream, tol)
+    return Report(file, tuple(reports.values()))
+
+
+def _grade_step(
+    answer: Answer,
+    head_name: str | None,
+    truth: _Replay,
+    carried: _Replay,
+    slips: list[tuple[str | None, _Replay]],
+    upstream: list[str],
+    tol: float | None,
+) -> StepReport:
+    key = (answer.step, answer.head)
+    expected, excluded = truth.computed[key], truth.excluded[key]
+    own, own_excluded = carried.computed[key], carried.excluded[key]
+    cells = []
+    for i, j, entry in _answered(answer):
+        if _agrees(entry, expected[i, j], excluded[i, j], tol):
+            status = RIGHT
+        elif _agrees(entry, own[i, j], own_excluded[i, j], tol):
+            status = CARRIED
+        else:
+            status = WRONG
+        cells.append(Cell(i, j, entry, float(expected[i, j]), bool(excluded[i, j]), status))
+    statuses = {cell.status for cell in cells}
+    if statuses == {RIGHT} and not answer.transposed:
+        return _step(answer, head_name, cells, RIGHT, ())
+    if WRONG not in statuses and not answer.transposed:
+        if any(status != RIGHT for status in upstream):
+            return _step(answer, head_name, cells, CARRIED, ())
+        return _step(answer, head_name, cells, WRONG, ("rounded_early",))  # right but for rounded inputs
+    candidates: list[tuple[str | None, np.ndarray, np.ndarray]] = [
+        (code, replay.computed[key], replay.excluded[key]) for code, replay in slips
+    ]
+    if expected.shape[0] == expected.shape[1]:
+        candidates += [("transposed", expected.T, excluded.T), ("transposed", own.T, own_excluded.T)]
+    found = ["transposed"] if answer.transposed else []
+    found += [code for code, values, out in candidates if code and _reproduces(cells, values, out, tol)]
+    if answer.transposed:
+        cells = [Cell(c.row, c.column, c.entry, c.expected, c.masked, WRONG) for c in cells]
+    return _step(answer, head_name, cells, WRONG, tuple(code for code in CODES if code in found))
+
+
+def _step(answer: Answer, head_name: str | None, cells: list[Cell], status: str, diagnosis: tuple) -> StepReport:
+    return StepReport(answer.step, answer.head, head_name, answer.rows, answer.columns, tuple(cells), status, diagnosis)
+
+
+def _answered(answer: Answer) -> Iterator[tuple[int, int, Entry]]:
+    for i, row in enumerate(answer.cells):
+        for j, entry in enumerate(row):
+            if entry is not None:
+                yield i, j, entry
+
+
+def _depends(key: Key, heads: int) -> list[Key]:
+    """The answered steps whose numbers flow into `key`, for telling carried errors from rounding."""
+    step, head = key
+    if head is not None:
+        return [(dep, head) for dep in DEPENDS[step]]
+    every_head = [(dep, h) for h in range(heads) for dep in HEAD_STEPS]
+    return every_head if step == "concat" else [*every_head, ("concat", None)]
+
+
+def _reproduces(cells: list[Cell], values: np.ndarray, excluded: np.ndarray, tol: float | None) -> bool:
+    """Whether a replay gives every answered number and explains at least one that is not right.
+
+    Cells the replay leaves undefined (NaN, such as a row with every key masked) must be right ones.
+    """
+    explained = False
+    for cell in cells:
+        value = values[cell.row, cell.column]
+        if np.isnan(value):
+            if cell.status != RIGHT:
+                return False
+        elif not _agrees(cell.entry, value, excluded[cell.row, cell.column], tol):
+            return False
+        else:
+            explained = explained or cell.status != RIGHT
+    return explained
+
+
+def _agrees(entry: Entry, value: float, excluded: bool, tol: float | None) -> bool:
+    """Whether what the student wrote is `value` (a "masked" mark: whether the cell is left out)."""
+    if entry.value is None:
+        return bool(excluded)
+    if not math.isfinite(value):
+        return False
+    if tol is not None:
+        return abs(entry.value - value) <= tol
+    if entry.decimals is None:
+        return math.isclose(entry.value, value, rel_tol=EXACT, abs_tol=EXACT_ZERO)
+    return abs(entry.value - value) <= ROUNDING * 10.0**-entry.decimals * (1 + EXACT)
+
+
+def _student(answer: Answer) -> np.ndarray:
+    """The student's numbers as a matrix: NaN where not answered; a masked mark is -inf, or 0 for a weight."""
+    masked = 0.0 if answer.step == "weights" else -math.inf
+    return np.array(
+        [[math.nan if e is None else masked if e.value is None else e.value for e in row] for row in answer.cells],
+        dtype=np.float64,
+    )
+
+
+@np.errstate(all="ignore")  # a slip may divide by zero or overflow; those cells just reproduce nothing
+def _replay(steps: Steps, mistake: Mistake, given: Mapping[Key, np.ndarray]) -> _Replay:
+    """The calculation again under `mistake`, each step fed the student's numbers (`given`) where there are some."""
+    problem = steps.problem
+    computed: dict[Key, np.ndarray] = {}
+    excluded: dict[Key, np.ndarray] = {}
+    decimals = mistake.decimals
+    r: Callable[[np.ndarray], np.ndarray] = (lambda a: np.round(a, decimals)) if decimals is not None else np.asarray
+
+    def settle(key: Key, value: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+        computed[key] = value
+        excluded[key] = np.zeros(value.shape, dtype=bool) if out is None else out
+        student = given.get(key)
+        return r(value if student is None else np.where(np.isnan(student), value, student))
+
+    mask = _mask(mistake.mask, problem.mask)
+    outputs = []
+    for h, head in enumerate(steps.heads):
+        values = settle(("values", h), head.values)
+        keys = None
+        if head.queries is None:
+            dot = head.raw
+        else:
+            queries, keys = settle(("queries", h), head.queries), settle(("keys", h), head.keys)
+            dot = compatibility(head.head.score, queries, keys)[0]
+        dot = settle(("dot", h), dot, ~mask)
+        scale = _scale(mistake.scale, steps, h)
+        scale = round(scale, decimals) if decimals is not None else scale
+        scores = settle(("scores", h), np.where(mask, dot * scale, -np.inf), ~mask)
+        if decimals is not None and mistake.softmax == "exp":  # by hand: round each e^s, then divide by their sum
+            exp = r(np.exp(scores))
+            normalised = exp / exp.sum(axis=1, keepdims=True)
+        else:
+            normalised = _normalise(scores, mistake.softmax)
+        weights = settle(("weights", h), normalised, np.isneginf(scores))
+        mixed = keys if mistake.mix == "keys" and keys is not None and keys.shape == values.shape else values
+        outputs.append(settle(("output", h), weights @ mixed))
+    if steps.concat is None:
+        settle(("final", None), outputs[0])
+    else:
+        concat = settle(("concat", None), np.concatenate(outputs, axis=1))
+        settle(("final", None), concat @ problem.w_o if problem.w_o is not None else concat)
+    return _Replay(computed, excluded)
+
+
+def _mask(kind: str, mask: np.ndarray) -> np.ndarray:
+    if kind == "none":
+        return np.ones_like(mask)
+    if kind == "inverted":
+        return ~mask
+    if kind == "transposed" and mask.shape[0] == mask.shape[1]:
+        return mask.T  # causal the wrong way: each query sees itself and the later positions
+    return mask
+
+
+def _scale(kind: str, steps: Steps, h: int) -> float:
+    """The factor a head's scores are multiplied by under the slip `kind` (the true one where it cannot apply)."""
+    head = steps.heads[h]
+    score = head.head.score
+    if kind == "true" or score.kind == "given":
+        return score.scale
+    if kind == "none":
+        return 1.0
+    if score.kind != "scaled_dot":
+        return score.scale
+    d_k, d_v = head.keys.shape[1], head.values.shape[1]
+    queries = head.head.queries
+    d_model = queries.x.shape[1] if isinstance(queries, Projection) else d_k
+    wrong = {
+        "d_k": 1 / d_k,
+        "sqrt_d_v": 1 / math.sqrt(d_v),
+        "sqrt_d_model": 1 / math.sqrt(d_model),
+        "sqrt_keys": 1 / math.sqrt(len(steps.problem.tokens)),
+        "sqrt_queries": 1 / math.sqrt(len(steps.problem.query_tokens)),
+        "times_sqrt_d_k": math.sqrt(d_k),
+    }[kind]
+    return score.scale if math.isclose(wrong, 1.0) else wrong  # a factor of 1 is missing_scale, not wrong_scale
+
+
+def _normalise(scores: np.ndarray, kind: str) -> np.ndarray:
+    """Scores to weights: softmax over each query's keys, or one of the slips students make there."""
+    if kind == "wrong_axis":
+        return _softmax(scores.T).T
+    if kind == "no_exp":
+        kept = np.where(np.isneginf(scores), 0.0, scores)
+        return kept / kept.sum(axis=1, keepdims=True)
+    if kind == "unnormalized":
+        return np.exp(scores)
+    return _softmax(scores)
+
+
+def _softmax(scores: np.ndarray) -> np.ndarray:
+    exp = np.exp(scores - scores.max(axis=1, keepdims=True))
+    return exp / exp.sum(axis=1, keepdims=True)

@@ -1,0 +1,73 @@
+"""`attncli check`: grade attention computed by hand, and say which step went wrong first and why."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from attncli.cli.app import EXIT_CODES_HELP, Debug, Lang, app, boundary, describe, say
+from attncli.cli.output import print_human, write
+from attncli.errors import AttnError, ExitCode, fail
+
+FORMATS = ("rich", "text", "json", "csv")
+EXAMPLES = (
+    "Examples:\n\n"
+    "  attncli check homework.yaml\n\n"
+    "  attncli check class/*.yaml --format csv > gradebook.csv\n\n"
+    "  attncli check homework.yaml --tolerance 0.01\n\n"
+    "The file is a problem for `attncli compute` plus an answers: section, e.g.\n\n"
+    "  answers: {scores: [2, 1, 0], weights: [0.6652, 0.2447, 0.0900]}\n\n"
+    f"{EXIT_CODES_HELP}"
+)
+
+
+@app.command(epilog=EXAMPLES)
+@boundary
+def check(
+    files: Annotated[list[str], typer.Argument(help="Homework files: a problem plus answers:; '-' reads stdin.")],
+    tolerance: Annotated[
+        Optional[float],
+        typer.Option(min=0, help="Allowed difference for every cell (default: from the decimals each number shows)."),
+    ] = None,
+    precision: Annotated[int, typer.Option(min=0, max=17, help="Decimals of the right values shown.")] = 4,
+    format: Annotated[str, typer.Option("--format", "-f", help=f"Output: {', '.join(FORMATS)}.")] = "rich",
+    no_color: Annotated[bool, typer.Option("--no-color", help="Plain text without colours.")] = False,
+    lang: Lang = None,
+    debug: Debug = False,
+) -> None:
+    """Check attention computed by hand: each answered cell right or wrong, the first mistake and its likely cause."""
+    if format not in FORMATS:
+        raise fail("cli.bad_format", name=format, known=", ".join(FORMATS)).at(source="--format")
+    from attncli import answers, core, problem
+    from attncli import check as grading
+    from attncli.render import check_report
+
+    results: list[tuple[str, grading.Report | str]] = []
+    for file in files:
+        try:
+            document, texts = answers.read(file)
+            base = Path(file).parent if file != "-" else Path(".")
+            steps = core.compute(problem.parse(document, None, base))
+            results.append((file, grading.grade(steps, answers.parse(document, texts, steps), tolerance, file)))
+        except AttnError as error:
+            message = describe(error)
+            say(message)
+            results.append((file, message))
+    reports = [result for _, result in results if isinstance(result, grading.Report)]
+    if format == "json":
+        write(check_report.json_lines(results), None)
+    elif format == "csv":
+        write(check_report.csv_text(reports), None)
+    elif len(files) == 1:
+        if reports:
+            print_human(
+                lambda width: check_report.human(reports[0], precision, width), None, no_color or format == "text"
+            )
+    else:
+        write(check_report.summaries(results), None)
+    if len(reports) < len(results):
+        raise typer.Exit(ExitCode.BAD_INPUT)
+    if not all(report.ok for report in reports):
+        raise typer.Exit(ExitCode.WRONG_ANSWERS)

@@ -1,0 +1,326 @@
+"""New exercises that can be done by hand, with answer keys: pure functions from options and a seed to YAML text.
+
+The numbers are small integers, chosen so that every score comes out as a small
+integer or a half: with the scaled dot product a query is √d_k times a small
+integer vector (as the article's q = [√2, 0] with d_k = 2), so dividing q·k by
+√d_k leaves whole numbers. The same options and seed always give the same bytes.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import re
+import shlex
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+from fractions import Fraction
+
+import numpy as np
+
+from attncli import core, problem, yamldoc
+from attncli.errors import fail
+from attncli.i18n import current_language, t
+
+SCORES = ("scaled_dot", "dot", "cosine")
+MASKS = ("none", "causal")
+MAX_TOKENS = 12
+MAX_SCORE = 3  # |score| at most this, so that e^s stays easy to look up
+ATTEMPTS = 200  # draws tried before settling for one whose scores are all equal or large
+ANSWER_DECIMALS = 4
+D_MODEL = 3  # width of the inputs x with --projections (at least d_k and d_v)
+SENTENCES: dict[int, tuple[str, ...]] = {
+    1: ("bank", "river", "storm"),
+    2: ("birds sing", "time flies", "rivers flood"),
+    3: ("cats chase mice", "the river flooded", "she counted money"),
+    4: ("the cashier counted money", "a fisherman repaired nets", "rain fell on rivers"),
+    5: ("the bank flooded after storms", "a fisherman repaired his net", "the cashier counted our money"),
+    6: (
+        "the old fisherman repaired his net",
+        "a cashier counted money inside banks",
+        "the river bank flooded after rain",
+    ),
+    7: ("my sister reads old books every night", "a fisherman repaired his net beside rivers"),
+    8: ("the old fisherman repaired his torn net yesterday", "my sister reads old books every single night"),
+}
+_PLAIN = re.compile(r"[A-Za-z][A-Za-z0-9_'-]*")
+_YAML_WORDS = {"true", "false", "null", "yes", "no", "on", "off", "y", "n"}
+
+
+@dataclass(frozen=True)
+class Options:
+    tokens: int | tuple[str, ...] | None = None  # a count, the names, or None for a three-word sentence
+    d_k: int = 2
+    d_v: int | None = None  # None: the same as d_k
+    heads: int = 1
+    mask: str = "none"
+    score: str = "scaled_dot"
+    projections: bool = False
+    answers: bool = False
+
+
+@dataclass(frozen=True)
+class _Head:
+    """One head's numbers as they will be written: expressions such as sqrt(2)/2, or integers."""
+
+    queries: list[list[str]]  # rows: tokens; or w_q with projections
+    keys: list[list[str]]  # or w_k
+    values: list[list[str]]  # or w_v
+
+
+def parse_tokens(text: str) -> int | tuple[str, ...]:
+    """`--tokens`: a count (`4`) or the names (`the,cat,sat`)."""
+    text = text.strip()
+    if text.isdigit():
+        count = int(text)
+        if not 1 <= count <= MAX_TOKENS:
+            raise fail("generate.bad_tokens", got=text, limit=MAX_TOKENS).at(source="--tokens")
+        return count
+    names = tuple(name.strip() for name in text.split(",") if name.strip())
+    if not 1 <= len(names) <= MAX_TOKENS:
+        raise fail("generate.bad_tokens", got=text, limit=MAX_TOKENS).at(source="--tokens")
+    for name in names:
+        if names.count(name) > 1:
+            raise fail("generate.duplicate_token", name=name).at(source="--tokens")
+    return names
+
+
+def validate(options: Options) -> None:
+    """Refuse options the generator cannot make a hand-doable exercise for."""
+    if options.score not in SCORES:
+        raise fail("generate.bad_score", name=options.score, known=", ".join(SCORES)).at(source="--score")
+    if options.mask not in MASKS:
+        raise fail("generate.bad_mask", name=options.mask).at(source="--mask")
+
+
+def exercise(options: Options, seed: int) -> str:
+    """The exercise for `seed` as YAML text in the compute format; with `options.answers`, its answer key too."""
+    validate(options)
+    rng = random.Random(seed)
+    tokens, sentence = _tokens(options.tokens, rng)
+    d_v = options.d_v or options.d_k
+    mask = [[not (options.mask == "causal" and j > i) for j in range(len(tokens))] for i in range(len(tokens))]
+    d_model = max(D_MODEL, options.d_k, d_v)
+    x = _rows(rng, len(tokens), d_model, (0, 1), nonzero=True) if options.projections else None
+    heads = [_head(rng, options, len(tokens), d_v, mask, x) for _ in range(options.heads)]
+    lines = [
+        f"# {t('generate.comment')}",
+        f"#   {command(options, seed)}",
+        f"title: {_quote(t('generate.title', words=sentence))}",
+        f"notes: {_quote(t('generate.notes'))}",
+        f"tokens: {_flow(_quote(name) for name in tokens)}",
+    ]
+    if options.score != "scaled_dot":
+        lines.append(f"score: {options.score}")
+    if options.mask != "none":
+        lines.append(f"mask: {options.mask}")
+    if x is not None:
+        lines += ["x:", *_mapping(tokens, [[str(v) for v in row] for row in x], 2)]
+    if options.heads == 1:
+        lines += _head_lines(heads[0], tokens, options.projections, 0)
+    else:
+        lines.append("heads:")
+        for index, head in enumerate(heads):
+            fields = _head_lines(head, tokens, options.projections, 4)
+            lines += [f"  - name: {_quote(t('generate.head', number=index + 1))}", *fields]
+        w_o = _rows(rng, options.heads * d_v, d_v, (0, 1), nonzero=True)
+        lines += ["w_o:", *(f"  - {_flow(str(v) for v in row)}" for row in w_o)]
+    text = "\n".join(lines) + "\n"
+    return text + _answers(text, tokens, options.projections) if options.answers else text
+
+
+def worksheet(options: Options, seed: int, count: int) -> list[tuple[str, str]]:
+    """`count` numbered exercises (seeds seed, seed + 1, ...) and their keys, as (file name, text) pairs."""
+    width = max(2, len(str(count)))
+    files = []
+    for number in range(1, count + 1):
+        name = f"exercise-{number:0{width}d}"
+        files.append((f"{name}.yaml", exercise(replace(options, answers=False), seed + number - 1)))
+        files.append((f"{name}-key.yaml", exercise(replace(options, answers=True), seed + number - 1)))
+    return files
+
+
+def command(options: Options, seed: int) -> str:
+    """The command line that makes this exercise again, byte for byte."""
+    parts = ["attncli generate"]
+    if options.tokens is not None:
+        tokens = str(options.tokens) if isinstance(options.tokens, int) else ",".join(options.tokens)
+        parts.append(f"--tokens {shlex.quote(tokens)}")
+    if options.d_k != Options.d_k:
+        parts.append(f"--dk {options.d_k}")
+    if options.d_v is not None:
+        parts.append(f"--dv {options.d_v}")
+    if options.heads != Options.heads:
+        parts.append(f"--heads {options.heads}")
+    if options.mask != Options.mask:
+        parts.append(f"--mask {options.mask}")
+    if options.score != Options.score:
+        parts.append(f"--score {options.score}")
+    if options.projections:
+        parts.append("--projections")
+    parts.append(f"--seed {seed}")
+    if options.answers:
+        parts.append("--answers")
+    if current_language() != "en":  # the title and notes are in the language of the output
+        parts.append(f"--lang {current_language()}")
+    return " ".join(parts)
+
+
+def _tokens(tokens: int | tuple[str, ...] | None, rng: random.Random) -> tuple[tuple[str, ...], str]:
+    if isinstance(tokens, tuple):
+        return tokens, " ".join(tokens)
+    count = 3 if tokens is None else tokens
+    if count in SENTENCES:
+        sentence = rng.choice(SENTENCES[count])
+        return tuple(sentence.split()), sentence
+    names = tuple(f"t{i + 1}" for i in range(count))
+    return names, " ".join(names)
+
+
+def _head(
+    rng: random.Random, options: Options, n: int, d_v: int, mask: list[list[bool]], x: list[list[int]] | None
+) -> _Head:
+    """Draw a head until the queries differ and each sees scores that are small and not all equal."""
+    d_k = options.d_k
+    for _ in range(ATTEMPTS):
+        halves = options.score != "cosine" and rng.random() < 0.25
+        low = -2 if halves else -1
+        if x is None:
+            a = _rows(rng, n, d_k, (low, 1), nonzero=True)
+            keys = _rows(rng, n, d_k, (-1, 2), nonzero=True)
+            values = _rows(rng, n, d_v, (-1, 2))
+            q, k = a, keys
+        else:
+            a = _rows(rng, len(x[0]), d_k, (low, 1))
+            keys = _rows(rng, len(x[0]), d_k, (-1, 1))
+            values = _rows(rng, len(x[0]), d_v, (-1, 1))
+            q, k = _product(x, a), _product(x, keys)
+        scores = [[_score(options.score, qi, kj) / (2 if halves else 1) for kj in k] for qi in q]
+        varied = len({tuple(row) for row in q}) == n or n > 2**d_k  # queries differ where they easily can
+        if varied and _hand_doable(scores, mask):
+            break
+    queries = [[_query_text(v, options.score, d_k, halves) for v in row] for row in a]
+    return _Head(queries, _text(keys), _text(values))
+
+
+def _score(kind: str, q: list[int], k: list[int]) -> float:
+    """The score with the query's √d_k factor taken out: what the exercise's scores come to."""
+    dot = sum(a * b for a, b in zip(q, k))
+    if kind != "cosine":
+        return dot
+    norms = math.sqrt(sum(a * a for a in q) * sum(b * b for b in k))
+    return dot / norms if norms else 0.0
+
+
+def _hand_doable(scores: list[list[float]], mask: list[list[bool]]) -> bool:
+    for row, allowed in zip(scores, mask):
+        seen = [s for s, ok in zip(row, allowed) if ok]
+        if any(abs(s) > MAX_SCORE for s in seen) or (len(seen) > 1 and len(set(seen)) == 1):
+            return False
+    return True
+
+
+def _query_text(value: int, kind: str, d_k: int, halves: bool) -> str:
+    """A drawn integer as the query number: times √d_k for the scaled dot product (sqrt(2)/2, 2), halved for halves."""
+    coefficient = Fraction(value, 2 if halves else 1)
+    root = math.isqrt(d_k)
+    if kind != "scaled_dot" or coefficient == 0:
+        return _fraction(coefficient)
+    if root * root == d_k:
+        return _fraction(coefficient * root)
+    size = abs(coefficient)
+    sign = "-" if coefficient < 0 else ""
+    times = "" if size.numerator == 1 else f"{size.numerator}*"
+    over = "" if size.denominator == 1 else f"/{size.denominator}"
+    return f"{sign}{times}sqrt({d_k}){over}"
+
+
+def _fraction(value: Fraction) -> str:
+    return str(value.numerator) if value.denominator == 1 else f"{value.numerator}/{value.denominator}"
+
+
+def _rows(
+    rng: random.Random, count: int, width: int, bounds: tuple[int, int], nonzero: bool = False
+) -> list[list[int]]:
+    rows = []
+    for _ in range(count):
+        row = [rng.randint(*bounds) for _ in range(width)]
+        while nonzero and not any(row):
+            row = [rng.randint(*bounds) for _ in range(width)]
+        rows.append(row)
+    return rows
+
+
+def _product(x: list[list[int]], w: list[list[int]]) -> list[list[int]]:
+    return [[sum(a * b for a, b in zip(row, column)) for column in zip(*w)] for row in x]
+
+
+def _text(rows: list[list[int]]) -> list[list[str]]:
+    return [[str(v) for v in row] for row in rows]
+
+
+def _head_lines(head: _Head, tokens: tuple[str, ...], projections: bool, indent: int) -> list[str]:
+    pad = " " * indent
+    if projections:
+        return [
+            line
+            for name, rows in (("w_q", head.queries), ("w_k", head.keys), ("w_v", head.values))
+            for line in (f"{pad}{name}:", *(f"{pad}  - {_flow(row)}" for row in rows))
+        ]
+    return [
+        line
+        for name, rows in (("queries", head.queries), ("keys", head.keys), ("values", head.values))
+        for line in (f"{pad}{name}:", *_mapping(tokens, rows, indent + 2))
+    ]
+
+
+def _mapping(names: tuple[str, ...], rows: list[list[str]], indent: int) -> list[str]:
+    return [f"{' ' * indent}{_quote(name)}: {_flow(row)}" for name, row in zip(names, rows)]
+
+
+def _flow(items: Iterable[str]) -> str:
+    return "[" + ", ".join(items) + "]"
+
+
+def _quote(text: str) -> str:
+    """A YAML scalar for `text`: a bare word when that reads back as the same text, else double-quoted."""
+    if _PLAIN.fullmatch(text) and text.lower() not in _YAML_WORDS:
+        return text
+    return json.dumps(text, ensure_ascii=False)
+
+
+def _answers(text: str, tokens: tuple[str, ...], projections: bool) -> str:
+    """The answer key: every step as the core computes it, rounded to ANSWER_DECIMALS (whole numbers exact)."""
+    steps = core.compute(problem.parse(yamldoc.load(text, "generate")))
+    mask = steps.problem.mask
+
+    def block(name: str, matrix: np.ndarray, masked: bool, indent: int) -> list[str]:
+        rows = [
+            [_answer(float(v)) if not masked or mask[i, j] else "masked" for j, v in enumerate(row)]
+            for i, row in enumerate(matrix)
+        ]
+        return [f"{' ' * indent}{name}:", *_mapping(tokens, rows, indent + 2)]
+
+    per_head = []
+    for head in steps.heads:
+        made = [("queries", head.queries, False), ("keys", head.keys, False), ("values", head.values, False)]
+        fields = [("dot", head.raw, True), ("scores", head.scores, True), ("weights", head.weights, True)]
+        per_head.append([*(made if projections else []), *fields, ("output", head.output, False)])
+    lines = [f"# {t('generate.answers_note', decimals=ANSWER_DECIMALS)}", "answers:"]
+    if steps.concat is None:
+        return "\n".join(lines + [line for field in per_head[0] for line in block(*field, 2)]) + "\n"
+    lines.append("  heads:")
+    for fields in per_head:
+        head_lines = [line for field in fields for line in block(*field, 6)]
+        lines += [f"    - {head_lines[0].lstrip()}", *head_lines[1:]]
+    lines += [*block("concat", steps.concat, False, 2), *block("final", steps.output, False, 2)]
+    return "\n".join(lines) + "\n"
+
+
+def _answer(value: float) -> str:
+    """Whole numbers as integers (checked exactly), the rest with ANSWER_DECIMALS decimals (checked to that)."""
+    if math.isclose(value, round(value), rel_tol=1e-12, abs_tol=1e-13):
+        return str(round(value))
+    text = f"{value:.{ANSWER_DECIMALS}f}"
+    return text.lstrip("-") if not text.strip("-0.") else text

@@ -1,0 +1,190 @@
+"""The step-by-step as Markdown, to paste into a report or a notebook: facts, then tables for every query."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from attncli.core import HeadSteps, Steps
+from attncli.i18n import t
+from attncli.problem import Problem
+from attncli.render import writeup
+from attncli.render.numbers import entry, fixed, vector
+
+RAW = {
+    "scaled_dot": "q·k",
+    "dot": "q·k",
+    "cosine": "cos(q, k)",
+    "general": "q·W·k",
+    "additive": "v·tanh(q·W_query + k·W_key)",
+}
+
+
+def render(steps: Steps, precision: int = 4, follow: tuple[str, ...] | None = None) -> str:
+    """The whole calculation; `follow` picks the queries written out in detail (default: all, up to three)."""
+    problem = steps.problem
+    p = precision
+    lines = [f"# {_escape(problem.title or t('writeup.title'))}", ""]
+    if problem.notes:
+        lines += [_escape(problem.notes), ""]
+    lines += _facts(steps, p)
+    rows = writeup.followed(problem, follow)
+    for head in steps.heads:
+        if len(steps.heads) > 1:
+            lines += [f"## {_escape(head.head.name)}", ""]
+        for part in writeup.projections(head, problem):
+            weight_rows = [[str(i + 1), vector(row, p, "entry")] for i, row in enumerate(part.operand.w)]
+            lines += _table(t("writeup.learned", name=part.weight), [t("writeup.row"), part.weight], weight_rows)
+            result = [
+                [token, vector(x, p, "entry"), vector(r, p)]
+                for token, x, r in zip(part.tokens, part.operand.x, part.result)
+            ]
+            lines += _table(f"{part.name} = X·{part.weight}", [t("writeup.token"), "x", part.name.lower()], result)
+        for row in rows:
+            lines += _query(head, row, problem, p)
+        if len(rows) < len(problem.query_tokens):
+            lines += _matrices(head, problem, p)
+    lines += _combination(steps, p)
+    lines.append(f"_{t('writeup.rounding_note', precision=p)}_")
+    return "\n".join(lines) + "\n"
+
+
+def _facts(steps: Steps, p: int) -> list[str]:
+    problem = steps.problem
+    kind = t("writeup.cross_attention") if problem.cross else t("writeup.self_attention")
+    lines = [
+        f"- **{t('writeup.tokens')}:** {_escape(', '.join(problem.tokens))}",
+        f"- **{t('writeup.queries')}:** {_escape(', '.join(problem.query_tokens))} ({kind})",
+    ]
+    for head in steps.heads:
+        prefix = f"{_escape(head.head.name)}: " if len(steps.heads) > 1 else ""
+        lines.append(f"- **{t('writeup.score')}:** {prefix}{writeup.score_facts(head)}; {_formula(head, p)}")
+    lines.append(f"- **{t('writeup.mask')}:** {writeup.mask_facts(problem)}")
+    if writeup.masked(problem):
+        for row, name in enumerate(problem.query_tokens):
+            lines.append(
+                f"  - {t('writeup.may_use', query=_escape(name), keys=_escape(writeup.allowed(problem, row)))}"
+            )
+    return [*lines, ""]
+
+
+def _formula(head: HeadSteps, p: int) -> str:
+    """The score formula with this head's scale: s = q·k / √2, s = q·k × 0.5000, ..."""
+    score = head.head.score
+    if score.kind == "given":
+        return t("writeup.scores_given")
+    if writeup.default_scale(head):
+        return f"s = {RAW[score.kind]} / √{head.keys.shape[1]}"
+    return f"s = {RAW[score.kind]}" if score.scale == 1 else f"s = {RAW[score.kind]} × {fixed(score.scale, p)}"
+
+
+def _query(head: HeadSteps, row: int, problem: Problem, p: int) -> list[str]:
+    name = problem.query_tokens[row]
+    lines = [f"### {t('writeup.query', name=_escape(name))}", ""]
+    if head.queries is not None:
+        lines += [f"q = {vector(head.queries[row], p, 'entry')}", ""]
+    lines += _scores(head, row, problem, p)
+    lines += _softmax(head, row, problem, p)
+    lines += _mix(head, row, problem, p)
+    return [*lines, f"**{t('writeup.output_line', name=_escape(name))}:** {vector(head.output[row], p)}", ""]
+
+
+def _scores(head: HeadSteps, row: int, problem: Problem, p: int) -> list[str]:
+    kind = head.head.score.kind
+    title = f"{t('writeup.step_scores')}: {_formula(head, p)}"
+    rows = []
+    for j, key in enumerate(problem.tokens):
+        s = fixed(head.scores[row, j], p) if problem.mask[row, j] else t("writeup.masked")
+        if kind == "given":
+            rows.append([_escape(key), s])
+        else:
+            rows.append([_escape(key), vector(head.keys[j], p, "entry"), _raw(head, row, j, p), s])
+    headers = ["key", "s"] if kind == "given" else ["key", "k", RAW[kind], "s"]
+    headers[0] = t("writeup.key")
+    return _table(title, headers, rows, right=(len(headers) - 1,))
+
+
+def _raw(head: HeadSteps, row: int, j: int, p: int) -> str:
+    """q·k written out term by term when short enough to follow by hand."""
+    value = fixed(head.raw[row, j], p)
+    q, k = head.queries[row], head.keys[j]
+    if head.head.score.kind in ("scaled_dot", "dot") and len(q) <= writeup.WRITE_OUT:
+        return " + ".join(f"{entry(a, p)}×{entry(b, p)}" for a, b in zip(q, k)) + f" = {value}"
+    return value
+
+
+def _softmax(head: HeadSteps, row: int, problem: Problem, p: int) -> list[str]:
+    shift = float(head.shift[row])
+    exp = "e^s" if shift == 0 else f"e^(s − {fixed(shift, p)})"
+    total = fixed(float(head.exp[row].sum()), p)
+    rows = []
+    for j, key in enumerate(problem.tokens):
+        if problem.mask[row, j]:
+            rows.append(
+                [
+                    _escape(key),
+                    fixed(head.scores[row, j], p),
+                    fixed(head.exp[row, j], p),
+                    fixed(head.weights[row, j], p),
+                ]
+            )
+        else:
+            rows.append([_escape(key), t("writeup.masked"), "0", "0"])
+    rows.append([f"**{t('writeup.sum')}**", "", total, fixed(float(head.weights[row].sum()), p)])
+    title = f"{t('writeup.step_softmax')}: {t('writeup.weight')} = {exp} / Σ {exp} = {exp} / {total}"
+    return _table(title, [t("writeup.key"), "s", exp, t("writeup.weight")], rows, right=(1, 2, 3))
+
+
+def _mix(head: HeadSteps, row: int, problem: Problem, p: int) -> list[str]:
+    rows = []
+    for j, key in enumerate(problem.tokens):
+        weight = float(head.weights[row, j])
+        contribution = vector(weight * head.values[j], p) if problem.mask[row, j] else t("writeup.masked")
+        rows.append([_escape(key), fixed(weight, p), vector(head.values[j], p, "entry"), contribution])
+    rows.append([f"**{t('writeup.sum')}**", "", "", vector(head.output[row], p)])
+    title = f"{t('writeup.step_output')}: {t('writeup.output')} = Σ {t('writeup.weight')} × v"
+    return _table(title, [t("writeup.key"), t("writeup.weight"), "v", f"{t('writeup.weight')} × v"], rows, right=(1,))
+
+
+def _matrices(head: HeadSteps, problem: Problem, p: int) -> list[str]:
+    weights = [
+        [_escape(name), *(fixed(float(w), p) if ok else "·" for w, ok in zip(head.weights[i], problem.mask[i]))]
+        for i, name in enumerate(problem.query_tokens)
+    ]
+    columns = range(1, len(problem.tokens) + 1)
+    headers = [t("writeup.query_column"), *(_escape(name) for name in problem.tokens)]
+    outputs = [[_escape(name), vector(out, p)] for name, out in zip(problem.query_tokens, head.output)]
+    return [
+        *_table(t("writeup.weights_title"), headers, weights, right=columns),
+        *_table(t("writeup.outputs_title"), [t("writeup.query_column"), t("writeup.output")], outputs),
+    ]
+
+
+def _combination(steps: Steps, p: int) -> list[str]:
+    if steps.concat is None:
+        return []
+    problem = steps.problem
+    names = " ‖ ".join(_escape(head.head.name) for head in steps.heads)
+    rows = [[_escape(name), vector(row, p)] for name, row in zip(problem.query_tokens, steps.concat)]
+    lines = _table(f"{t('writeup.concat_title')}: {names}", [t("writeup.query_column"), "concat"], rows)
+    if problem.w_o is not None:
+        w_rows = [[str(i + 1), vector(row, p, "entry")] for i, row in enumerate(problem.w_o)]
+        lines += _table(t("writeup.learned", name="W_O"), [t("writeup.row"), "W_O"], w_rows)
+        final = [[_escape(name), vector(row, p)] for name, row in zip(problem.query_tokens, steps.output)]
+        lines += _table(t("writeup.final_title"), [t("writeup.query_column"), t("writeup.output")], final)
+    return lines
+
+
+def _table(title: str, headers: Sequence[str], rows: Sequence[Sequence[str]], right: Sequence[int] = ()) -> list[str]:
+    """A bold title and a pipe table; columns in `right` align right, so numbers line up."""
+    rule = ["---:" if c in right else "---" for c in range(len(headers))]
+    body = [f"| {' | '.join(_cell(cell) for cell in row)} |" for row in rows]
+    return [f"**{title}**", "", f"| {' | '.join(_cell(h) for h in headers)} |", f"| {' | '.join(rule)} |", *body, ""]
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|") or " "
+
+
+def _escape(text: str) -> str:
+    """User text (titles, token names) with Markdown's own characters made literal."""
+    return "".join(f"\\{c}" if c in "\\`*_[]<>#" else c for c in str(text))

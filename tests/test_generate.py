@@ -1,0 +1,131 @@
+"""attncli generate: exercises doable by hand, the same bytes for the same seed, and keys that `check` accepts."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from typer.testing import CliRunner, Result
+
+from attncli import answers, check, core, problem, yamldoc
+from attncli.cli import app
+from attncli.generate import Options, exercise
+
+ENV = {"LC_ALL": None, "LC_MESSAGES": None, "LANG": None}
+
+
+def run(*args: str) -> Result:
+    return CliRunner().invoke(app, ["generate", *args], env=ENV)
+
+
+def steps_of(text: str) -> core.Steps:
+    return core.compute(problem.parse(yamldoc.load(text, "exercise.yaml")))
+
+
+def grade(text: str) -> check.Report:
+    document = yamldoc.load(text, "exercise.yaml")
+    steps = core.compute(problem.parse(document))
+    return check.grade(steps, answers.parse(document, answers.source_texts(text), steps))
+
+
+def test_same_arguments_and_seed_give_the_same_bytes() -> None:
+    args = ["--tokens", "4", "--dk", "3", "--heads", "2", "--mask", "causal", "--projections", "--seed", "42"]
+    first, second = run(*args, "--answers"), run(*args, "--answers")
+    assert first.exit_code == 0, first.output
+    assert first.stdout_bytes == second.stdout_bytes
+    assert run(*args[:-1], "43").stdout != run(*args).stdout
+
+
+def test_without_a_seed_the_one_used_is_printed_and_remakes_the_exercise() -> None:
+    made = run("--tokens", "3", "--answers")
+    seed = re.search(r"^#   attncli generate --tokens 3 --seed (\d+) --answers$", made.stdout, re.MULTILINE)
+    assert seed is not None, made.stdout
+    assert run("--tokens", "3", "--seed", seed.group(1), "--answers").stdout == made.stdout
+
+
+def test_the_remaking_command_keeps_the_language() -> None:
+    spanish = run("--seed", "5", "--lang", "es").stdout
+    assert "#   attncli generate --seed 5 --lang es\n" in spanish and "Ejercicio de atención" in spanish
+    assert CliRunner().invoke(app, ["generate", "--seed", "5"], env={**ENV, "LANG": "es_ES.UTF-8"}).stdout == spanish
+
+
+def test_default_exercise_is_a_short_sentence_with_small_scores() -> None:
+    for seed in range(20):
+        text = exercise(Options(), seed)
+        steps = steps_of(text)
+        assert len(steps.problem.tokens) == 3 and steps.problem.tokens != ("t1", "t2", "t3")
+        assert "\nanswers:" not in text
+        scores = steps.heads[0].scores
+        assert np.allclose(scores * 2, np.round(scores * 2), atol=1e-12) and np.abs(scores).max() <= 3
+        assert "sqrt(2)" in text  # q is √2 times small whole numbers, as in the article
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    seed=st.integers(0, 10**6),
+    tokens=st.one_of(st.none(), st.integers(1, 9), st.just(("a", "b c", "on", "x:y"))),
+    d_k=st.integers(1, 5),
+    d_v=st.one_of(st.none(), st.integers(1, 4)),
+    heads=st.integers(1, 3),
+    mask=st.sampled_from(["none", "causal"]),
+    score=st.sampled_from(["scaled_dot", "dot", "cosine"]),
+    projections=st.booleans(),
+)
+def test_check_accepts_the_answer_key(
+    seed: int,
+    tokens: int | tuple[str, ...] | None,
+    d_k: int,
+    d_v: int | None,
+    heads: int,
+    mask: str,
+    score: str,
+    projections: bool,
+) -> None:
+    options = Options(tokens, d_k, d_v, heads, mask, score, projections, answers=True)
+    text = exercise(options, seed)
+    report = grade(text)
+    assert report.ok, [(s.step, s.head, s.status) for s in report.steps if s.status != "right"]
+    if score != "cosine":  # halves at most: every score is a multiple of 1/2
+        for head in steps_of(text).heads:
+            kept = head.scores[np.isfinite(head.scores)]
+            assert np.allclose(kept * 2, np.round(kept * 2), atol=1e-9)
+
+
+def test_answers_flag_makes_check_exit_0(tmp_path: Path) -> None:
+    key = tmp_path / "key.yaml"
+    key.write_text(run("--heads", "2", "--seed", "3", "--answers").stdout, encoding="utf-8")
+    result = CliRunner().invoke(app, ["check", str(key)], env=ENV)
+    assert result.exit_code == 0, result.output
+
+
+def test_worksheet(tmp_path: Path) -> None:
+    result = run("--count", "3", "-o", str(tmp_path / "sheet"), "--seed", "10", "--mask", "causal")
+    assert result.exit_code == 0, result.output
+    names = sorted(path.name for path in (tmp_path / "sheet").iterdir())
+    assert names == [f"exercise-0{n}{suffix}.yaml" for n in (1, 2, 3) for suffix in ("-key", "")]
+    keys = sorted(str(path) for path in (tmp_path / "sheet").glob("*-key.yaml"))
+    assert CliRunner().invoke(app, ["check", *keys], env=ENV).exit_code == 0
+    third = (tmp_path / "sheet" / "exercise-03.yaml").read_text(encoding="utf-8")
+    assert third == run("--mask", "causal", "--seed", "12").stdout  # each file says how to make it again
+    assert CliRunner().invoke(app, ["check", str(tmp_path / "sheet" / "exercise-01.yaml")], env=ENV).exit_code == 2
+
+
+def test_token_names_that_yaml_would_misread_stay_text() -> None:
+    text = run("--tokens", "yes,null,1.5,a: b", "--seed", "1").stdout
+    assert steps_of(text).problem.tokens == ("yes", "null", "1.5", "a: b")
+
+
+def test_bad_options_exit_2() -> None:
+    for args, message in [
+        (["--tokens", "0"], "expected a number of tokens from 1 to 12"),
+        (["--tokens", "a,b,a"], "the token 'a' appears twice"),
+        (["--score", "additive"], "exercises can use the scores scaled_dot, dot, cosine"),
+        (["--mask", "window"], "expected none or causal"),
+        (["--count", "2"], "name their directory with -o DIR"),
+    ]:
+        result = run(*args)
+        assert result.exit_code == 2, args
+        assert message in result.stderr
