@@ -11,10 +11,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from attncli.errors import AttnError, fail
 from attncli.problem import Head, Operand, Problem, Projection, Score
 
-COSINE_EPS = 1e-8  # as torch.nn.functional.cosine_similarity
-EXP_DISPLAY_LIMIT = 700.0  # beyond this e^s overflows float64, so displayed exponentials are shifted
+COSINE_EPS = 1e-8  # as torch.nn.functional.cosine_similarity: each norm is clamped to at least this
+# Displayed exponentials are shifted when |s| passes this share of the largest exponent the dtype holds
+# (709 for float64, 88 for float32), so that e^s, and a sum of very many of them, stays finite.
+EXP_DISPLAY_SHARE = 0.8
 
 
 @dataclass(frozen=True)
@@ -44,30 +47,50 @@ class Steps:
     output: np.ndarray  # (L, d_out) the final result
 
 
+@np.errstate(over="ignore", invalid="ignore")  # an overflow is reported as an error, not as a warning
 def compute(problem: Problem) -> Steps:
-    heads = tuple(attend(head, problem.mask) for head in problem.heads)
+    """Every step of `problem`; an AttnError if finite inputs produce a number beyond float64's range."""
+    heads = tuple(_attend(problem, index) for index in range(len(problem.heads)))
     if len(heads) == 1 and problem.w_o is None:
         return Steps(problem, heads, None, heads[0].output)
     concat = np.concatenate([h.output for h in heads], axis=1)  # (L, Σ d_v)
     output = concat @ problem.w_o if problem.w_o is not None else concat  # (L, d_out)
-    return Steps(problem, heads, concat, output)
+    try:
+        return Steps(problem, heads, concat, _finite(output, "w_o"))
+    except AttnError as error:
+        raise error.at(source=problem.source) from None
 
 
+def _attend(problem: Problem, index: int) -> HeadSteps:
+    """`attend` for head `index`, an overflow named by file and, with several heads, by head."""
+    try:
+        return attend(problem.heads[index], problem.mask)
+    except AttnError as error:
+        if len(problem.heads) > 1:
+            error.where.field = f"heads[{index + 1}].{error.where.field}"
+        raise error.at(source=problem.source) from None
+
+
+@np.errstate(over="ignore", invalid="ignore")
 def attend(head: Head, mask: np.ndarray) -> HeadSteps:
     """One head: compatibility, scale, mask, softmax, weighted sum of values."""
-    values = project(head.values)  # (S, d_v)
+    values = _finite(project(head.values), "values")  # (S, d_v)
     if head.scores is not None:
         queries = keys = hidden = None
         raw = head.scores  # (L, S)
     else:
-        queries, keys = project(head.queries), project(head.keys)  # (L, d_q), (S, d_k)
+        queries = _finite(project(head.queries), "queries")  # (L, d_q)
+        keys = _finite(project(head.keys), "keys")  # (S, d_k)
         raw, hidden = compatibility(head.score, queries, keys)  # (L, S), (L, S, d_a) | None
-    scores = np.where(mask, raw * head.score.scale, -np.inf)  # (L, S)
+        _finite(raw, "scores")
+    scaled = _finite(raw * head.score.scale, "scores")  # (L, S)
+    scores = np.where(mask, scaled, -np.inf)  # (L, S)
     weights = softmax(scores)  # (L, S)
     row_max = scores.max(axis=1)  # (L,)
-    shift = np.where(np.abs(row_max) > EXP_DISPLAY_LIMIT, row_max, 0.0)  # (L,)
+    limit = EXP_DISPLAY_SHARE * np.log(np.finfo(scores.dtype).max)
+    shift = np.where(np.abs(row_max) > limit, row_max, 0).astype(scores.dtype)  # (L,)
     exp = np.exp(scores - shift[:, None])  # (L, S)
-    output = weights @ values  # (L, d_v)
+    output = _finite(weights @ values, "output")  # (L, d_v)
     return HeadSteps(head, queries, keys, values, raw, hidden, scores, shift, exp, weights, output)
 
 
@@ -85,8 +108,9 @@ def compatibility(score: Score, queries: np.ndarray, keys: np.ndarray) -> tuple[
         return queries @ score.w @ keys.T, None  # (L, S)
     dot = queries @ keys.T  # (L, S)
     if score.kind == "cosine":
-        norms = np.linalg.norm(queries, axis=1)[:, None] * np.linalg.norm(keys, axis=1)[None, :]  # (L, S)
-        return dot / np.maximum(norms, COSINE_EPS), None
+        q_norms = np.maximum(np.linalg.norm(queries, axis=1), COSINE_EPS)  # (L,)
+        k_norms = np.maximum(np.linalg.norm(keys, axis=1), COSINE_EPS)  # (S,)
+        return dot / (q_norms[:, None] * k_norms[None, :]), None
     return dot, None
 
 
@@ -98,3 +122,116 @@ def softmax(scores: np.ndarray) -> np.ndarray:
     shifted = scores - scores.max(axis=1, keepdims=True)  # (L, S)
     exp = np.exp(shifted)  # (L, S)
     return exp / exp.sum(axis=1, keepdims=True)  # (L, S)
+
+
+def _finite(array: np.ndarray, field: str) -> np.ndarray:
+    """`array` unchanged, or an error: finite inputs can still multiply past float64's range (1e200 · 1e200)."""
+    if not np.isfinite(array).all():
+        raise fail("core.overflow").at(field=field)
+    return array
+
+
+def attention(
+    q: np.ndarray,
+    k: np.ndarray,
+    v: np.ndarray,
+    *,
+    mask: np.ndarray | None = None,
+    causal: bool = False,
+    scale: float | None = None,
+    return_weights: bool = False,
+) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
+    """softmax(q·kᵀ·scale + mask)·v, like torch's scaled_dot_product_attention, in O(L + S) memory.
+
+    q (..., L, E), k (..., S, E), v (..., S, E_v); leading dimensions are batches.
+    `mask` is boolean (True = may attend, as in SDPA) or additive floats, and broadcasts
+    to (..., L, S). `causal` lets query i see keys 0..i (top-left aligned). The scale
+    defaults to 1/√E. The dtype of the inputs is kept: float32 in, float32 out.
+    Queries are processed a block of rows at a time, so the (L, S) score matrix is
+    never built unless `return_weights` asks for it.
+    """
+    q, k, v = np.asarray(q), np.asarray(k), np.asarray(v)
+    dtype = np.result_type(q.dtype, k.dtype, v.dtype, np.float16)
+    if not np.issubdtype(dtype, np.floating):
+        dtype = np.dtype(np.float64)
+    q, k, v = q.astype(dtype, copy=False), k.astype(dtype, copy=False), v.astype(dtype, copy=False)
+    if q.ndim < 2 or k.ndim != q.ndim or v.ndim != q.ndim:
+        raise ValueError(f"q, k and v need the same number (≥ 2) of dimensions, got {q.ndim}, {k.ndim}, {v.ndim}")
+    batch = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+    (n_q, d), (n_k, d_k), (n_v, d_v) = q.shape[-2:], k.shape[-2:], v.shape[-2:]
+    if d != d_k or n_k != n_v:
+        raise ValueError(f"shapes do not line up: q {q.shape}, k {k.shape}, v {v.shape}")
+    if mask is not None:
+        mask = np.broadcast_to(np.asarray(mask), (*batch, n_q, n_k))
+    factor = dtype.type(1 / np.sqrt(d) if scale is None else scale)
+    out = np.empty((*batch, n_q, d_v), dtype=dtype)  # (..., L, E_v)
+    weights = np.empty((*batch, n_q, n_k), dtype=dtype) if return_weights else None  # (..., L, S)
+    q, k, v = (np.broadcast_to(a, (*batch, *a.shape[-2:])) for a in (q, k, v))
+    for index in np.ndindex(*batch):
+        _attend_blocks(
+            q[index] * factor,
+            k[index],
+            v[index],
+            None if mask is None else mask[index],
+            causal,
+            out[index],
+            None if weights is None else weights[index],
+        )
+    return (out, weights) if return_weights else out
+
+
+BLOCK_CELLS = 1 << 20  # scores per block of query rows: a few MiB, so a block stays in cache
+
+
+def _attend_blocks(
+    q: np.ndarray,
+    k: np.ndarray,
+    v: np.ndarray,
+    mask: np.ndarray | None,
+    causal: bool,
+    out: np.ndarray,
+    weights: np.ndarray | None,
+) -> None:
+    """One (L, S) problem, a block of query rows at a time; `q` is already scaled.
+
+    Softmax is shift-invariant, and subtracting the row maximum only guards e^s
+    against overflow. When |q·k| ≤ ‖q‖·max‖k‖ (Cauchy–Schwarz) is small enough for
+    e^s to stay a normal float, the shift and the pass that finds the maximum are
+    skipped; the result is the same softmax, rounded no worse.
+    """
+    L, S = q.shape[0], k.shape[0]
+    safe = 0.7 * np.log(np.finfo(q.dtype).max)  # e^±safe is a normal float of this dtype
+    bound = np.sqrt((q * q).sum(axis=1).max() * (k * k).sum(axis=1).max())  # ≥ every |q·k|
+    shift = not (bound < safe and (mask is None or mask.dtype == np.bool_))
+    v_ones = np.concatenate([v, np.ones((S, 1), dtype=v.dtype)], axis=1)  # (S, E_v + 1): last column sums weights
+    rows = max(1, min(L, BLOCK_CELLS // max(S, 1)))
+    for start in range(0, L, rows):
+        stop = min(L, start + rows)
+        width = min(S, stop) if causal else S  # causal rows never see keys past `stop - 1`
+        s = q[start:stop] @ k[:width].T  # (B, S')
+        if causal:
+            s[np.arange(start, stop)[:, None] < np.arange(width)[None, :]] = -np.inf
+        if mask is not None:
+            block = mask[start:stop, :width]  # (B, S')
+            if block.dtype == np.bool_:
+                s[~block] = -np.inf
+            else:
+                s += block
+        if shift:
+            top = s.max(axis=1, keepdims=True)  # (B, 1)
+            _check_rows(np.isfinite(top[:, 0]), start)
+            s -= top
+        np.exp(s, out=s)  # (B, S') unnormalised weights
+        mixed = s @ v_ones[:width]  # (B, E_v + 1)
+        total = mixed[:, -1:]  # (B, 1)
+        _check_rows(total[:, 0] > 0, start)
+        out[start:stop] = mixed[:, :-1] / total  # (B, E_v)
+        if weights is not None:
+            weights[start:stop, :width] = s / total
+            weights[start:stop, width:] = 0
+
+
+def _check_rows(ok: np.ndarray, start: int) -> None:
+    if not ok.all():
+        row = start + int(np.argmin(ok))
+        raise ValueError(f"query row {row} has no key to attend to: every key is masked")

@@ -50,6 +50,9 @@ class AttnError(Exception):
         return self
 
 
-def fail(key: str, **params: object) -> AttnError:
-    """Build an AttnError to raise: `raise fail("expr.unknown_name", name=n)`."""
+def fail(key: str, /, **params: object) -> AttnError:
+    """Build an AttnError to raise: `raise fail("expr.unknown_name", name=n)`.
+
+    `key` is positional-only so that a message may have a placeholder called `key` too.
+    """
     return AttnError(key, dict(params))

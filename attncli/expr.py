@@ -1,21 +1,22 @@
 """A small, safe evaluator for the arithmetic a student writes: `sqrt(2)/2`, `√2`, `2^0.5`, `-e`.
 
-The text is parsed with `ast` and only numbers, + - * / **, unary signs,
+The text is parsed with `ast` and only numbers, + - * / **, unary signs, √,
 parentheses, a few functions and the constants pi and e are accepted. Everything
 is computed in floats, so `9**9**9` overflows at once instead of building a huge
-integer. Nothing is ever passed to `eval`.
+integer, and any step that leaves the floats' range is an overflow (so
+`1/(1e308*10)` is not silently 0). Nothing is ever passed to `eval`.
 """
 
 from __future__ import annotations
 
 import ast
 import math
-import re
 from collections.abc import Callable
 
 from attncli.errors import fail
 
 MAX_LENGTH = 200
+QUOTE_LENGTH = 40  # longer input is shortened when a message repeats it
 
 FUNCTIONS: dict[str, Callable[[float], float]] = {
     "sqrt": math.sqrt,
@@ -29,37 +30,51 @@ FUNCTIONS: dict[str, Callable[[float], float]] = {
 }
 CONSTANTS = {"pi": math.pi, "e": math.e}
 
-_SYMBOLS = str.maketrans({"×": "*", "·": "*", "÷": "/", "−": "-", "^": "**", "π": "pi"})
-_ROOT = re.compile(r"√\s*([0-9.]+(?:[eE][+-]?[0-9]+)?|[A-Za-z_]\w*)")
+# √ becomes Python's unused prefix operator ~, so `√2`, `√(1+3)` and `√√16` parse as roots.
+_SYMBOLS = str.maketrans({"×": "*", "·": "*", "÷": "/", "−": "-", "^": "**", "π": "pi", "√": "~"})
 
 
 def evaluate(text: str) -> float:
     """The finite float value of `text`, or an AttnError that says what is wrong with it."""
     if len(text) > MAX_LENGTH:
         raise fail("expr.too_long", limit=MAX_LENGTH)
-    source = _ROOT.sub(r"sqrt(\1)", text.translate(_SYMBOLS)).replace("√", "sqrt")
+    if "~" in text:
+        raise fail("expr.not_allowed", part="~")
     try:
-        tree = ast.parse(source.strip(), mode="eval")
+        tree = ast.parse(text.translate(_SYMBOLS).strip(), mode="eval")
     except (SyntaxError, ValueError):
-        raise fail("expr.syntax", text=text) from None
+        raise fail("expr.syntax", text=quote(text)) from None
     try:
-        value = _value(tree.body)
+        return _value(tree.body)
     except OverflowError:
-        raise fail("expr.overflow", text=text) from None
+        raise fail("expr.overflow", text=quote(text)) from None
     except ZeroDivisionError:
-        raise fail("expr.division_by_zero", text=text) from None
+        raise fail("expr.division_by_zero", text=quote(text)) from None
     except ValueError:
-        raise fail("expr.domain", text=text) from None
-    if not math.isfinite(value):
-        raise fail("expr.not_finite", text=text)
-    return value
+        raise fail("expr.domain", text=quote(text)) from None
+
+
+def quote(text: object) -> str:
+    """`text` short enough to repeat in a one-line message."""
+    text = str(text)
+    return text if len(text) <= QUOTE_LENGTH else text[: QUOTE_LENGTH - 3] + "..."
 
 
 def _value(node: ast.expr) -> float:
+    """The value of `node`; every step is checked, since inf - inf or 1/inf would hide an overflow."""
+    value = _step(node)
+    if not math.isfinite(value):
+        raise OverflowError
+    return value
+
+
+def _step(node: ast.expr) -> float:
     if isinstance(node, ast.Constant) and type(node.value) in (int, float):
         return float(node.value)
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd, ast.Invert)):
         operand = _value(node.operand)
+        if isinstance(node.op, ast.Invert):  # √, see _SYMBOLS
+            return math.sqrt(operand)
         return -operand if isinstance(node.op, ast.USub) else operand
     if isinstance(node, ast.BinOp) and type(node.op) in _OPERATORS:
         return _OPERATORS[type(node.op)](_value(node.left), _value(node.right))
@@ -74,7 +89,7 @@ def _value(node: ast.expr) -> float:
         if len(node.args) != 1:
             raise fail("expr.arity", name=name)
         return float(FUNCTIONS[name](_value(node.args[0])))
-    raise fail("expr.not_allowed", part=ast.unparse(node)[:40])
+    raise fail("expr.not_allowed", part=quote(ast.unparse(node).replace("~", "√")))
 
 
 def _power(base: float, exponent: float) -> float:

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import difflib
 import math
+import re
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,9 +26,15 @@ from attncli.yamldoc import Path as DocPath
 HEAD_FIELDS = ("name", "queries", "keys", "values", "w_q", "w_k", "w_v", "scores", "score")
 TOP_FIELDS = (
     "title", "notes", "tokens", "query_tokens", "x", "x_query", "heads", "w_o", "mask", "padding", "window",
-    "answers", "tolerance", *HEAD_FIELDS[1:],
+    "scale", "answers", "tolerance", *HEAD_FIELDS[1:],
 )  # fmt: skip
 SCORE_KINDS = ("scaled_dot", "dot", "cosine", "general", "additive")
+# The core keeps every step of every head as an (L, S) matrix (the raw score, the scaled one,
+# the masked one, e^s, the weights) and softmax builds one more while it works. A problem
+# whose matrices would pass the budget is refused before any of them exists.
+CORE_MATRICES = 6
+MEMORY_BUDGET = 4 * 2**30
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")  # characters a terminal obeys instead of showing
 
 
 @dataclass(frozen=True)
@@ -85,10 +93,18 @@ class Problem:
     source: str = "-"
 
 
-def parse(document: Document, flags: Mapping[str, object] | None = None, base: Path | None = None) -> Problem:
-    """Validate `document` with `flags` (field -> value, given on the command line) laid over it."""
+def parse(
+    document: Document,
+    flags: Mapping[str, object] | None = None,
+    base: Path | None = None,
+    dtype: type[np.floating] = np.float64,
+) -> Problem:
+    """Validate `document` with `flags` (field -> value, given on the command line) laid over it.
+
+    Every matrix comes out as `dtype`; the core computes in the dtype it is given.
+    """
     data = document.data if document.data is not None else {}
-    reader = _Reader(document, dict(flags or {}), base or Path("."))
+    reader = _Reader(document, dict(flags or {}), base or Path("."), np.dtype(dtype))
     if not isinstance(data, dict):
         raise reader.error((), "problem.not_mapping")
     data = {**data, **reader.flags}
@@ -104,10 +120,11 @@ def rows_from_text(text: str) -> list[list[str]]:
 class _Reader:
     """Reads typed values out of the document, raising errors that say where."""
 
-    def __init__(self, document: Document, flags: dict[str, object], base: Path) -> None:
+    def __init__(self, document: Document, flags: dict[str, object], base: Path, dtype: np.dtype) -> None:
         self.document = document
         self.flags = flags
         self.base = base
+        self.dtype = dtype
 
     def error(self, path: DocPath, key: str, field: str | None = None, **params: object) -> AttnError:
         return fail(key, **params).at(*self._location(path), field if field is not None else _describe(path))
@@ -126,12 +143,19 @@ class _Reader:
         try:
             number = expr.evaluate(value) if isinstance(value, str) else float(value)
         except OverflowError:
-            raise self.error(path, "expr.overflow", field, text=value) from None
+            raise self.error(path, "expr.overflow", field, text=expr.quote(value)) from None
         except AttnError as error:
             raise error.at(*self._location(path), field or _describe(path)) from None
         if not math.isfinite(number):
-            raise self.error(path, "expr.not_finite", field, text=value)
+            raise self.error(path, "expr.not_finite", field, text=expr.quote(value))
         return number
+
+    def plain_text(self, path: DocPath, text: str, lines: bool = False) -> str:
+        """`text` if it holds no control character (with `lines`, newlines and tabs are fine)."""
+        found = _CONTROL.search(text.replace("\n", "").replace("\t", "") if lines else text)
+        if found:
+            raise self.error(path, "problem.control_character", char=ascii(found.group())[1:-1])
+        return text
 
     def _location(self, path: DocPath) -> tuple[str, int | None]:
         if path and path[0] in self.flags:
@@ -146,28 +170,28 @@ class _Reader:
         for index, item in enumerate(value):
             if isinstance(item, (dict, list)) or item is None or isinstance(item, bool):
                 raise self.error((*path, index), "problem.not_token", got=_kind(item))
-        return tuple(str(item) for item in value)
+        return tuple(self.plain_text((*path, index), str(item)) for index, item in enumerate(value))
 
     def matrix(self, path: DocPath, value: object, rows: Sequence[str] | None = None, what: str = "") -> np.ndarray:
         """A matrix given as a list of rows, one row, a mapping token: row, or an array file.
 
         `rows` names the rows expected, in order; a mapping must name exactly those.
         """
-        if isinstance(value, str) and path and path[0] in self.flags:
-            value = arrays.load_flag(value, self.base) if value.startswith("@") else rows_from_text(value)
-        if isinstance(value, dict) and "file" in value:
+        from_flag = isinstance(value, str) and bool(path) and path[0] in self.flags
+        if (from_flag and value.startswith("@")) or (isinstance(value, dict) and "file" in value):
             array = self.array_file(path, value)
             if rows is not None and array.shape[0] != len(rows):
                 raise self.error(path, "problem.row_count", count=array.shape[0], expected=len(rows), what=what)
             return array
+        if from_flag:
+            value = rows_from_text(value)
         if isinstance(value, dict):
             if rows is None:
                 raise self.error(path, "problem.mapping_without_names")
-            unknown = [name for name in value if name not in rows]
+            named = set(rows)
+            unknown = [name for name in value if name not in named]
             if unknown:
-                raise self.error(
-                    (*path, unknown[0]), "problem.unknown_row_name", name=unknown[0], names=", ".join(rows)
-                )
+                raise self.error((*path, unknown[0]), "problem.unknown_row_name", name=unknown[0], names=_names(rows))
             missing = [name for name in rows if name not in value]
             if missing:
                 raise self.error(path, "problem.missing_row", name=missing[0])
@@ -196,19 +220,33 @@ class _Reader:
                 raise self.error(row_path, "problem.row_width", label, count=len(row), expected=width)
             width = len(row)
             out.append([self.number((*row_path, j), cell, label) for j, cell in enumerate(row)])
-        return np.array(out, dtype=np.float64)
+        return self.typed(path, out)
 
     def vector(self, path: DocPath, value: object) -> np.ndarray:
         if not isinstance(value, list) or not value or any(isinstance(item, (list, dict)) for item in value):
             raise self.error(path, "problem.not_vector", got=_kind(value))
-        return np.array([self.number((*path, j), cell) for j, cell in enumerate(value)], dtype=np.float64)
+        return self.typed(path, [self.number((*path, j), cell) for j, cell in enumerate(value)])
 
-    def array_file(self, path: DocPath, spec: dict) -> np.ndarray:
-        self.check_fields(spec, path, ("file", "key"))
+    def array_file(self, path: DocPath, spec: dict | str) -> np.ndarray:
+        """An array from `{file: ..., key: ...}` in YAML or `@path[:key]` on the command line."""
         try:
-            return arrays.load(self.base / str(spec["file"]), spec.get("key"))
+            if isinstance(spec, str):
+                return self.typed(path, arrays.load_flag(spec))
+            self.check_fields(spec, path, ("file", "key"))
+            if not isinstance(spec["file"], str):
+                raise self.error((*path, "file"), "problem.not_text", got=_kind(spec["file"]))
+            return self.typed(path, arrays.load(self.base / spec["file"], spec.get("key")))
         except AttnError as error:
             raise error.at(*self._location(path), _describe(path)) from None
+
+    def typed(self, path: DocPath, numbers: object) -> np.ndarray:
+        """`numbers` as an array of the calculation's dtype; a number beyond its range is an error, not inf."""
+        with np.errstate(over="ignore"):
+            array = np.asarray(numbers, dtype=self.dtype)
+        if not np.isfinite(array).all():
+            limit = f"{float(np.finfo(self.dtype).max):.2g}"
+            raise self.error(path, "problem.beyond_dtype", dtype=self.dtype.name, limit=limit)
+        return array
 
 
 class _Builder:
@@ -239,10 +277,12 @@ class _Builder:
     def problem(self) -> Problem:
         tokens = self.tokens()
         query_tokens, cross = self.query_tokens(tokens)
+        self.check_memory(CORE_MATRICES * len(self.head_fields), len(query_tokens), len(tokens))  # before any head
         positions = _Positions(tokens, query_tokens, cross)
         x, x_query = self.inputs(tokens, query_tokens, positions)
         heads = tuple(self.head(i, tokens, query_tokens, x, x_query) for i in range(len(self.head_fields)))
         w_o = self.output_projection(heads)
+        self.check_memory(sum(_matrices(head) for head in heads), len(query_tokens), len(tokens))
         mask, rule = self.mask(tokens, query_tokens, positions)
         data = self.data
         return Problem(
@@ -282,12 +322,25 @@ class _Builder:
                 found = self.lookup(head, "queries")
                 if found and isinstance(found[1], dict) and "file" not in found[1]:
                     path, mapping = found
-                    stray = [name for name in mapping if name not in tokens]
+                    known = set(tokens)
+                    stray = [name for name in mapping if name not in known]
                     if stray:
                         raise self.reader.error((*path, stray[0]), "problem.unknown_query_name", name=stray[0])
-                    names = tuple(mapping)
+                    names = tuple(self.reader.plain_text((*path, name), name) for name in mapping)
                     break
+            else:
+                names = self.unnamed_queries(tokens)
         return names, not set(names) <= set(tokens)
+
+    def unnamed_queries(self, tokens: tuple[str, ...]) -> tuple[str, ...]:
+        """Without any names, as with arrays from files, L ≠ S queries are named q1..qL (cross-attention)."""
+        found = self.lookup(0, "queries")
+        if found is None and "x_query" in self.data:
+            found = ("x_query",), self.data["x_query"]
+        if "tokens" in self.data or found is None:
+            return tokens
+        count = len(self.reader.matrix(*found))
+        return tokens if count == len(tokens) else tuple(f"q{i + 1}" for i in range(count))
 
     def operand(
         self, head: int, given: str, weight: str, rows: tuple[str, ...], x: np.ndarray | None, x_name: str
@@ -334,7 +387,9 @@ class _Builder:
         x_query: np.ndarray | None,
     ) -> Head:
         path, fields = self.head_fields[index]
-        name = str(fields.get("name", f"head {index + 1}" if len(self.head_fields) > 1 else "head"))
+        name = _optional_text(self.reader, fields, "name", path) or (
+            f"head {index + 1}" if len(self.head_fields) > 1 else "head"
+        )
         values = self.operand(index, "values", "w_v", tokens, x, "x")
         if values is None:
             raise self.reader.error(path, "problem.missing", name="values", alternative="w_v")
@@ -366,6 +421,8 @@ class _Builder:
         if not isinstance(spec, dict):
             raise self.reader.error(path, "problem.bad_score", got=_kind(spec), kinds=", ".join(SCORE_KINDS))
         kind = spec.get("type", "scaled_dot")
+        if not isinstance(kind, str):
+            raise self.reader.error((*path, "type"), "problem.bad_score", got=_kind(kind), kinds=", ".join(SCORE_KINDS))
         if kind not in SCORE_KINDS:
             close = difflib.get_close_matches(str(kind), SCORE_KINDS, n=1)
             hint = t("hint.did_you_mean", name=close[0]) if close else ""
@@ -375,9 +432,8 @@ class _Builder:
         extra = {"general": ("w",), "additive": ("w_query", "w_key", "v")}.get(kind, ())
         self.reader.check_fields(spec, path, ("type", "scale", *extra))
         default_scale = 1 / math.sqrt(d_k) if kind == "scaled_dot" else 1.0
-        flag_scale = self.reader.flags.get("scale")
-        if flag_scale is not None:
-            scale = self.reader.number(("scale",), flag_scale)
+        if "scale" in self.data:  # the top-level field (or --scale) overrides every head's scale
+            scale = self.reader.number(("scale",), self.data["scale"])
         elif "scale" in spec:
             scale = self.reader.number((*path, "scale"), spec["scale"])
         else:
@@ -414,6 +470,19 @@ class _Builder:
             raise self.reader.error(("w_o",), "problem.w_o_rows", count=w_o.shape[0], expected=d_concat)
         return w_o
 
+    def check_memory(self, matrices: int, queries: int, keys: int) -> None:
+        """Refuse a problem whose `matrices` (L, S) matrices would not fit in memory, before any of them exists."""
+        needed = queries * keys * (matrices * self.reader.dtype.itemsize + 1)  # + 1 byte of mask per cell
+        if needed > MEMORY_BUDGET:
+            raise fail(
+                "problem.too_large",
+                size=_size(needed),
+                limit=_size(MEMORY_BUDGET),
+                heads=len(self.head_fields),
+                queries=queries,
+                keys=keys,
+            ).at(source=self.reader.document.name)
+
     def mask(
         self, tokens: tuple[str, ...], query_tokens: tuple[str, ...], positions: _Positions
     ) -> tuple[np.ndarray, MaskRule]:
@@ -444,13 +513,15 @@ class _Builder:
         padding: tuple[str, ...] = ()
         if "padding" in data:
             padding = reader.text_list(("padding",), data["padding"])
+            known = set(tokens)
             for index, name in enumerate(padding):
-                if name not in tokens:
-                    raise reader.error(("padding", index), "problem.unknown_token", name=name, names=", ".join(tokens))
+                if name not in known:
+                    raise reader.error(("padding", index), "problem.unknown_token", name=name, names=_names(tokens))
             allowed &= ~np.isin(np.array(tokens, dtype=object), np.array(padding, dtype=object))[None, :]
+        culprit = next((name for name in ("mask", "padding", "window") if name in data), "mask")
         for row, name in enumerate(query_tokens):
             if not allowed[row].any():
-                raise reader.error(("mask",), "problem.all_masked", name=name, row=row + 1)
+                raise reader.error((culprit,), "problem.all_masked", name=name, row=row + 1)
         return allowed, MaskRule(kind, window, padding)
 
     def mask_matrix(self, raw: object, tokens: tuple[str, ...], query_tokens: tuple[str, ...]) -> np.ndarray:
@@ -461,10 +532,11 @@ class _Builder:
             raw = rows_from_text(raw)
         cells = raw
         if isinstance(raw, dict):
-            unknown = [name for name in raw if name not in query_tokens]
+            named = set(query_tokens)
+            unknown = [name for name in raw if name not in named]
             if unknown:
                 raise reader.error(
-                    ("mask", unknown[0]), "problem.unknown_row_name", name=unknown[0], names=", ".join(query_tokens)
+                    ("mask", unknown[0]), "problem.unknown_row_name", name=unknown[0], names=_names(query_tokens)
                 )
             cells = [raw.get(name) for name in query_tokens]
         if not isinstance(cells, list) or len(cells) != len(query_tokens):
@@ -491,17 +563,30 @@ class _Positions:
 
     def query_indexes(self) -> list[int]:
         """Self-attention: each query's index among the tokens (first occurrence)."""
-        return [self.tokens.index(name) for name in self.query_tokens]
+        first: dict[str, int] = {}
+        for index, name in enumerate(self.tokens):
+            first.setdefault(name, index)
+        return [first[name] for name in self.query_tokens]
 
     def query_positions(self, reader: _Reader, field_name: str) -> np.ndarray:
         if self.cross:
             return np.arange(len(self.query_tokens))
         if len(self.query_tokens) == len(self.tokens) and self.query_tokens == self.tokens:
             return np.arange(len(self.tokens))
+        counts = Counter(self.tokens)
         for name in self.query_tokens:
-            if self.tokens.count(name) > 1:
+            if counts[name] > 1:
                 raise reader.error((field_name,), "problem.ambiguous_position", name=name)
         return np.array(self.query_indexes())
+
+
+def _matrices(head: Head) -> int:
+    """How many (L, S) matrices of numbers the core builds for `head`.
+
+    Additive scores also keep tanh(q·W_query + k·W_key) for every cell, d_a numbers
+    each, and need as much again while computing it.
+    """
+    return CORE_MATRICES + (2 * head.score.v.shape[0] if head.score.kind == "additive" else 0)
 
 
 def _width(operand: Operand) -> int:
@@ -512,12 +597,25 @@ def _shape(array: np.ndarray) -> str:
     return "×".join(str(n) for n in array.shape)
 
 
-def _optional_text(reader: _Reader, data: dict, name: str) -> str | None:
+def _optional_text(reader: _Reader, data: dict, name: str, path: DocPath = ()) -> str | None:
     if name not in data or data[name] is None:
         return None
     if isinstance(data[name], (dict, list)):
-        raise reader.error((name,), "problem.not_text", got=_kind(data[name]))
-    return str(data[name])
+        raise reader.error((*path, name), "problem.not_text", got=_kind(data[name]))
+    return reader.plain_text((*path, name), str(data[name]), lines=True)
+
+
+def _names(names: Sequence[str], shown: int = 10) -> str:
+    """Names for a message: the first few, and how many there are in all."""
+    listed = ", ".join(names[:shown])
+    return listed if len(names) <= shown else f"{listed}, ... ({len(names)})"
+
+
+def _size(count: float) -> str:
+    """A number of bytes as people read them: 6.0 GiB."""
+    units = ("KiB", "MiB", "GiB", "TiB")
+    power = min(len(units), max(1, int(math.log(max(count, 1), 1024))))
+    return f"{count / 1024**power:.1f} {units[power - 1]}"
 
 
 def _describe(path: DocPath) -> str:

@@ -9,17 +9,20 @@ repeats to a budget. Only the plain YAML types are accepted; any tag such as
 
 from __future__ import annotations
 
+import errno
+import math
+import os
 import re
 import sys
 from dataclasses import dataclass, field
 from typing import ClassVar
 
 import yaml
-from yaml.constructor import SafeConstructor
 from yaml.nodes import ScalarNode
 from yaml.resolver import Resolver
 
 from attncli.errors import AttnError, fail
+from attncli.expr import quote
 
 Path = tuple[str | int, ...]
 
@@ -36,21 +39,33 @@ PLAIN_TAGS = {
     "tag:yaml.org,2002:seq",
 }
 _Parser = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-_BOOL = "tag:yaml.org,2002:bool"
+_BOOL, _INT, _FLOAT, _NULL = (f"tag:yaml.org,2002:{name}" for name in ("bool", "int", "float", "null"))
+FLOAT_DIGITS = 309  # a whole number with more digits is beyond every float (max ≈ 1.8e308)
 
 
 class _Resolver(Resolver):
-    """YAML 1.2 booleans: only true/false, so tokens such as `on`, `no` and `yes` stay words."""
+    """The YAML 1.2 core schema for booleans and numbers, as JSON reads them.
+
+    YAML 1.1 (PyYAML's default) would read the tokens `on`, `no` and `yes` as
+    booleans, `1:20` as 80 and `010` as 8; here they stay words, text and ten.
+    """
 
     yaml_implicit_resolvers: ClassVar[dict] = {
-        first: [(tag, regexp) for tag, regexp in resolvers if tag != _BOOL]
+        first: [(tag, regexp) for tag, regexp in resolvers if tag not in (_BOOL, _INT, _FLOAT)]
         for first, resolvers in Resolver.yaml_implicit_resolvers.items()
     }
 
 
 _Resolver.add_implicit_resolver(_BOOL, re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF"))
+_Resolver.add_implicit_resolver(_INT, re.compile(r"^(?:[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+)$"), list("-+0123456789"))
+_Resolver.add_implicit_resolver(
+    _FLOAT,
+    re.compile(
+        r"^(?:[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$"
+    ),
+    list("-+.0123456789"),
+)
 _resolver = _Resolver()
-_constructor = SafeConstructor()
 
 
 @dataclass
@@ -89,6 +104,9 @@ def load(text: str, name: str) -> Document:
         _build(text, document)
     except AttnError as error:
         raise error.at(source=name) from None
+    except yaml.reader.ReaderError as error:  # a character YAML does not allow, such as NUL
+        line = text.count("\n", 0, error.position) + 1
+        raise fail("yaml.syntax", problem=str(error).splitlines()[0]).at(source=name, line=line) from None
     except yaml.MarkedYAMLError as error:
         mark = error.problem_mark or error.context_mark
         problem = (error.problem or error.context or "").strip()
@@ -130,7 +148,7 @@ def _build(text: str, document: Document) -> None:
             parent.value.append(value)
         elif parent.pending_key is None:
             if value in parent.value:
-                raise fail("yaml.duplicate_key", key=value).at(line=line)
+                raise fail("yaml.duplicate_key", name=value).at(line=line)
             parent.pending_key = str(value)
         else:
             key, parent.pending_key = parent.pending_key, None
@@ -171,7 +189,7 @@ def _build(text: str, document: Document) -> None:
                 place(event.value, line)
                 continue
             document.lines[child_path()] = line
-            value = _scalar(event)
+            value = _scalar(event, line)
             if event.anchor:
                 anchors[event.anchor] = (value, 1)
             place(value, line)
@@ -193,11 +211,29 @@ def _check_tag(tag: str | None, line: int) -> None:
         raise fail("yaml.tag", tag=tag).at(line=line)
 
 
-def _scalar(event: yaml.ScalarEvent) -> object:
+def _scalar(event: yaml.ScalarEvent, line: int) -> object:
+    """The value of a scalar: text, or what its tag (written or resolved) says it is."""
     tag = event.tag if event.tag not in (None, "!") else _resolver.resolve(ScalarNode, event.value, event.implicit)
-    if tag not in PLAIN_TAGS:
-        return event.value
-    return _constructor.construct_object(ScalarNode(tag, event.value))
+    text = event.value
+    try:
+        if tag == _INT:
+            return _integer(text, line)
+        if tag == _FLOAT:
+            number = float(text.lower().replace(".inf", "inf").replace(".nan", "nan"))
+            # 1e400 stays text, so the arithmetic reader reports the overflow with its field and row
+            return text if math.isinf(number) and "inf" not in text.lower() else number
+        if tag == _BOOL:
+            return {"true": True, "false": False}[text.lower()]
+    except (KeyError, ValueError):  # an explicit tag on the wrong text, such as `!!int ten`
+        raise fail("yaml.bad_scalar", text=quote(text), tag=tag.rsplit(":", 1)[-1]).at(line=line) from None
+    return None if tag == _NULL else text
+
+
+def _integer(text: str, line: int) -> int:
+    digits = text.lstrip("+-").lower()
+    if len(digits) > FLOAT_DIGITS:
+        raise fail("expr.overflow", text=quote(text)).at(line=line)  # also keeps int() from its slow, limited path
+    return int(text, {"0o": 8, "0x": 16}.get(digits[:2], 10))
 
 
 def _merge(target: dict, source: object, line: int) -> None:
@@ -215,6 +251,8 @@ def read(path: str) -> Document:
     name = "<stdin>" if path == "-" else path
     try:
         if path == "-":
+            if sys.stdin is None:  # closed by the shell (`<&-`)
+                raise OSError(errno.EBADF, os.strerror(errno.EBADF))
             raw = sys.stdin.buffer.read(MAX_BYTES + 1)
         else:
             with open(path, "rb") as handle:

@@ -1,6 +1,6 @@
 """The command line: one module per command, all registered on the app in app.py."""
 
-from attncli.cli import compute  # noqa: F401  (registers the command)
+from attncli.cli import check, compare, compute, generate, scaling  # noqa: F401  (registers the commands)
 from attncli.cli.app import app
 
 

@@ -8,22 +8,60 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import os
 import sys
 import traceback
 from collections.abc import Callable
 from typing import Annotated, Any, Optional, TypeVar
 
 import typer
+from typer.core import TyperGroup
+
+try:  # recent Typer carries its own copy of click
+    from typer._click import exceptions as _clicks
+except ImportError:
+    from click import exceptions as _clicks
 
 from attncli import __version__
+from attncli.cli.output import silence_stdout
 from attncli.errors import AttnError, ExitCode
 from attncli.i18n import LANGUAGES, set_language, t
 
 EXIT_CODES_HELP = (
     "Exit codes: 0 done; 1 `check` found wrong answers; 2 bad input or usage; 70 internal error; 130 interrupted."
 )
+
+
+class _OneLineErrors(TyperGroup):
+    """Typer's command group, with usage errors (a bad flag, a missing argument) on one line of stderr.
+
+    Typer would print them in a framed panel of several lines; every other error of
+    attncli is one line, and scripts read the first line of stderr.
+    """
+
+    def main(self, *args: Any, standalone_mode: bool = True, **kwargs: Any) -> Any:
+        if not standalone_mode:
+            return super().main(*args, standalone_mode=False, **kwargs)
+        try:
+            code = super().main(*args, standalone_mode=False, **kwargs)
+        except _clicks.UsageError as error:
+            if type(error).__name__ != "NoArgsIsHelpError":  # the help has been printed already
+                set_language(None)
+                command = error.ctx.command_path if error.ctx else self.name
+                say(t("cli.usage", message=error.format_message(), command=command))
+            sys.exit(ExitCode.BAD_INPUT)
+        except _clicks.ClickException as error:
+            say(error.format_message())
+            sys.exit(error.exit_code)
+        except typer.Abort:
+            say(t("cli.interrupted"))
+            sys.exit(ExitCode.INTERRUPTED)
+        except SystemExit as stop:  # Rich and Typer end help sent to a closed pipe (`| head`) with status 1
+            sys.exit(ExitCode.OK if stop.code == 1 else stop.code)
+        sys.exit(code if isinstance(code, int) else ExitCode.OK)
+
+
 app = typer.Typer(
+    cls=_OneLineErrors,
     name="attncli",
     help="Attention, calculated step by step: q·k, the 1/√d_k scale, softmax, the weighted sum of values."
     f"\n\n{EXIT_CODES_HELP}",
@@ -49,27 +87,33 @@ def boundary(command: Command) -> Command:
 
     @functools.wraps(command)
     def run(*args: Any, **kwargs: Any) -> Any:
-        set_language(kwargs.get("lang"))
         try:
-            return command(*args, **kwargs)
-        except AttnError as error:
-            say(describe(error))
-            raise typer.Exit(ExitCode.BAD_INPUT) from None
-        except KeyboardInterrupt:
-            say(t("cli.interrupted"))
-            raise typer.Exit(ExitCode.INTERRUPTED) from None
-        except BrokenPipeError:
-            _silence_stdout()
-            raise typer.Exit(ExitCode.OK) from None
+            return _reported(command, args, kwargs)
         except typer.Exit:
             raise
-        except Exception as error:  # anything else is our bug, not the user's
+        except Exception as error:  # anything else is our bug, not the user's (even one in reporting an error)
             if kwargs.get("debug"):
                 traceback.print_exc()
             say(t("cli.internal", error=f"{type(error).__name__}: {error}"))
             raise typer.Exit(ExitCode.INTERNAL) from None
 
     return run  # type: ignore[return-value]
+
+
+def _reported(command: Callable[..., Any], args: tuple, kwargs: dict[str, Any]) -> Any:
+    """Run `command`, turning the user's mistakes, Ctrl-C and a closed pipe into exit codes."""
+    try:
+        set_language(kwargs.get("lang"))  # an unknown --lang is reported like any bad input
+        return command(*args, **kwargs)
+    except AttnError as error:
+        say(describe(error))
+        raise typer.Exit(ExitCode.BAD_INPUT) from None
+    except KeyboardInterrupt:
+        say(t("cli.interrupted"))
+        raise typer.Exit(ExitCode.INTERRUPTED) from None
+    except BrokenPipeError:
+        silence_stdout()
+        raise typer.Exit(ExitCode.OK) from None
 
 
 def describe(error: AttnError) -> str:
@@ -81,15 +125,19 @@ def describe(error: AttnError) -> str:
 
 
 def say(line: str) -> None:
-    """One line on stderr, prefixed with the program's name."""
+    """One line on stderr, prefixed with the program's name.
+
+    Control characters (a newline or an escape sequence inside a field name, a token,
+    an expression) are shown escaped: the message stays one line, and a hostile file
+    cannot send commands to the terminal.
+    """
     with contextlib.suppress(OSError):
-        print(f"attncli: {line}", file=sys.stderr)
+        print(f"attncli: {line.translate(_ESCAPED)}", file=sys.stderr)
 
 
-def _silence_stdout() -> None:
-    """After a closed pipe, point stdout at /dev/null so the interpreter's final flush stays quiet."""
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, sys.stdout.fileno())
+_ESCAPED = {
+    code: ascii(chr(code))[1:-1] for code in (*range(0x20), *range(0x7F, 0xA0), 0x2028, 0x2029)
+}  # C0, DEL, C1, and the Unicode line and paragraph separators
 
 
 def _version(value: bool) -> None:
