@@ -1,8 +1,7 @@
 """The `answers:` section of a homework file: what the student wrote, cell by cell, and how precisely.
 
 A number's precision lives in its text: 0.90 promises two decimals where 0.9
-promises one. yamldoc keeps values, not texts, so `source_texts` re-reads every
-scalar's text from the YAML event stream, under the paths yamldoc uses. This is
+promises one, so the text of each scalar comes from `Document.texts`. This is
 the only module that looks at the shape of answers; the grader can trust them.
 """
 
@@ -11,18 +10,17 @@ from __future__ import annotations
 import difflib
 import math
 import re
-import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import yaml
 
-from attncli import expr, yamldoc
+from attncli import expr
 from attncli.core import Steps
 from attncli.errors import AttnError, fail
 from attncli.i18n import t
-from attncli.yamldoc import Document, Path
+from attncli.yamldoc import Document, Path, field_name, kind_of
 
 HEAD_STEPS = ("queries", "keys", "values", "dot", "scores", "weights", "output")
 SHARED_STEPS = ("concat", "final")
@@ -67,71 +65,9 @@ class _Shape:
     allowed: np.ndarray | None  # (rows, columns) for maskable steps: the cells the mask lets through
 
 
-def read(path: str) -> tuple[Document, dict[Path, str]]:
-    """A homework file (or stdin for '-') as yamldoc reads it, plus the source text of each scalar."""
-    name = "<stdin>" if path == "-" else path
-    try:
-        if path == "-":
-            raw = sys.stdin.buffer.read(yamldoc.MAX_BYTES + 1)
-        else:
-            with open(path, "rb") as handle:
-                raw = handle.read(yamldoc.MAX_BYTES + 1)
-    except OSError as error:
-        raise fail("input.unreadable", reason=error.strerror or str(error)).at(source=name) from None
-    if len(raw) > yamldoc.MAX_BYTES:
-        raise fail("input.too_large", limit=yamldoc.MAX_BYTES // 2**20).at(source=name)
-    try:
-        text = raw.decode("utf-8").removeprefix("\ufeff")
-    except UnicodeDecodeError as error:
-        line = raw[: error.start].count(b"\n") + 1
-        raise fail("input.not_utf8", offset=error.start).at(source=name, line=line) from None
-    return yamldoc.load(text, name), source_texts(text)
-
-
-def source_texts(text: str) -> dict[Path, str]:
-    """The text of every scalar value, by its path. Call after yamldoc.load has accepted `text`.
-
-    Values reached through an alias or a merge key are left out; their numbers fall
-    back to the text of the value.
-    """
-    texts: dict[Path, str] = {}
-    stack: list[list] = []  # [path, is_mapping, pending key or None, next index]
-
-    def child() -> Path:
-        path, is_mapping, key, index = stack[-1]
-        return (*path, key if is_mapping else index)
-
-    def placed() -> None:
-        if stack:
-            if stack[-1][1]:
-                stack[-1][2] = None
-            else:
-                stack[-1][3] += 1
-
-    def awaiting_key() -> bool:
-        return bool(stack) and stack[-1][1] and stack[-1][2] is None
-
-    for event in yaml.parse(text, Loader=_Parser):
-        if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
-            stack.append([child() if stack else (), isinstance(event, yaml.MappingStartEvent), None, 0])
-        elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
-            stack.pop()
-            placed()
-        elif isinstance(event, yaml.ScalarEvent):
-            if awaiting_key():
-                stack[-1][2] = event.value
-                continue
-            if stack:
-                texts[child()] = event.value
-            placed()
-        elif isinstance(event, yaml.AliasEvent):
-            placed()
-    return texts
-
-
-def parse(document: Document, texts: Mapping[Path, str], steps: Steps) -> Answers:
+def parse(document: Document, steps: Steps) -> Answers:
     """The validated `answers:` and `tolerance:` of a problem whose calculation is `steps`."""
-    return _Reader(document, texts, steps).answers()
+    return _Reader(document, steps).answers()
 
 
 def decimals(text: str) -> int | None:
@@ -156,13 +92,12 @@ def is_mask_marker(value: object) -> bool:
 class _Reader:
     """Reads the answers against the shapes of the calculation, raising errors that say where."""
 
-    def __init__(self, document: Document, texts: Mapping[Path, str], steps: Steps) -> None:
+    def __init__(self, document: Document, steps: Steps) -> None:
         self.document = document
-        self.texts = texts
         self.steps = steps
 
     def error(self, path: Path, key: str, field: str | None = None, **params: object) -> AttnError:
-        return fail(key, **params).at(self.document.name, self.document.line(path), field or describe(path))
+        return fail(key, **params).at(self.document.name, self.document.line(path), field or field_name(path))
 
     def answers(self) -> Answers:
         data = self.document.data if isinstance(self.document.data, dict) else {}
@@ -171,7 +106,7 @@ class _Reader:
             raise fail("check.no_answers").at(self.document.name, field="answers")
         section = data["answers"]
         if not isinstance(section, dict) or not section:
-            raise self.error(("answers",), "check.answers_not_mapping", got=kind(section))
+            raise self.error(("answers",), "check.answers_not_mapping", got=kind_of(section))
         self.check_fields(section, ("answers",), (*HEAD_STEPS, *SHARED_STEPS, "heads"))
         heads = len(self.steps.heads)
         top = [name for name in HEAD_STEPS if name in section]
@@ -200,7 +135,7 @@ class _Reader:
         value = data["tolerance"]
         number = self.number(("tolerance",), value) if not isinstance(value, bool) else None
         if number is None or number < 0:
-            raise self.error(("tolerance",), "check.bad_tolerance", got=kind(value))
+            raise self.error(("tolerance",), "check.bad_tolerance", got=kind_of(value))
         return number
 
     def check_fields(self, data: dict, path: Path, known: Sequence[str]) -> None:
@@ -213,7 +148,7 @@ class _Reader:
 
     def head_list(self, value: object, heads: int) -> list[tuple[Path, dict]]:
         if not isinstance(value, list) or not value or not all(isinstance(item, dict) for item in value):
-            raise self.error(("answers", "heads"), "problem.bad_heads", got=kind(value))
+            raise self.error(("answers", "heads"), "problem.bad_heads", got=kind_of(value))
         if len(value) > heads:
             raise self.error(("answers", "heads"), "check.too_many_heads", count=len(value), expected=heads)
         for index, fields in enumerate(value):
@@ -256,7 +191,7 @@ class _Reader:
                 raise self.error(path, "check.single_row", rows=n)
             grid[0] = self.row(path, path, value, step, shape, 0)
         elif not isinstance(value, list) or not value:
-            raise self.error(path, "problem.not_matrix", got=kind(value))
+            raise self.error(path, "problem.not_matrix", got=kind_of(value))
         elif len(value) == n:
             grid = [self.row(path, (*path, i), row, step, shape, i) for i, row in enumerate(value)]
         elif len(value) == m and all(isinstance(row, list) and len(row) == n for row in value):
@@ -281,13 +216,13 @@ class _Reader:
         """One row: all its cells, a mapping token: number, or the cells the mask lets through."""
         m = len(shape.columns)
         cells: list[Entry | None] = [None] * m
-        label = t("field.row", field=describe(matrix), row=index + 1, token=shape.rows[index])
+        label = t("field.row", field=field_name(matrix), row=index + 1, token=shape.rows[index])
         if isinstance(row, dict) and shape.named_columns:
             for name, cell in row.items():
                 cells[self.row_index((*path, name), name, shape.columns)] = self.entry((*path, name), cell, step)
             return cells
         if not isinstance(row, list) or not row or any(isinstance(cell, (list, dict)) for cell in row):
-            raise self.error(path, "problem.not_row", label, got=kind(row))
+            raise self.error(path, "problem.not_row", label, got=kind_of(row))
         if len(row) == m:
             return [self.entry((*path, j), cell, step, label) for j, cell in enumerate(row)]
         allowed = [] if shape.allowed is None else [j for j in range(m) if shape.allowed[index, j]]
@@ -300,7 +235,7 @@ class _Reader:
         raise self.error(path, "check.row_width", label, count=len(row), expected=m)
 
     def entry(self, path: Path, value: object, step: str, label: str | None = None) -> Entry:
-        text = self.texts.get(path, "" if value is None else str(value))
+        text = self.document.texts.get(path, "" if value is None else str(value))
         if is_mask_marker(value):
             if step not in MASKABLE:
                 raise self.error(path, "check.masked_here", label, text=text or "null", step=step)
@@ -309,13 +244,13 @@ class _Reader:
 
     def number(self, path: Path, value: object, label: str | None = None) -> float:
         if isinstance(value, bool) or not isinstance(value, (int, float, str)):
-            raise self.error(path, "problem.not_number", label, got=kind(value))
+            raise self.error(path, "problem.not_number", label, got=kind_of(value))
         try:
             number = expr.evaluate(value) if isinstance(value, str) else float(value)
         except OverflowError:
             raise self.error(path, "expr.overflow", label, text=value) from None
         except AttnError as error:
-            raise error.at(self.document.name, self.document.line(path), label or describe(path)) from None
+            raise error.at(self.document.name, self.document.line(path), label or field_name(path)) from None
         if not math.isfinite(number):
             raise self.error(path, "expr.not_finite", label, text=value)
         return number
@@ -323,26 +258,3 @@ class _Reader:
 
 def _coordinates(count: int) -> tuple[str, ...]:
     return tuple(str(j + 1) for j in range(count))
-
-
-def describe(path: Path) -> str:
-    """A field path as a person reads it: ("answers", "heads", 0, "scores") -> answers.heads[1].scores."""
-    text = ""
-    for part in path:
-        text += f"[{part + 1}]" if isinstance(part, int) else (f".{part}" if text else str(part))
-    return text
-
-
-def kind(value: object) -> str:
-    """What a value is, for messages that say what was found instead."""
-    if value is None:
-        return t("kind.nothing")
-    if isinstance(value, bool):
-        return t("kind.boolean", value=str(value).lower())
-    if isinstance(value, (int, float)):
-        return t("kind.number", value=value)
-    if isinstance(value, str):
-        return t("kind.text", value=value if len(value) <= 30 else value[:27] + "...")
-    if isinstance(value, list):
-        return t("kind.list", count=len(value))
-    return t("kind.mapping")

@@ -20,7 +20,7 @@ import numpy as np
 from attncli import arrays, expr
 from attncli.errors import AttnError, fail
 from attncli.i18n import t
-from attncli.yamldoc import Document
+from attncli.yamldoc import Document, field_name, kind_of
 from attncli.yamldoc import Path as DocPath
 
 HEAD_FIELDS = ("name", "queries", "keys", "values", "w_q", "w_k", "w_v", "scores", "score")
@@ -127,7 +127,7 @@ class _Reader:
         self.dtype = dtype
 
     def error(self, path: DocPath, key: str, field: str | None = None, **params: object) -> AttnError:
-        return fail(key, **params).at(*self._location(path), field if field is not None else _describe(path))
+        return fail(key, **params).at(*self._location(path), field if field is not None else field_name(path))
 
     def check_fields(self, data: dict, path: DocPath, known: Sequence[str]) -> None:
         for name in data:
@@ -139,13 +139,13 @@ class _Reader:
 
     def number(self, path: DocPath, value: object, field: str | None = None) -> float:
         if isinstance(value, bool) or not isinstance(value, (int, float, str)):
-            raise self.error(path, "problem.not_number", field, got=_kind(value))
+            raise self.error(path, "problem.not_number", field, got=kind_of(value))
         try:
             number = expr.evaluate(value) if isinstance(value, str) else float(value)
         except OverflowError:
             raise self.error(path, "expr.overflow", field, text=expr.quote(value)) from None
         except AttnError as error:
-            raise error.at(*self._location(path), field or _describe(path)) from None
+            raise error.at(*self._location(path), field or field_name(path)) from None
         if not math.isfinite(number):
             raise self.error(path, "expr.not_finite", field, text=expr.quote(value))
         return number
@@ -166,10 +166,10 @@ class _Reader:
         if isinstance(value, str):
             value = [part.strip() for part in value.split(",") if part.strip()]
         if not isinstance(value, list) or not value:
-            raise self.error(path, "problem.not_token_list", got=_kind(value))
+            raise self.error(path, "problem.not_token_list", got=kind_of(value))
         for index, item in enumerate(value):
             if isinstance(item, (dict, list)) or item is None or isinstance(item, bool):
-                raise self.error((*path, index), "problem.not_token", got=_kind(item))
+                raise self.error((*path, index), "problem.not_token", got=kind_of(item))
         return tuple(self.plain_text((*path, index), str(item)) for index, item in enumerate(value))
 
     def matrix(self, path: DocPath, value: object, rows: Sequence[str] | None = None, what: str = "") -> np.ndarray:
@@ -203,19 +203,19 @@ class _Reader:
         elif isinstance(value, list) and value:
             row_paths = [(*path, index) for index in range(len(value))]
         else:
-            raise self.error(path, "problem.not_matrix", got=_kind(value))
+            raise self.error(path, "problem.not_matrix", got=kind_of(value))
         if rows is not None and len(value) != len(rows):
             raise self.error(path, "problem.row_count", count=len(value), expected=len(rows), what=what)
         width = None
         out = []
         for index, (row, row_path) in enumerate(zip(value, row_paths)):
             label = (
-                t("field.row", field=_describe(path), row=index + 1, token=rows[index])
+                t("field.row", field=field_name(path), row=index + 1, token=rows[index])
                 if rows
-                else t("field.row_unnamed", field=_describe(path), row=index + 1)
+                else t("field.row_unnamed", field=field_name(path), row=index + 1)
             )
             if not isinstance(row, list) or not row:
-                raise self.error(row_path, "problem.not_row", label, got=_kind(row))
+                raise self.error(row_path, "problem.not_row", label, got=kind_of(row))
             if width is not None and len(row) != width:
                 raise self.error(row_path, "problem.row_width", label, count=len(row), expected=width)
             width = len(row)
@@ -224,7 +224,7 @@ class _Reader:
 
     def vector(self, path: DocPath, value: object) -> np.ndarray:
         if not isinstance(value, list) or not value or any(isinstance(item, (list, dict)) for item in value):
-            raise self.error(path, "problem.not_vector", got=_kind(value))
+            raise self.error(path, "problem.not_vector", got=kind_of(value))
         return self.typed(path, [self.number((*path, j), cell) for j, cell in enumerate(value)])
 
     def array_file(self, path: DocPath, spec: dict | str) -> np.ndarray:
@@ -234,10 +234,10 @@ class _Reader:
                 return self.typed(path, arrays.load_flag(spec))
             self.check_fields(spec, path, ("file", "key"))
             if not isinstance(spec["file"], str):
-                raise self.error((*path, "file"), "problem.not_text", got=_kind(spec["file"]))
+                raise self.error((*path, "file"), "problem.not_text", got=kind_of(spec["file"]))
             return self.typed(path, arrays.load(self.base / spec["file"], spec.get("key")))
         except AttnError as error:
-            raise error.at(*self._location(path), _describe(path)) from None
+            raise error.at(*self._location(path), field_name(path)) from None
 
     def typed(self, path: DocPath, numbers: object) -> np.ndarray:
         """`numbers` as an array of the calculation's dtype; a number beyond its range is an error, not inf."""
@@ -263,7 +263,7 @@ class _Builder:
             for path, head in self.head_fields:
                 reader.check_fields(head, path, HEAD_FIELDS)
         else:
-            raise reader.error(("heads",), "problem.bad_heads", got=_kind(raw_heads))
+            raise reader.error(("heads",), "problem.bad_heads", got=kind_of(raw_heads))
 
     def lookup(self, head: int, name: str) -> tuple[DocPath, object] | None:
         """A head's own field, else the top-level one; None when neither gives it."""
@@ -419,10 +419,12 @@ class _Builder:
         if isinstance(spec, str):
             spec = {"type": spec}
         if not isinstance(spec, dict):
-            raise self.reader.error(path, "problem.bad_score", got=_kind(spec), kinds=", ".join(SCORE_KINDS))
+            raise self.reader.error(path, "problem.bad_score", got=kind_of(spec), kinds=", ".join(SCORE_KINDS))
         kind = spec.get("type", "scaled_dot")
         if not isinstance(kind, str):
-            raise self.reader.error((*path, "type"), "problem.bad_score", got=_kind(kind), kinds=", ".join(SCORE_KINDS))
+            raise self.reader.error(
+                (*path, "type"), "problem.bad_score", got=kind_of(kind), kinds=", ".join(SCORE_KINDS)
+            )
         if kind not in SCORE_KINDS:
             close = difflib.get_close_matches(str(kind), SCORE_KINDS, n=1)
             hint = t("hint.did_you_mean", name=close[0]) if close else ""
@@ -501,7 +503,7 @@ class _Builder:
         if "window" in data:
             window = data["window"]
             if isinstance(window, bool) or not isinstance(window, int) or window < 0:
-                raise reader.error(("window",), "problem.bad_window", got=_kind(window))
+                raise reader.error(("window",), "problem.bad_window", got=kind_of(window))
         if kind == "causal" or window is not None:
             field_name = "mask" if kind == "causal" else "window"
             query_at, key_at = positions.query_positions(reader, field_name), np.arange(len(tokens))
@@ -601,7 +603,7 @@ def _optional_text(reader: _Reader, data: dict, name: str, path: DocPath = ()) -
     if name not in data or data[name] is None:
         return None
     if isinstance(data[name], (dict, list)):
-        raise reader.error((*path, name), "problem.not_text", got=_kind(data[name]))
+        raise reader.error((*path, name), "problem.not_text", got=kind_of(data[name]))
     return reader.plain_text((*path, name), str(data[name]), lines=True)
 
 
@@ -616,28 +618,3 @@ def _size(count: float) -> str:
     units = ("KiB", "MiB", "GiB", "TiB")
     power = min(len(units), max(1, int(math.log(max(count, 1), 1024))))
     return f"{count / 1024**power:.1f} {units[power - 1]}"
-
-
-def _describe(path: DocPath) -> str:
-    """A field path as a person reads it: ("heads", 0, "keys") -> heads[1].keys."""
-    text = ""
-    for part in path:
-        if isinstance(part, int):
-            text += f"[{part + 1}]"
-        else:
-            text += f".{part}" if text else str(part)
-    return text
-
-
-def _kind(value: object) -> str:
-    if value is None:
-        return t("kind.nothing")
-    if isinstance(value, bool):
-        return t("kind.boolean", value=str(value).lower())
-    if isinstance(value, (int, float)):
-        return t("kind.number", value=value)
-    if isinstance(value, str):
-        return t("kind.text", value=value if len(value) <= 30 else value[:27] + "...")
-    if isinstance(value, list):
-        return t("kind.list", count=len(value))
-    return t("kind.mapping")

@@ -23,6 +23,7 @@ from yaml.resolver import Resolver
 
 from attncli.errors import AttnError, fail
 from attncli.expr import quote
+from attncli.i18n import t
 
 Path = tuple[str | int, ...]
 
@@ -70,11 +71,15 @@ _resolver = _Resolver()
 
 @dataclass
 class Document:
-    """A parsed input: its values, its name for messages, and the line of each value."""
+    """A parsed input: its values, its name for messages, the line of each value and the text of each scalar.
+
+    The text matters where the value alone loses it: `0.0900` promises four decimals.
+    """
 
     data: object
     name: str
     lines: dict[Path, int] = field(default_factory=dict)
+    texts: dict[Path, str] = field(default_factory=dict)
 
     def line(self, path: Path) -> int | None:
         """The line of `path`, or of its nearest enclosing value that has one."""
@@ -188,7 +193,9 @@ def _build(text: str, document: Document) -> None:
             if awaiting_key():
                 place(event.value, line)
                 continue
-            document.lines[child_path()] = line
+            path = child_path()
+            document.lines[path] = line
+            document.texts[path] = event.value
             value = _scalar(event, line)
             if event.anchor:
                 anchors[event.anchor] = (value, 1)
@@ -267,3 +274,26 @@ def read(path: str) -> Document:
         line = raw[: error.start].count(b"\n") + 1
         raise fail("input.not_utf8", offset=error.start).at(source=name, line=line) from None
     return load(text.removeprefix("\ufeff"), name)
+
+
+def field_name(path: Path) -> str:
+    """A field path as a person reads it: ("heads", 0, "keys") -> heads[1].keys."""
+    text = ""
+    for part in path:
+        text += f"[{part + 1}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+    return text
+
+
+def kind_of(value: object) -> str:
+    """What a value is, for messages that say what was found instead of what was expected."""
+    if value is None:
+        return t("kind.nothing")
+    if isinstance(value, bool):
+        return t("kind.boolean", value=str(value).lower())
+    if isinstance(value, (int, float)):
+        return t("kind.number", value=value)
+    if isinstance(value, str):
+        return t("kind.text", value=value if len(value) <= 30 else value[:27] + "...")
+    if isinstance(value, list):
+        return t("kind.list", count=len(value))
+    return t("kind.mapping")

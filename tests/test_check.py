@@ -57,7 +57,7 @@ def grade_text(text: str, tolerance: float | None = None) -> check.Report:
 
     document = yamldoc.load(text, "homework.yaml")
     steps = core.compute(problem.parse(document))
-    return check.grade(steps, answers.parse(document, answers.source_texts(text), steps), tolerance, "homework.yaml")
+    return check.grade(steps, answers.parse(document, steps), tolerance, "homework.yaml")
 
 
 def grade_file(path: Path) -> check.Report:
@@ -334,11 +334,10 @@ def test_stdin() -> None:
     assert result.exit_code == 0 and json.loads(result.stdout)["file"] == "-"
 
 
-def test_source_texts_follow_yamldoc_paths() -> None:
+def test_documents_keep_the_text_of_every_number() -> None:
     from attncli import yamldoc
 
-    text = (CASES / "mask_inverted.yaml").read_text(encoding="utf-8")
-    texts = answers.source_texts(text)
-    assert texts[("answers", "weights", "flooded", 2)] == "1"
-    assert texts[("answers", "scores", "river", 0)] == "-inf"
-    assert set(texts) <= set(yamldoc.load(text, "x").lines)
+    document = yamldoc.load((CASES / "mask_inverted.yaml").read_text(encoding="utf-8"), "x")
+    assert document.texts[("answers", "weights", "flooded", 2)] == "1"
+    assert document.texts[("answers", "scores", "river", 0)] == "-inf"
+    assert set(document.texts) <= set(document.lines)

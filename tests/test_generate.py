@@ -28,7 +28,7 @@ def steps_of(text: str) -> core.Steps:
 def grade(text: str) -> check.Report:
     document = yamldoc.load(text, "exercise.yaml")
     steps = core.compute(problem.parse(document))
-    return check.grade(steps, answers.parse(document, answers.source_texts(text), steps))
+    return check.grade(steps, answers.parse(document, steps))
 
 
 def test_same_arguments_and_seed_give_the_same_bytes() -> None:

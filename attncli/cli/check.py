@@ -40,17 +40,17 @@ def check(
     """Check attention computed by hand: each answered cell right or wrong, the first mistake and its likely cause."""
     if format not in FORMATS:
         raise fail("cli.bad_format", name=format, known=", ".join(FORMATS)).at(source="--format")
-    from attncli import answers, core, problem
+    from attncli import answers, core, problem, yamldoc
     from attncli import check as grading
     from attncli.render import check_report
 
     results: list[tuple[str, grading.Report | str]] = []
     for file in files:
         try:
-            document, texts = answers.read(file)
+            document = yamldoc.read(file)
             base = Path(file).parent if file != "-" else Path(".")
             steps = core.compute(problem.parse(document, None, base))
-            results.append((file, grading.grade(steps, answers.parse(document, texts, steps), tolerance, file)))
+            results.append((file, grading.grade(steps, answers.parse(document, steps), tolerance, file)))
         except AttnError as error:
             message = describe(error)
             say(message)
