@@ -1,11 +1,12 @@
 """`attncli compute` from the outside: through Typer's CliRunner and as a real subprocess.
 
-The golden file tests/golden/bank.txt is the whole `--format text` output of
+The golden file tests/golden/bank.en.txt is the whole `--format text` output of
 samples/bank.yaml at 80 columns, checked by hand against the article (q·k = 2.8284,
 e^s sum 11.1073, weights 0.6652/0.2447/0.0900, output [1.4205, 0.5795]). After a
-deliberate change to the layout, regenerate it and read the diff before keeping it:
+deliberate change to the layout, regenerate it (with bank.es.txt) and read the diff
+before keeping it:
 
-    COLUMNS=80 python -m attncli compute samples/bank.yaml --format text --lang en > tests/golden/bank.txt
+    ATTNCLI_UPDATE_GOLDEN=1 pytest tests/test_i18n.py
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -25,7 +27,7 @@ from attncli import core, problem, yamldoc
 from attncli.cli import app
 from tests.conftest import ROOT, SAMPLES
 
-GOLDEN = Path(__file__).parent / "golden" / "bank.txt"
+GOLDEN = Path(__file__).parent / "golden" / "bank.en.txt"
 BANK = str(SAMPLES / "bank.yaml")
 BANK_FLAGS = [
     "--tokens", "fisherman,net,bank",
@@ -395,6 +397,39 @@ def test_subprocess_no_color_is_plain_even_when_colour_is_forced() -> None:
     assert done.returncode == 0
     assert "\x1b[" not in done.stdout
     assert "0.6652" in done.stdout
+
+
+@pytest.mark.parametrize("flags", [(), ("--format", "text")])
+def test_plain_text_does_not_import_rich(flags: tuple[str, ...]) -> None:
+    """Importing Rich costs a noticeable part of the start-up (issue 5); a pipe gets the same lines without it."""
+    program = (
+        "import sys\n"
+        "from attncli.cli import main\n"
+        f"sys.argv = ['attncli', 'compute', 'samples/bank.yaml', *{flags!r}]\n"
+        "try:\n"
+        "    main()\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "print(any(name == 'rich' or name.startswith('rich.') for name in sys.modules), file=sys.stderr)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", program],
+        capture_output=True,
+        text=True,
+        encoding="utf-8",
+        env=subprocess_env(),
+        cwd=ROOT,
+        timeout=60,
+    )
+    assert done.stderr == "False\n", done.stderr
+    assert "Output for 'bank': [1.4205, 0.5795]" in done.stdout
+
+
+def test_forced_colour_in_a_pipe_is_the_golden_text_in_colour() -> None:
+    done = attncli("compute", "samples/bank.yaml", "--lang", "en", FORCE_COLOR="1")
+    assert done.returncode == 0, done.stderr
+    assert "\x1b[" in done.stdout
+    assert re.sub(r"\x1b\[[0-9;]*m", "", done.stdout) == GOLDEN.read_text(encoding="utf-8")
 
 
 def test_subprocess_version() -> None:

@@ -152,3 +152,15 @@ def test_benchmark_script_runs_at_toy_size() -> None:
     names = [name for name, _, _ in rows]
     assert "attention / matmul" in names and "compute / baseline" in names
     assert all(value == value for name, value, _ in rows if name != "torch")  # no NaN but the torch placeholder
+
+
+def test_text_formats_refuse_more_cells_than_they_can_print(tmp_path: Path) -> None:
+    rng = np.random.default_rng(4)
+    for name in ("q", "k", "v"):
+        np.save(tmp_path / f"{name}.npy", rng.standard_normal((1500, 2)))
+    args = ["compute", *(f"--{n}=@{tmp_path / (n[0] + '.npy')}" for n in ("queries", "keys", "values"))]
+    refused = runner.invoke(app, [*args, "--format", "json"])
+    assert refused.exit_code == 2 and "2250000" in refused.stderr and "npy" in refused.stderr
+    target = tmp_path / "out.npy"
+    assert runner.invoke(app, [*args, "--format", "npy", "-o", str(target)]).exit_code == 0
+    assert np.load(target).shape == (1500, 2)

@@ -81,17 +81,13 @@ def shell(command: str) -> subprocess.CompletedProcess:
 
 CLOSED = (">&-", "attncli: cannot write <stdout>: Bad file descriptor\n")
 FULL = ("> /dev/full", "attncli: cannot write <stdout>: No space left on device\n")
-NPY_CLOSED = pytest.mark.xfail(
-    strict=True, reason="compute.py asks sys.stdout.isatty() for npy before any check; stdout is None when closed"
-)
 
 
 @pytest.mark.parametrize(
     ("format", "redirect", "message"),
     [
-        *[(format, *CLOSED) for format in ("text", "json", "csv")],
+        *[(format, *CLOSED) for format in ("text", "json", "csv", "npy")],
         *[(format, *FULL) for format in ("text", "json", "csv", "npy")],
-        pytest.param("npy", *CLOSED, marks=NPY_CLOSED),
     ],
 )
 def test_an_unwritable_stdout_is_one_line(redirect: str, message: str, format: str) -> None:

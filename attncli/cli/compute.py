@@ -2,16 +2,25 @@
 
 from __future__ import annotations
 
+import io
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
 from attncli.cli.app import EXIT_CODES_HELP, Debug, Lang, app, boundary
-from attncli.cli.output import print_human, write
+from attncli.cli.output import FILE_WIDTH, print_human, print_lines, stdout_is_terminal, write
 from attncli.errors import fail
+from attncli.render import BINARY_FORMATS, DOCUMENT_FORMATS, HUMAN_FORMATS, MAX_DOCUMENT_CELLS
+from attncli.render.layout import Line, fit
 
-FORMATS = ("rich", "text", "json")
+if TYPE_CHECKING:
+    from attncli.analysis import Intervention, Norms
+    from attncli.core import Steps
+
+FORMATS = HUMAN_FORMATS + DOCUMENT_FORMATS
+DTYPES = ("float64", "float32")
 EXAMPLES = (
     "Examples:\n\n"
     "  attncli compute samples/bank.yaml\n\n"
@@ -19,6 +28,9 @@ EXAMPLES = (
     '--keys "2,0; 1,1; 0,1" --values "2,0; 0,2; 1,1"\n\n'
     "  attncli compute samples/storm_causal.yaml --follow bank --precision 6\n\n"
     "  cat problem.yaml | attncli compute - --format json\n\n"
+    "  attncli compute samples/bank.yaml --norms --ablate net --weights permute:3\n\n"
+    "  attncli compute samples/storm_causal.yaml --heatmap --svg storm.svg\n\n"
+    "  attncli compute --queries @q.npy --keys @k.npy --values @v.npy --dtype float32 --format npy -o out.npy\n\n"
     f"{EXIT_CODES_HELP}"
 )
 Rows = "rows separated by ';', numbers by ',' (each may be an expression), or @file.npy"
@@ -44,12 +56,35 @@ def compute(
     format: Annotated[str, typer.Option("--format", "-f", help=f"Output: {', '.join(FORMATS)}.")] = "rich",
     output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Write to this file, not stdout.")] = None,
     no_color: Annotated[bool, typer.Option("--no-color", help="Plain text without colours.")] = False,
+    dtype: Annotated[str, typer.Option(help=f"Number type of the calculation: {', '.join(DTYPES)}.")] = "float64",
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print nothing but errors.")] = False,
+    heatmap: Annotated[
+        bool, typer.Option("--heatmap", help="Show the weight map even when every query is followed.")
+    ] = False,
+    norms: Annotated[
+        bool, typer.Option("--norms", help="Weights against the norms ‖α·f(x)‖ (Kobayashi et al., 2020).")
+    ] = False,
+    ablate: Annotated[
+        Optional[list[str]], typer.Option(help="Remove a key/value token (a+b: several) and recompute (repeatable).")
+    ] = None,
+    ablate_head: Annotated[
+        Optional[list[int]], typer.Option(help="Zero head N (from 1) before W_O (repeatable).")
+    ] = None,
+    weights: Annotated[
+        Optional[list[str]], typer.Option(help="Replace the weights: uniform, permute or permute:SEED (repeatable).")
+    ] = None,
+    svg: Annotated[Optional[Path], typer.Option(help="Also save the human output as an SVG picture.")] = None,
+    html: Annotated[Optional[Path], typer.Option(help="Also save the human output as an HTML page.")] = None,
     lang: Lang = None,
     debug: Debug = False,
 ) -> None:
     """Compute attention step by step: dot products, scaled scores, softmax weights, weighted values."""
     if format not in FORMATS:
         raise fail("cli.bad_format", name=format, known=", ".join(FORMATS)).at(source="--format")
+    if dtype not in DTYPES:
+        raise fail("cli.bad_dtype", name=dtype, known=", ".join(DTYPES)).at(source="--dtype")
+    if format in BINARY_FORMATS and output is None and not quiet and stdout_is_terminal():
+        raise fail("cli.binary_to_terminal", format=format).at(source="--format")
     options = {
         "tokens": tokens,
         "query_tokens": query_tokens,
@@ -64,21 +99,78 @@ def compute(
     flags = {name: value for name, value in options.items() if value is not None}
     if file is None and not flags:
         raise fail("cli.no_input")
-    from attncli import core, problem, yamldoc
+    analysing = norms or bool(ablate or ablate_head or weights)
+    if analysing and format in DOCUMENT_FORMATS and format != "json":
+        raise fail("analysis.needs_human_or_json", format=format)
+    import numpy as np
+
+    from attncli import core, problem, render, yamldoc
 
     document = yamldoc.read(file) if file is not None else yamldoc.Document(data={}, name="flags")
     base = Path(file).parent if file not in (None, "-") else Path(".")
-    steps = core.compute(problem.parse(document, flags, base))
-    if format == "json":
-        from attncli.render import json_doc
-
-        write(json_doc.render(steps), output)
-        return
+    parsed = problem.parse(document, flags, base, dtype=getattr(np, dtype))
+    cells = len(parsed.heads) * parsed.mask.size
+    if format in DOCUMENT_FORMATS and format not in BINARY_FORMATS and cells > MAX_DOCUMENT_CELLS and not quiet:
+        raise fail("cli.too_many_cells", format=format, cells=cells, limit=MAX_DOCUMENT_CELLS).at(source="--format")
+    steps = core.compute(parsed)
+    norm_record, interventions = _analyse(steps, norms, ablate, ablate_head, weights) if analysing else (None, ())
     for name in follow or ():
         if name not in steps.problem.query_tokens:
             names = ", ".join(steps.problem.query_tokens)
             raise fail("cli.unknown_follow", name=name, names=names).at(source="--follow")
+    from attncli.render import analysis as views
     from attncli.render import human
 
-    view = human.View(precision=precision, follow=tuple(follow) if follow else None)
-    print_human(lambda width: human.render(steps, view, width), output, plain=no_color or format == "text")
+    view = human.View(precision=precision, follow=tuple(follow) if follow else None, heatmap=heatmap)
+
+    def build(width: int) -> list[Line]:
+        extra = views.norms(norm_record, steps, precision, width) if norm_record else []
+        extra += views.interventions(interventions, steps, precision, width) if interventions else []
+        return human.render(steps, view, width, extra)
+
+    if svg or html:
+        _save_pictures(build, svg, html, steps.problem.title or "attncli", no_color)
+    if quiet and output is None:
+        return
+    if format in DOCUMENT_FORMATS:
+        followed = tuple(follow) if follow else None
+        content = render.document(
+            steps, format, precision=precision, follow=followed, norms=norm_record, interventions=interventions
+        )
+        write(content, output)
+    else:
+        print_human(build, output, plain=no_color or format == "text")
+
+
+def _analyse(
+    steps: Steps,
+    norms: bool,
+    ablate: list[str] | None,
+    ablate_head: list[int] | None,
+    weights: list[str] | None,
+) -> tuple[Norms | None, tuple[Intervention, ...]]:
+    """The norm-based view and the interventions the options ask for; the original `steps` stay as they are."""
+    from attncli import analysis
+
+    interventions = (
+        *(analysis.ablate(steps, name) for name in ablate or ()),
+        *(analysis.ablate_head(steps, number) for number in ablate_head or ()),
+        *(analysis.replace_weights(steps, *analysis.parse_weights(text)) for text in weights or ()),
+    )
+    return (analysis.norms(steps) if norms else None), interventions
+
+
+def _save_pictures(
+    build: Callable[[int], list[Line]], svg: Path | None, html: Path | None, title: str, plain: bool
+) -> None:
+    """Record the human output on a Rich console and save it as SVG and/or HTML, each file written whole."""
+    from rich.console import Console
+
+    console = Console(
+        record=True, file=io.StringIO(), width=FILE_WIDTH, force_terminal=True, color_system="truecolor", no_color=plain
+    )
+    print_lines(console, fit(build(FILE_WIDTH), FILE_WIDTH))
+    if svg:
+        write(console.export_svg(title=title, clear=False), svg)
+    if html:
+        write(console.export_html(inline_styles=True, clear=False), html)

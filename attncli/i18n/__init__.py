@@ -53,7 +53,7 @@ def current_language() -> str:
     return _current
 
 
-def t(key: str, **params: object) -> str:
+def t(key: str, /, **params: object) -> str:
     """The message `key` in the current language, placeholders filled."""
     template = CATALOGUES[_current].get(key) or en.MESSAGES[key]
     return template.format(**params) if params else template

@@ -95,6 +95,7 @@ MESSAGES: dict[str, str] = {
     "cli.no_input": "no problem given: name a YAML file, '-' for standard input, or give --keys and --values",
     "cli.bad_format": "unknown format '{name}' (known: {known})",
     "cli.bad_dtype": "unknown number type '{name}' (known: {known})",
+    "cli.too_many_cells": "{format} would print {cells} (query, key) cells and their steps (limit {limit}); use --format npy for the output, or the Python API (attncli.attention)",
     "cli.binary_to_terminal": "{format} is a binary format; write it to a file with -o FILE, or pipe it",
     "cli.unknown_follow": "--follow {name}: not a query token (query tokens: {names})",
     "cli.internal": "internal error: {error} (please report it; run with --debug for the traceback)",

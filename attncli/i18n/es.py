@@ -99,6 +99,7 @@ MESSAGES: dict[str, str] = {
     "cli.no_input": "no se ha indicado ningún problema: nombra un archivo YAML, '-' para la entrada estándar, o usa --keys y --values",
     "cli.bad_format": "formato desconocido '{name}' (se conocen: {known})",
     "cli.bad_dtype": "tipo de número desconocido '{name}' (se conocen: {known})",
+    "cli.too_many_cells": "{format} imprimiría {cells} celdas (consulta, clave) con sus pasos (límite {limit}); use --format npy para la salida, o la API de Python (attncli.attention)",
     "cli.binary_to_terminal": "{format} es un formato binario; escríbelo en un archivo con -o FILE o pásalo a otro programa con una tubería",
     "cli.unknown_follow": "--follow {name}: no es un token de consulta (tokens de consulta: {names})",
     "cli.internal": "error interno: {error} (por favor, infórmanos; con --debug verás la traza)",

@@ -1,9 +1,9 @@
-"""Rich views of the analysis records: heatmaps, norms, interventions, comparisons, the √d_k table.
+"""Views of the analysis records: heatmaps, norms, interventions, comparisons, the √d_k table.
 
 Every number goes through `numbers.fixed` and every table through `layout.table`,
 so nothing is cut at any width. Colour only repeats what the text already says:
 a heatmap cell carries its number and a shade character, for plain text too.
-The compare and scaling JSON documents are built here too, as text for `write` (never through Rich).
+The compare and scaling JSON documents are built here too, as text for `write`.
 """
 
 from __future__ import annotations
@@ -12,15 +12,13 @@ import json
 import math
 
 import numpy as np
-from rich.console import RenderableType
-from rich.text import Text
 
 from attncli import __version__
 from attncli.analysis import Comparison, Intervention, Norms, Ranking, Scaling
 from attncli.core import HeadSteps, Steps
 from attncli.i18n import t
 from attncli.problem import Problem
-from attncli.render.layout import table
+from attncli.render.layout import BLANK, Cell, Line, Span, line, table
 from attncli.render.numbers import fixed, vector
 from attncli.render.summary import SHADES
 
@@ -32,49 +30,49 @@ DISAGREE = "≠"
 CHART_WIDTH = 30
 
 
-def _caution(key: str) -> Text:
-    return Text(t(key), style="italic yellow")
+def _caution(key: str) -> Line:
+    return line((t(key), "italic yellow"))
 
 
 # Heatmaps
 
 
-def heatmap(head: HeadSteps, problem: Problem, precision: int, width: int) -> list:
+def heatmap(head: HeadSteps, problem: Problem, precision: int, width: int) -> list[Line]:
     """One head's weight matrix as shaded cells: each cell shows its number and a shade, masked cells a dot."""
     rows = []
     for i, query in enumerate(problem.query_tokens):
-        cells: list[str | Text] = [query]
+        cells: list[Cell] = [query]
         for j in range(len(problem.tokens)):
             if problem.mask[i, j]:
                 cells.append(_heat_cell(float(head.weights[i, j]), precision))
             else:
-                cells.append(Text(MASKED_CELL, style="dim"))
+                cells.append((MASKED_CELL, "dim"))
         rows.append(cells)
     columns = range(1, len(problem.tokens) + 1)
     return [
-        table(t("render.weight_matrix_title"), [t("render.query"), *problem.tokens], rows, width, right=columns),
-        Text(t("analysis.heatmap_legend", shades=SHADES[1:]), style="dim"),
+        *table(t("render.weight_matrix_title"), [t("render.query"), *problem.tokens], rows, width, right=columns),
+        line((t("analysis.heatmap_legend", shades=SHADES[1:]), "dim")),
         _caution("analysis.caution_map"),
-        Text(""),
+        BLANK,
     ]
 
 
-def _heat_cell(weight: float, precision: int) -> Text:
+def _heat_cell(weight: float, precision: int) -> Span:
     shade = SHADES[min(len(SHADES) - 1, math.ceil(weight * (len(SHADES) - 1)))]
     r, g, b = (round(lo + (hi - lo) * weight) for lo, hi in zip(LIGHT, DARK))
-    return Text(f"{fixed(weight, precision)} {shade}", style=f"black on rgb({r},{g},{b})")
+    return f"{fixed(weight, precision)} {shade}", f"black on rgb({r},{g},{b})"
 
 
 # Norms
 
 
-def norms(record: Norms, steps: Steps, precision: int, width: int) -> list:
+def norms(record: Norms, steps: Steps, precision: int, width: int) -> list[Line]:
     """Per head and query: α, ‖f(x)‖, ‖α·f(x)‖ and the two rankings; with several heads, the summed norms."""
     problem = steps.problem
     p = precision
     several = len(record.heads) > 1
     f_key = "analysis.norms_f_w_o" if record.through_w_o else "analysis.norms_f_v"
-    out: list[RenderableType] = [Text(t("analysis.norms_heading"), style="bold reverse"), Text(t(f_key))]
+    out = [line((t("analysis.norms_heading"), "bold reverse")), line(t(f_key))]
     headers = [t("render.key"), "α", "‖f(x)‖", "‖α·f(x)‖", t("analysis.rank_weight"), t("analysis.rank_norm"), ""]
     for head, norm in zip(steps.heads, record.heads):
         for i, query in enumerate(problem.query_tokens):
@@ -88,7 +86,7 @@ def norms(record: Norms, steps: Steps, precision: int, width: int) -> list:
                 if several
                 else t("analysis.norms_title", name=query)
             )
-            out.append(table(title, headers, rows, width, right=(1, 2, 3, 4, 5)))
+            out += table(title, headers, rows, width, right=(1, 2, 3, 4, 5))
     if several:
         summed_headers = [t("render.key"), t("analysis.mean_weight"), "‖Σ_h α^h·f_h(x)‖", *headers[4:]]
         for i, query in enumerate(problem.query_tokens):
@@ -101,34 +99,34 @@ def norms(record: Norms, steps: Steps, precision: int, width: int) -> list:
                 ]
                 for j, key in enumerate(problem.tokens)
             ]
-            out.append(table(t("analysis.summed_title", name=query), summed_headers, rows, width, right=(1, 2, 3, 4)))
+            out += table(t("analysis.summed_title", name=query), summed_headers, rows, width, right=(1, 2, 3, 4))
     if any(norm.ranking.disagree.any() for norm in record.heads) or (several and record.summed_ranking.disagree.any()):
-        out.append(Text(t("analysis.disagree_note", mark=DISAGREE)))
-    return [*out, _caution("analysis.caution_norms"), Text("")]
+        out.append(line(t("analysis.disagree_note", mark=DISAGREE)))
+    return [*out, _caution("analysis.caution_norms"), BLANK]
 
 
-def _masked_or(allowed: bool, value: float, precision: int) -> str | Text:
-    return fixed(float(value), precision) if allowed else Text(MASKED_CELL, style="dim")
+def _masked_or(allowed: bool, value: float, precision: int) -> Cell:
+    return fixed(float(value), precision) if allowed else (MASKED_CELL, "dim")
 
 
-def _ranks(ranking: Ranking, i: int, j: int) -> list[str | Text]:
+def _ranks(ranking: Ranking, i: int, j: int) -> list[Cell]:
     if not ranking.by_weight[i, j]:
         return ["", "", ""]
-    flag = Text(DISAGREE, style="bold red") if ranking.disagree[i, j] else ""
+    flag = (DISAGREE, "bold red") if ranking.disagree[i, j] else ""
     return [str(ranking.by_weight[i, j]), str(ranking.by_norm[i, j]), flag]
 
 
 # Interventions
 
 
-def interventions(records: tuple[Intervention, ...], steps: Steps, precision: int, width: int) -> list:
+def interventions(records: tuple[Intervention, ...], steps: Steps, precision: int, width: int) -> list[Line]:
     """Each intervention's weights beside the original ones, and how far the output moved."""
     problem = steps.problem
     p = precision
     several = len(steps.heads) > 1
-    out: list[RenderableType] = []
+    out: list[Line] = []
     for record in records:
-        out.append(Text(_describe(record), style="bold reverse"))
+        out.append(line((_describe(record), "bold reverse")))
         for i, query in enumerate(problem.query_tokens):
             headers = [t("render.key")]
             for head in steps.heads:
@@ -136,22 +134,22 @@ def interventions(records: tuple[Intervention, ...], steps: Steps, precision: in
                 headers += [prefix + t("analysis.before"), prefix + t("analysis.after")]
             rows = []
             for j, key in enumerate(problem.tokens):
-                cells: list[str | Text] = [key]
+                cells: list[Cell] = [key]
                 for h, head in enumerate(steps.heads):
                     cells.append(_masked_or(problem.mask[i, j], head.weights[i, j], p))
                     cells.append(_masked_or(record.mask[i, j], record.weights[h, i, j], p))
                 rows.append(cells)
             title = t("analysis.intervention_query", name=query)
-            out.append(table(title, headers, rows, width, right=range(1, len(headers))))
+            out += table(title, headers, rows, width, right=range(1, len(headers)))
             before, after = vector(steps.output[i], p), vector(record.output[i], p)
-            out.append(Text.assemble((t("analysis.output_change"), "bold"), f"{before} → ", (after, "bold green")))
+            out.append(line((t("analysis.output_change"), "bold"), f"{before} → ", (after, "bold green")))
             tv = ", ".join(
                 (f"{head.head.name}: " if several else "") + fixed(float(record.tv[h, i]), p)
                 for h, head in enumerate(steps.heads)
             )
-            out.append(Text(t("analysis.change_line", delta=fixed(float(record.delta[i]), p), tv=tv)))
-            out.append(Text(""))
-    return [*out, _caution("analysis.caution_interventions"), Text("")]
+            out.append(line(t("analysis.change_line", delta=fixed(float(record.delta[i]), p), tv=tv)))
+            out.append(BLANK)
+    return [*out, _caution("analysis.caution_interventions"), BLANK]
 
 
 def _describe(record: Intervention) -> str:
@@ -164,22 +162,18 @@ def _describe(record: Intervention) -> str:
 # Compare
 
 
-def compare(record: Comparison, precision: int, width: int) -> list:
+def compare(record: Comparison, precision: int, width: int) -> list[Line]:
     """For every shared query: each problem's weights by position, then both outputs and their difference."""
     p = precision
     a, b = record.a.problem, record.b.problem
-    out: list[RenderableType] = [
-        Text.assemble(("A: ", "bold"), _name(a)),
-        Text.assemble(("B: ", "bold"), _name(b)),
-        Text(""),
-    ]
+    out = [line(("A: ", "bold"), _name(a)), line(("B: ", "bold"), _name(b)), BLANK]
     several = len(record.a.heads) > 1 or len(record.b.heads) > 1
     for query in record.queries:
-        out.append(Text(t("render.query_heading", name=query.query), style="bold reverse"))
+        out.append(line((t("render.query_heading", name=query.query), "bold reverse")))
         for pair in query.heads:
             rows = []
             for j in range(max(len(a.tokens), len(b.tokens))):
-                cells: list[str | Text] = [str(j + 1)]
+                cells: list[Cell] = [str(j + 1)]
                 cells += _side(a.tokens, query.allowed_a, pair.weights_a, j, p)
                 cells += _side(b.tokens, query.allowed_b, pair.weights_b, j, p)
                 same = pair.difference is not None
@@ -191,14 +185,14 @@ def compare(record: Comparison, precision: int, width: int) -> list:
                 if several
                 else t("analysis.compare_weights_one")
             )
-            out.append(table(title, headers, rows, width, right=(2, 4, 5)))
+            out += table(title, headers, rows, width, right=(2, 4, 5))
         rows = [["A", vector(query.output_a, p)], ["B", vector(query.output_b, p)]]
         if query.difference is not None:
             rows.append(["B − A", vector(query.difference, p)])
-        out.append(table(t("render.outputs_title"), ["", t("render.output")], rows, width))
+        out += table(t("render.outputs_title"), ["", t("render.output")], rows, width)
         if query.distance is not None:
-            out.append(Text(t("analysis.compare_distance", distance=fixed(query.distance, p))))
-        out.append(Text(""))
+            out.append(line(t("analysis.compare_distance", distance=fixed(query.distance, p))))
+        out.append(BLANK)
     return out
 
 
@@ -206,9 +200,7 @@ def _name(problem: Problem) -> str:
     return f"{problem.title} ({problem.source})" if problem.title else problem.source
 
 
-def _side(
-    tokens: tuple[str, ...], allowed: np.ndarray, weights: np.ndarray, j: int, precision: int
-) -> list[str | Text]:
+def _side(tokens: tuple[str, ...], allowed: np.ndarray, weights: np.ndarray, j: int, precision: int) -> list[Cell]:
     if j >= len(tokens):
         return ["", ""]
     return [tokens[j], _masked_or(allowed[j], weights[j], precision)]
@@ -246,7 +238,7 @@ def compare_document(record: Comparison) -> str:
 # Scaling
 
 
-def scaling(record: Scaling, precision: int, width: int) -> list:
+def scaling(record: Scaling, precision: int, width: int) -> list[Line]:
     """The Monte Carlo table, then bars of the mean largest weight with and without the scale."""
     p = precision
     headers = ["d_k", "var(q·k)", "var(q·k/√d_k)", t("analysis.max_weight_dot"), t("analysis.max_weight_scaled")]
@@ -261,18 +253,18 @@ def scaling(record: Scaling, precision: int, width: int) -> list:
         for row in record.rows
     ]
     title = t("analysis.scaling_title", keys=record.keys, samples=record.samples, seed=record.seed)
-    chart = Text()
     label = max(len(str(row.d_k)) for row in record.rows)
-    for row in record.rows:
-        for name, value, style in (("q·k", row.max_weight_dot, "red"), ("q·k/√d_k", row.max_weight_scaled, "green")):
-            chart.append(f"d_k = {row.d_k:>{label}}  {name:<9}", style="dim")
-            chart.append(_bar(value), style=style)
-            chart.append(f" {fixed(value, p)}\n")
+    chart = [
+        line((f"d_k = {row.d_k:>{label}}  {name:<9}", "dim"), (_bar(value), style), f" {fixed(value, p)}")
+        for row in record.rows
+        for name, value, style in (("q·k", row.max_weight_dot, "red"), ("q·k/√d_k", row.max_weight_scaled, "green"))
+    ]
     return [
-        table(title, headers, rows, width, right=range(5)),
-        Text(t("analysis.chart_title", keys=record.keys), style="bold"),
-        chart,
-        Text(t("analysis.scaling_note", keys=record.keys, uniform=fixed(1 / record.keys, p)), style="dim"),
+        *table(title, headers, rows, width, right=range(5)),
+        line((t("analysis.chart_title", keys=record.keys), "bold")),
+        *chart,
+        BLANK,
+        line((t("analysis.scaling_note", keys=record.keys, uniform=fixed(1 / record.keys, p)), "dim")),
     ]
 
 

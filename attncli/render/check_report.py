@@ -1,4 +1,4 @@
-"""The check report: step by step for a student (Rich or plain text), JSON lines for scripts, CSV for a gradebook."""
+"""The check report: step by step for a student (coloured or plain), JSON lines for scripts, CSV for a gradebook."""
 
 from __future__ import annotations
 
@@ -8,12 +8,9 @@ import json
 import math
 from collections.abc import Sequence
 
-from rich.console import RenderableType
-from rich.text import Text
-
 from attncli.check import CARRIED, RIGHT, WRONG, Cell, Report, StepReport
 from attncli.i18n import t
-from attncli.render.layout import table
+from attncli.render.layout import BLANK, Line, line, table
 from attncli.render.numbers import fixed
 
 MARKS = {RIGHT: ("✓", "green"), CARRIED: ("↷", "yellow"), WRONG: ("✗", "bold red")}
@@ -22,27 +19,23 @@ TOKEN_ROWS = ("keys", "values")  # steps whose rows are the key tokens; the othe
 Result = tuple[str, Report | str]  # a file and its report, or the error that kept it from being graded
 
 
-def human(report: Report, precision: int, width: int) -> list[RenderableType]:
+def human(report: Report, precision: int, width: int) -> list[Line]:
     """Every answered step as a table of marked cells, its diagnosis, and the summary line."""
-    out: list[RenderableType] = [
-        Text(report.file, style="bold underline"),
-        Text(t("check.legend"), style="dim"),
-        Text(""),
-    ]
+    out = [line((report.file, "bold underline")), line((t("check.legend"), "dim")), BLANK]
     first = report.first_wrong
     for step in report.steps:
         title = f"{label(step)}: {t('check.count', correct=step.correct, total=step.total)}"
         if step is first:
             title += t("check.first_mistake_mark")
-        out.append(_table(step, title, precision, width))
+        out += _table(step, title, precision, width)
         if step.status == CARRIED:
-            out.append(Text(t("check.carried_note"), style="yellow"))
+            out.append(line((t("check.carried_note"), "yellow")))
         for code in step.diagnosis:
-            out.append(Text.assemble((f"{t(f'check.short_{code}')} ({code}): ", "bold"), t(f"check.hint_{code}")))
+            out.append(line((f"{t(f'check.short_{code}')} ({code}): ", "bold"), t(f"check.hint_{code}")))
         if step.status == WRONG and not step.diagnosis:
-            out.append(Text(t("check.no_diagnosis"), style="dim"))
-        out.append(Text(""))
-    out.append(Text(summary(report), style="bold green" if report.ok else "bold red"))
+            out.append(line((t("check.no_diagnosis"), "dim")))
+        out.append(BLANK)
+    out.append(line((summary(report), "bold green" if report.ok else "bold red")))
     return out
 
 
@@ -151,19 +144,18 @@ def _json_cell(step: StepReport, cell: Cell) -> dict:
     }
 
 
-def _table(step: StepReport, title: str, precision: int, width: int) -> RenderableType:
-    grid: list[list[str | Text]] = [[name, *([""] * len(step.columns))] for name in step.rows]
+def _table(step: StepReport, title: str, precision: int, width: int) -> list[Line]:
+    grid: list[list[str | Line]] = [[name, *([""] * len(step.columns))] for name in step.rows]
     for cell in step.cells:
         grid[cell.row][cell.column + 1] = _cell(cell, precision)
     corner = t("render.token") if step.step in TOKEN_ROWS else t("render.query")
     return table(title, [corner, *step.columns], grid, width, right=range(1, len(step.columns) + 1))
 
 
-def _cell(cell: Cell, precision: int) -> Text:
+def _cell(cell: Cell, precision: int) -> Line:
+    """The student's number as written, its mark in colour, and the right value when it is not right."""
     mark, style = MARKS[cell.status]
-    text = Text(f"{cell.entry.text} ")
-    text.append(mark, style=style)
-    if cell.status != RIGHT:
-        expected = t("render.masked") if math.isinf(cell.expected) else fixed(cell.expected, precision)
-        text.append(f" ({expected})", style=style)
-    return text
+    if cell.status == RIGHT:
+        return line(f"{cell.entry.text} ", (mark, style))
+    expected = t("render.masked") if math.isinf(cell.expected) else fixed(cell.expected, precision)
+    return line(f"{cell.entry.text} ", (mark, style), (f" ({expected})", style))

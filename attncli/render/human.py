@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from rich.console import RenderableType
-from rich.text import Text
 
 from attncli.core import HeadSteps, Steps
 from attncli.i18n import t
 from attncli.problem import Problem, Projection
-from attncli.render.layout import table
+from attncli.render import analysis, summary
+from attncli.render.layout import BLANK, Line, Span, line, table
 from attncli.render.numbers import MASKED, entry, fixed, vector
 
 AUTO_FOLLOW = 3  # follow every query step by step when there are at most this many
@@ -27,23 +27,30 @@ class View:
 
     precision: int = 4
     follow: tuple[str, ...] | None = None
+    heatmap: bool = False  # the weight map even when every query is shown step by step
 
 
-def render(steps: Steps, view: View, width: int) -> list[RenderableType]:
-    """The whole explanation as Rich renderables, laid out for a screen `width` columns wide."""
+def render(steps: Steps, view: View, width: int, extra: Sequence[Line] = ()) -> list[Line]:
+    """The whole explanation as styled lines, laid out for a screen `width` columns wide.
+
+    `extra` (norms, interventions) goes after the result, before the note on rounding.
+    """
+    if summary.is_large(steps):
+        return [*summary.render(steps, view.follow, view.precision, width), *extra]
     problem = steps.problem
     followed = _followed(problem, view)
-    out: list[RenderableType] = [*_problem(steps, view), Text("")]
+    out = _problem(steps, view, width)
     for head in steps.heads:
         if len(steps.heads) > 1:
-            out.append(Text(t("render.head_title", name=head.head.name), style="bold reverse"))
+            out.append(line((t("render.head_title", name=head.head.name), "bold reverse")))
         out += _projections(head, problem, view, width)
         for row in followed:
             out += _query(head, row, problem, view, width)
-        if len(followed) < len(problem.query_tokens):
+        if view.heatmap or len(problem.query_tokens) > 1:  # the map of several queries, as well as their steps
             out += _matrices(head, problem, view, width)
     out += _combination(steps, view, width)
-    out.append(Text(t("render.rounding_note", precision=view.precision), style="dim"))
+    out += extra
+    out.append(line((t("render.rounding_note", precision=view.precision), "dim")))
     return out
 
 
@@ -53,13 +60,13 @@ def _followed(problem: Problem, view: View) -> list[int]:
     return list(range(len(problem.query_tokens))) if len(problem.query_tokens) <= AUTO_FOLLOW else []
 
 
-def _problem(steps: Steps, view: View) -> list[RenderableType]:
+def _problem(steps: Steps, view: View, width: int) -> list[Line]:
     problem = steps.problem
-    lines: list[RenderableType] = []
+    lines: list[Line] = []
     if problem.title:
-        lines.append(Text(problem.title, style="bold underline"))
+        lines.append(line((problem.title, "bold underline")))
     if problem.notes:
-        lines.append(Text(problem.notes, style="italic"))
+        lines.append(line((problem.notes, "italic")))
     lines.append(_fact(t("render.tokens"), ", ".join(problem.tokens)))
     kind = t("render.cross_attention") if problem.cross else t("render.self_attention")
     lines.append(_fact(t("render.queries"), f"{', '.join(problem.query_tokens)} ({kind})"))
@@ -67,13 +74,14 @@ def _problem(steps: Steps, view: View) -> list[RenderableType]:
         prefix = f"{head.head.name}: " if len(steps.heads) > 1 else ""
         lines.append(_fact(t("render.score"), prefix + _score_description(head, view.precision)))
     lines.append(_fact(t("render.mask"), _mask_description(problem)))
-    if problem.mask_rule.kind != "none" or problem.mask_rule.window is not None or problem.mask_rule.padding:
-        lines.append(_access_map(problem))
+    rule = problem.mask_rule
+    masked = rule.kind != "none" or rule.window is not None or rule.padding
+    lines += _access_map(problem, width) if masked else [BLANK]  # a table ends with its own blank line
     return lines
 
 
-def _fact(label: str, value: str) -> Text:
-    return Text.assemble((f"{label}: ", "bold"), value)
+def _fact(label: str, value: str) -> Line:
+    return line((f"{label}: ", "bold"), value)
 
 
 def _score_description(head: HeadSteps, precision: int) -> str:
@@ -98,23 +106,22 @@ def _mask_description(problem: Problem) -> str:
     return "; ".join(parts)
 
 
-def _access_map(problem: Problem) -> Text:
-    """Which keys each query may use: ● allowed, · excluded (access, not weights)."""
-    width = max(len(name) for name in problem.query_tokens)
-    text = Text()
-    for name, row in zip(problem.query_tokens, problem.mask):
-        text.append(f"  {name.ljust(width)}  ")
-        for key, allowed in zip(problem.tokens, row):
-            text.append(f"{key}", style="green" if allowed else "dim strike")
-            text.append("● " if allowed else "· ", style="green" if allowed else "dim")
-        text.append("\n")
-    text.append(t("render.access_legend"), style="dim")
-    return text
+def _access_map(problem: Problem, width: int) -> list[Line]:
+    """Which keys each query may use: ● allowed, · excluded (access, not weights).
+
+    A table, so that on a narrow screen each query's keys stay listed under its name.
+    """
+    rows = [
+        [name, *(("●", "green") if allowed else ("·", "dim") for allowed in row)]
+        for name, row in zip(problem.query_tokens, problem.mask)
+    ]
+    headers = [t("render.query"), *problem.tokens]
+    return table(t("render.access_legend").strip(), headers, rows, width, center=range(1, len(headers)))
 
 
-def _projections(head: HeadSteps, problem: Problem, view: View, width: int) -> list[RenderableType]:
+def _projections(head: HeadSteps, problem: Problem, view: View, width: int) -> list[Line]:
     p = view.precision
-    out: list[RenderableType] = []
+    out: list[Line] = []
     parts = (
         ("Q", "W_Q", head.head.queries, head.queries, problem.query_tokens),
         ("K", "W_K", head.head.keys, head.keys, problem.tokens),
@@ -124,40 +131,38 @@ def _projections(head: HeadSteps, problem: Problem, view: View, width: int) -> l
         if not isinstance(operand, Projection):
             continue
         w_rows = [[str(i + 1), vector(row, p, "entry")] for i, row in enumerate(operand.w)]
-        out.append(table(t("render.weight_matrix", name=weight), [t("render.row"), weight], w_rows, width))
+        out += table(t("render.weight_matrix", name=weight), [t("render.row"), weight], w_rows, width)
         rows = [[token, vector(x, p, "entry"), vector(r, p)] for token, x, r in zip(tokens, operand.x, result)]
-        out.append(table(f"{name} = X·{weight}", [t("render.token"), "x", name.lower()], rows, width))
+        out += table(f"{name} = X·{weight}", [t("render.token"), "x", name.lower()], rows, width)
     return out
 
 
-def _query(head: HeadSteps, row: int, problem: Problem, view: View, width: int) -> list[RenderableType]:
+def _query(head: HeadSteps, row: int, problem: Problem, view: View, width: int) -> list[Line]:
     p = view.precision
     name = problem.query_tokens[row]
     allowed = problem.mask[row]
-    heading = Text.assemble((t("render.query_heading", name=name), "bold"))
-    if head.queries is not None:
-        heading.append(f"  q = {vector(head.queries[row], p, 'entry')}")
+    q = f"  q = {vector(head.queries[row], p, 'entry')}" if head.queries is not None else ""
     return (
         [
-            heading,
-            _score_table(head, row, problem, view, width),
-            _softmax_table(head, row, problem, view, width),
-            _output_table(head, row, problem, view, width),
-            Text.assemble((t("render.output_line", name=name), "bold"), (vector(head.output[row], p), "bold green")),
-            Text(""),
+            line((t("render.query_heading", name=name), "bold"), q),
+            *_score_table(head, row, problem, view, width),
+            *_softmax_table(head, row, problem, view, width),
+            *_output_table(head, row, problem, view, width),
+            line((t("render.output_line", name=name), "bold"), (vector(head.output[row], p), "bold green")),
+            BLANK,
         ]
         if allowed.any()
         else []
     )
 
 
-def _score_table(head: HeadSteps, row: int, problem: Problem, view: View, width: int) -> RenderableType:
+def _score_table(head: HeadSteps, row: int, problem: Problem, view: View, width: int) -> list[Line]:
     p = view.precision
     score = head.head.score
     scale = fixed(score.scale, p)
     rows = []
     for j, key in enumerate(problem.tokens):
-        s = _masked_cell(head.scores[row, j], p) if problem.mask[row, j] else Text(t("render.masked"), style="dim")
+        s = _masked_cell(head.scores[row, j], p) if problem.mask[row, j] else (t("render.masked"), "dim")
         if score.kind == "given":
             rows.append([key, s])
             continue
@@ -184,7 +189,7 @@ def _raw_cell(head: HeadSteps, row: int, j: int, p: int) -> str:
     kind = head.head.score.kind
     value = fixed(head.raw[row, j], p)
     if kind == "additive":
-        return f"v·tanh(…) = v·{vector(head.hidden[row, j], p)} = {value}"
+        return f"v·{vector(head.hidden[row, j], p)} = {value}"
     q, k = head.queries[row], head.keys[j]
     if kind in ("scaled_dot", "dot") and len(q) <= WRITE_OUT_DOT:
         terms = " + ".join(f"{entry(a, p)}×{entry(b, p)}" for a, b in zip(q, k))
@@ -195,11 +200,11 @@ def _raw_cell(head: HeadSteps, row: int, j: int, p: int) -> str:
     return value
 
 
-def _masked_cell(value: float, p: int) -> Text:
-    return Text(fixed(value, p), style="dim" if math.isinf(value) else "")
+def _masked_cell(value: float, p: int) -> Span:
+    return fixed(value, p), "dim" if math.isinf(value) else ""
 
 
-def _softmax_table(head: HeadSteps, row: int, problem: Problem, view: View, width: int) -> RenderableType:
+def _softmax_table(head: HeadSteps, row: int, problem: Problem, view: View, width: int) -> list[Line]:
     p = view.precision
     shift = float(head.shift[row])
     exp_header = "e^s" if shift == 0 else f"e^(s − {fixed(shift, p)})"
@@ -208,7 +213,8 @@ def _softmax_table(head: HeadSteps, row: int, problem: Problem, view: View, widt
     best = int(np.argmax(head.weights[row]))
     for j, key in enumerate(problem.tokens):
         if not problem.mask[row, j]:
-            rows.append([key, Text(MASKED, style="dim"), Text("0", style="dim"), Text(fixed(0.0, p), style="dim"), ""])
+            excluded = (t("render.excluded"), "dim")
+            rows.append([key, (MASKED, "dim"), ("0", "dim"), ("0", "dim"), excluded])
             continue
         weight = float(head.weights[row, j])
         style = "bold" if j == best else ""
@@ -217,13 +223,13 @@ def _softmax_table(head: HeadSteps, row: int, problem: Problem, view: View, widt
                 key,
                 fixed(head.scores[row, j], p),
                 _exp_text(float(head.exp[row, j]), p),
-                Text(fixed(weight, p), style=style),
-                Text(_bar(weight), style="cyan"),
+                (fixed(weight, p), style),
+                (_bar(weight), "cyan"),
             ]
         )
     footer = [t("render.sum"), "", _exp_text(total, p), fixed(float(head.weights[row].sum()), p), ""]
     return table(
-        t("render.step_softmax", total=_exp_text(total, p)),
+        t("render.step_softmax", exp=exp_header, total=_exp_text(total, p)),
         [t("render.key"), "s", exp_header, t("render.weight"), ""],
         rows,
         width,
@@ -239,21 +245,17 @@ def _exp_text(value: float, p: int) -> str:
     return fixed(value, p)
 
 
-def _output_table(head: HeadSteps, row: int, problem: Problem, view: View, width: int) -> RenderableType:
+def _output_table(head: HeadSteps, row: int, problem: Problem, view: View, width: int) -> list[Line]:
     p = view.precision
     rows = []
     for j, key in enumerate(problem.tokens):
+        value = vector(head.values[j], p, "entry")
+        if not problem.mask[row, j]:
+            excluded = (t("render.excluded"), "dim")
+            rows.append([key, ("0", "dim"), (value, "dim"), excluded])
+            continue
         weight = float(head.weights[row, j])
-        contribution = weight * head.values[j]
-        style = "dim" if not problem.mask[row, j] else ""
-        rows.append(
-            [
-                key,
-                Text(fixed(weight, p), style=style),
-                Text(vector(head.values[j], p, "entry"), style=style),
-                Text(vector(contribution, p), style=style),
-            ]
-        )
+        rows.append([key, fixed(weight, p), value, vector(weight * head.values[j], p)])
     footer = [t("render.sum"), "", "", vector(head.output[row], p)]
     return table(
         t("render.step_output"),
@@ -270,43 +272,28 @@ def _bar(weight: float) -> str:
     return "█" * (eighths // 8) + (_EIGHTHS[eighths % 8] if eighths % 8 else "")
 
 
-def _matrices(head: HeadSteps, problem: Problem, view: View, width: int) -> list[RenderableType]:
+def _matrices(head: HeadSteps, problem: Problem, view: View, width: int) -> list[Line]:
     p = view.precision
-    rows = []
-    for i, name in enumerate(problem.query_tokens):
-        cells: list[str | Text] = [name]
-        best = int(np.argmax(head.weights[i]))
-        for j in range(len(problem.tokens)):
-            if not problem.mask[i, j]:
-                cells.append(Text("·", style="dim"))
-            else:
-                cells.append(Text(fixed(float(head.weights[i, j]), p), style="bold" if j == best else ""))
-        rows.append(cells)
-    columns = range(1, len(problem.tokens) + 1)
-    weights = table(t("render.weight_matrix_title"), [t("render.query"), *problem.tokens], rows, width, right=columns)
     outputs = [[name, vector(out, p)] for name, out in zip(problem.query_tokens, head.output)]
-    hint = [Text(t("render.follow_hint"), style="dim")] if len(problem.query_tokens) > AUTO_FOLLOW else []
+    hint = [line((t("render.follow_hint"), "dim")), BLANK] if len(problem.query_tokens) > AUTO_FOLLOW else []
     return [
-        weights,
-        table(t("render.outputs_title"), [t("render.query"), t("render.output")], outputs, width),
+        *analysis.heatmap(head, problem, p, width),
+        *table(t("render.outputs_title"), [t("render.query"), t("render.output")], outputs, width),  # ends blank
         *hint,
-        Text(""),
     ]
 
 
-def _combination(steps: Steps, view: View, width: int) -> list[RenderableType]:
+def _combination(steps: Steps, view: View, width: int) -> list[Line]:
     if steps.concat is None:
         return []
     p = view.precision
     problem = steps.problem
     names = " ‖ ".join(head.head.name for head in steps.heads)
     rows = [[name, vector(row, p)] for name, row in zip(problem.query_tokens, steps.concat)]
-    out: list[RenderableType] = [
-        table(t("render.concat_title", names=names), [t("render.query"), "concat"], rows, width)
-    ]
+    out = table(t("render.concat_title", names=names), [t("render.query"), "concat"], rows, width)
     if problem.w_o is not None:
         w_rows = [[str(i + 1), vector(row, p, "entry")] for i, row in enumerate(problem.w_o)]
-        out.append(table(t("render.weight_matrix", name="W_O"), [t("render.row"), "W_O"], w_rows, width))
+        out += table(t("render.weight_matrix", name="W_O"), [t("render.row"), "W_O"], w_rows, width)
         final = [[name, vector(row, p)] for name, row in zip(problem.query_tokens, steps.output)]
-        out.append(table(t("render.final_title"), [t("render.query"), t("render.output")], final, width))
-    return [*out, Text("")]
+        out += table(t("render.final_title"), [t("render.query"), t("render.output")], final, width)
+    return out

@@ -3,15 +3,42 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from attncli import __version__
 from attncli.core import HeadSteps, Steps
 
+if TYPE_CHECKING:
+    from attncli.analysis import Intervention, Norms
 
-def render(steps: Steps) -> str:
-    return json.dumps(document(steps), ensure_ascii=False, allow_nan=False) + "\n"
+
+def render(steps: Steps, norms: Norms | None = None, interventions: Sequence[Intervention] = ()) -> str:
+    """The document; "norms" and "interventions" only when they were asked for."""
+    doc = document(steps)
+    if norms is not None:
+        doc["norms"] = {
+            "heads": [{"transformed": h.transformed.tolist(), "weighted": h.weighted.tolist()} for h in norms.heads],
+            "summed": norms.summed.tolist(),
+        }
+    if interventions:
+        doc["interventions"] = [_intervention(record) for record in interventions]
+    return json.dumps(doc, ensure_ascii=False, allow_nan=False) + "\n"
+
+
+def _intervention(record: Intervention) -> dict:
+    """weights (and tv) per query as in heads[].weights: (L, S) for one head, one such matrix per head otherwise."""
+    one = len(record.weights) == 1
+    return {
+        "kind": record.kind,
+        "target": record.target,
+        "weights": (record.weights[0] if one else record.weights).tolist(),
+        "output": record.output.tolist(),
+        "delta": record.delta.tolist(),
+        "tv": (record.tv[0] if one else record.tv).tolist(),
+    }
 
 
 def document(steps: Steps) -> dict:

@@ -8,12 +8,10 @@ whole; the full matrices are one `--format json|csv|npy` away.
 from __future__ import annotations
 
 import numpy as np
-from rich.console import RenderableType
-from rich.text import Text
 
 from attncli.core import HeadSteps, Steps
 from attncli.i18n import t
-from attncli.render.layout import table
+from attncli.render.layout import BLANK, Line, line, table
 from attncli.render.numbers import fixed, vector
 
 MAX_KEYS = 16  # more keys than this, or more queries than MAX_QUERIES, and the summary replaces the tables
@@ -29,16 +27,16 @@ def is_large(steps: Steps) -> bool:
     return len(problem.tokens) > MAX_KEYS or len(problem.query_tokens) > MAX_QUERIES
 
 
-def render(steps: Steps, follow: tuple[str, ...] | None, precision: int, width: int) -> list[RenderableType]:
+def render(steps: Steps, follow: tuple[str, ...] | None, precision: int, width: int) -> list[Line]:
     problem = steps.problem
     followed = follow if follow is not None else problem.query_tokens[:AUTO_FOLLOW]
     rows = [problem.query_tokens.index(name) for name in followed]
-    out: list[RenderableType] = []
+    out: list[Line] = []
     if problem.title:
-        out.append(Text(problem.title, style="bold underline"))
+        out.append(line((problem.title, "bold underline")))
     first = steps.heads[0]
     out.append(
-        Text(
+        line(
             t(
                 "summary.shapes",
                 queries=len(problem.query_tokens),
@@ -50,35 +48,40 @@ def render(steps: Steps, follow: tuple[str, ...] | None, precision: int, width: 
             )
         )
     )
-    out.append(Text(t("summary.why"), style="dim"))
-    out.append(Text(""))
+    out.append(line((t("summary.why"), "dim")))
+    out.append(BLANK)
     for head in steps.heads:
         if len(steps.heads) > 1:
-            out.append(Text(t("render.head_title", name=head.head.name), style="bold reverse"))
+            out.append(line((t("render.head_title", name=head.head.name), "bold reverse")))
         for row in rows:
             out += _top_keys(head, steps, row, precision, width)
         out += _map(head, steps)
     for row in rows:
         name = problem.query_tokens[row]
-        out.append(Text.assemble((t("render.output_line", name=name), "bold"), vector(steps.output[row], precision)))
+        out.append(line((t("render.output_line", name=name), "bold"), vector(steps.output[row], precision)))
     return out
 
 
-def _top_keys(head: HeadSteps, steps: Steps, row: int, precision: int, width: int) -> list[RenderableType]:
+def _top_keys(head: HeadSteps, steps: Steps, row: int, precision: int, width: int) -> list[Line]:
     problem = steps.problem
     weights = head.weights[row]  # (S,)
     order = np.argsort(-weights, kind="stable")[:TOP_KEYS]
     rows = [
-        [str(j + 1), problem.tokens[j], fixed(float(head.scores[row, j]), precision), fixed(float(weights[j]), precision)]
+        [
+            str(j + 1),
+            problem.tokens[j],
+            fixed(float(head.scores[row, j]), precision),
+            fixed(float(weights[j]), precision),
+        ]
         for j in order
     ]
     rest = float(1 - weights[order].sum())
     title = t("summary.top_keys", name=problem.query_tokens[row], count=len(order), rest=fixed(rest, precision))
     headers = [t("summary.position"), t("render.key"), "s", t("render.weight")]
-    return [table(title, headers, rows, width, right=(0, 2, 3))]
+    return table(title, headers, rows, width, right=(0, 2, 3))
 
 
-def _map(head: HeadSteps, steps: Steps) -> list[RenderableType]:
+def _map(head: HeadSteps, steps: Steps) -> list[Line]:
     """The weight matrix averaged over blocks of queries and keys, drawn in shades."""
     weights = head.weights  # (L, S)
     row_edges = np.linspace(0, weights.shape[0], min(MAP_ROWS, weights.shape[0]) + 1).astype(int)
@@ -87,9 +90,9 @@ def _map(head: HeadSteps, steps: Steps) -> list[RenderableType]:
     sizes = np.diff(row_edges)[:, None] * np.diff(column_edges)[None, :]
     means = blocks / sizes  # (rows, columns)
     levels = np.ceil(means / means.max() * (len(SHADES) - 1)).astype(int)
-    text = Text()
-    for start, line in zip(row_edges[:-1], levels):
-        text.append(f"{start + 1:>7} ", style="dim")
-        text.append("".join(SHADES[level] for level in line) + "\n", style="cyan")
+    shaded = [
+        line((f"{start + 1:>7} ", "dim"), ("".join(SHADES[level] for level in row), "cyan"))
+        for start, row in zip(row_edges[:-1], levels)
+    ]
     legend = t("summary.map_legend", rows=len(row_edges) - 1, columns=len(column_edges) - 1)
-    return [Text(t("summary.map_title"), style="bold"), text, Text(legend, style="dim"), Text("")]
+    return [line((t("summary.map_title"), "bold")), *shaded, BLANK, line((legend, "dim")), BLANK]
