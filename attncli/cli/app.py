@@ -10,7 +10,8 @@ import contextlib
 import functools
 import sys
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Annotated, Any, Optional, TypeVar
 
 import typer
@@ -23,7 +24,7 @@ except ImportError:
 
 from attncli import __version__
 from attncli.cli.output import silence_stdout
-from attncli.errors import AttnError, ExitCode
+from attncli.errors import AttnError, ExitCode, fail
 from attncli.i18n import LANGUAGES, set_language, t
 
 EXIT_CODES_HELP = (
@@ -77,6 +78,21 @@ Lang = Annotated[
     typer.Option("--lang", help=f"Language of the output: {', '.join(LANGUAGES)} (default: from LANG)."),
 ]
 Debug = Annotated[bool, typer.Option("--debug", help="Show the traceback of an internal error.")]
+Precision = Annotated[int, typer.Option(min=0, max=17, help="Decimals shown in human output.")]
+Output = Annotated[Optional[Path], typer.Option("--output", "-o", help="Write to this file, not stdout.")]
+NoColor = Annotated[bool, typer.Option("--no-color", help="Plain text without colours.")]
+
+
+def format_option(formats: Sequence[str]) -> Any:
+    """The --format option of a command that offers `formats`."""
+    return Annotated[str, typer.Option("--format", "-f", help=f"Output: {', '.join(formats)}.")]
+
+
+def choose(value: str, known: Sequence[str], option: str, message: str = "cli.bad_format") -> str:
+    """`value` when it is one of `known`; otherwise the one-line usage error, in the user's language."""
+    if value not in known:
+        raise fail(message, name=value, known=", ".join(known)).at(source=option)
+    return value
 
 
 def boundary(command: Command) -> Command:

@@ -7,11 +7,12 @@ from typing import Annotated, Optional
 
 import typer
 
-from attncli.cli.app import EXIT_CODES_HELP, Debug, Lang, app, boundary, describe, say
+from attncli.cli.app import EXIT_CODES_HELP, Debug, Lang, NoColor, app, boundary, choose, describe, format_option, say
 from attncli.cli.output import print_human, write
-from attncli.errors import AttnError, ExitCode, fail
+from attncli.errors import AttnError, ExitCode
 
 FORMATS = ("rich", "text", "json", "csv")
+Format = format_option(FORMATS)
 EXAMPLES = (
     "Examples:\n\n"
     "  attncli check homework.yaml\n\n"
@@ -32,14 +33,13 @@ def check(
         typer.Option(min=0, help="Allowed difference for every cell (default: from the decimals each number shows)."),
     ] = None,
     precision: Annotated[int, typer.Option(min=0, max=17, help="Decimals of the right values shown.")] = 4,
-    format: Annotated[str, typer.Option("--format", "-f", help=f"Output: {', '.join(FORMATS)}.")] = "rich",
-    no_color: Annotated[bool, typer.Option("--no-color", help="Plain text without colours.")] = False,
+    format: Format = "rich",
+    no_color: NoColor = False,
     lang: Lang = None,
     debug: Debug = False,
 ) -> None:
     """Check attention computed by hand: each answered cell right or wrong, the first mistake and its likely cause."""
-    if format not in FORMATS:
-        raise fail("cli.bad_format", name=format, known=", ".join(FORMATS)).at(source="--format")
+    choose(format, FORMATS, "--format")
     from attncli import answers, core, problem, yamldoc
     from attncli import check as grading
     from attncli.render import check_report

@@ -3,15 +3,26 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
-from attncli.cli.app import EXIT_CODES_HELP, Debug, Lang, app, boundary
+from attncli.cli.app import (
+    EXIT_CODES_HELP,
+    Debug,
+    Lang,
+    NoColor,
+    Output,
+    Precision,
+    app,
+    boundary,
+    choose,
+    format_option,
+)
 from attncli.cli.output import print_human, write
-from attncli.errors import fail
 
 FORMATS = ("rich", "text", "json")
+Format = format_option(FORMATS)
 EXAMPLES = (
     "Examples:\n\n"
     "  attncli compare samples/bank.yaml samples/bank_cashier.yaml\n\n"
@@ -25,16 +36,15 @@ EXAMPLES = (
 def compare(
     a: Annotated[str, typer.Argument(help="First problem file (YAML or JSON); '-' reads standard input.")],
     b: Annotated[str, typer.Argument(help="Second problem file, with the same query token(s).")],
-    precision: Annotated[int, typer.Option(min=0, max=17, help="Decimals shown in human output.")] = 4,
-    format: Annotated[str, typer.Option("--format", "-f", help=f"Output: {', '.join(FORMATS)}.")] = "rich",
-    output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Write to this file, not stdout.")] = None,
-    no_color: Annotated[bool, typer.Option("--no-color", help="Plain text without colours.")] = False,
+    precision: Precision = 4,
+    format: Format = "rich",
+    output: Output = None,
+    no_color: NoColor = False,
     lang: Lang = None,
     debug: Debug = False,
 ) -> None:
     """Compare two problems that share query tokens: each one's weights, both outputs and their difference."""
-    if format not in FORMATS:
-        raise fail("cli.bad_format", name=format, known=", ".join(FORMATS)).at(source="--format")
+    choose(format, FORMATS, "--format")
     from attncli import analysis, core, problem, yamldoc
     from attncli.render import analysis as views
 

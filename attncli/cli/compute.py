@@ -9,7 +9,18 @@ from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
-from attncli.cli.app import EXIT_CODES_HELP, Debug, Lang, app, boundary
+from attncli.cli.app import (
+    EXIT_CODES_HELP,
+    Debug,
+    Lang,
+    NoColor,
+    Output,
+    Precision,
+    app,
+    boundary,
+    choose,
+    format_option,
+)
 from attncli.cli.output import FILE_WIDTH, print_human, print_lines, stdout_is_terminal, write
 from attncli.errors import fail
 from attncli.render import BINARY_FORMATS, DOCUMENT_FORMATS, HUMAN_FORMATS, MAX_DOCUMENT_CELLS
@@ -20,6 +31,7 @@ if TYPE_CHECKING:
     from attncli.core import Steps
 
 FORMATS = HUMAN_FORMATS + DOCUMENT_FORMATS
+Format = format_option(FORMATS)
 DTYPES = ("float64", "float32")
 EXAMPLES = (
     "Examples:\n\n"
@@ -52,10 +64,10 @@ def compute(
     score: Annotated[Optional[str], typer.Option(help="Score function: scaled_dot, dot, cosine.")] = None,
     scale: Annotated[Optional[str], typer.Option(help="Factor applied to the scores (default 1/√d_k).")] = None,
     follow: Annotated[Optional[list[str]], typer.Option(help="Query token to show step by step (repeatable).")] = None,
-    precision: Annotated[int, typer.Option(min=0, max=17, help="Decimals shown in human output.")] = 4,
-    format: Annotated[str, typer.Option("--format", "-f", help=f"Output: {', '.join(FORMATS)}.")] = "rich",
-    output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Write to this file, not stdout.")] = None,
-    no_color: Annotated[bool, typer.Option("--no-color", help="Plain text without colours.")] = False,
+    precision: Precision = 4,
+    format: Format = "rich",
+    output: Output = None,
+    no_color: NoColor = False,
     dtype: Annotated[str, typer.Option(help=f"Number type of the calculation: {', '.join(DTYPES)}.")] = "float64",
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print nothing but errors.")] = False,
     heatmap: Annotated[
@@ -79,10 +91,8 @@ def compute(
     debug: Debug = False,
 ) -> None:
     """Compute attention step by step: dot products, scaled scores, softmax weights, weighted values."""
-    if format not in FORMATS:
-        raise fail("cli.bad_format", name=format, known=", ".join(FORMATS)).at(source="--format")
-    if dtype not in DTYPES:
-        raise fail("cli.bad_dtype", name=dtype, known=", ".join(DTYPES)).at(source="--dtype")
+    choose(format, FORMATS, "--format")
+    choose(dtype, DTYPES, "--dtype", "cli.bad_dtype")
     if format in BINARY_FORMATS and output is None and not quiet and stdout_is_terminal():
         raise fail("cli.binary_to_terminal", format=format).at(source="--format")
     options = {

@@ -2,16 +2,27 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
-from attncli.cli.app import EXIT_CODES_HELP, Debug, Lang, app, boundary
+from attncli.cli.app import (
+    EXIT_CODES_HELP,
+    Debug,
+    Lang,
+    NoColor,
+    Output,
+    Precision,
+    app,
+    boundary,
+    choose,
+    format_option,
+)
 from attncli.cli.output import print_human, write
 from attncli.errors import fail
 
 FORMATS = ("rich", "text", "json")
+Format = format_option(FORMATS)
 EXAMPLES = (
     "Examples:\n\n"
     "  attncli scaling\n\n"
@@ -28,16 +39,15 @@ def scaling(
     keys: Annotated[int, typer.Option(min=1, max=4096, help="Keys each query is compared with.")] = 16,
     samples: Annotated[int, typer.Option(min=2, max=10_000_000, help="Random queries per d_k.")] = 2000,
     seed: Annotated[int, typer.Option(min=0, help="Seed of the random numbers: the same seed, the same table.")] = 0,
-    precision: Annotated[int, typer.Option(min=0, max=17, help="Decimals shown in human output.")] = 4,
-    format: Annotated[str, typer.Option("--format", "-f", help=f"Output: {', '.join(FORMATS)}.")] = "rich",
-    output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Write to this file, not stdout.")] = None,
-    no_color: Annotated[bool, typer.Option("--no-color", help="Plain text without colours.")] = False,
+    precision: Precision = 4,
+    format: Format = "rich",
+    output: Output = None,
+    no_color: NoColor = False,
     lang: Lang = None,
     debug: Debug = False,
 ) -> None:
     """Monte Carlo with q, k ~ N(0, 1): var(q·k) ≈ d_k, var(q·k/√d_k) ≈ 1, and how softmax saturates unscaled."""
-    if format not in FORMATS:
-        raise fail("cli.bad_format", name=format, known=", ".join(FORMATS)).at(source="--format")
+    choose(format, FORMATS, "--format")
     from attncli import analysis
     from attncli.render import analysis as views
 
