@@ -7,7 +7,6 @@ the only module that looks at the shape of answers; the grader can trust them.
 
 from __future__ import annotations
 
-import difflib
 import math
 import re
 from collections.abc import Sequence
@@ -20,7 +19,7 @@ from attncli import expr
 from attncli.core import Steps
 from attncli.errors import AttnError, fail
 from attncli.i18n import t
-from attncli.yamldoc import Document, Path, field_name, kind_of
+from attncli.yamldoc import Document, Path, did_you_mean, field_name, kind_of, unknown_field
 
 HEAD_STEPS = ("queries", "keys", "values", "dot", "scores", "weights", "output")
 SHARED_STEPS = ("concat", "final")
@@ -139,11 +138,9 @@ class _Reader:
         return number
 
     def check_fields(self, data: dict, path: Path, known: Sequence[str]) -> None:
-        for name in data:
-            if name in known or name.startswith("x-"):
-                continue
-            close = difflib.get_close_matches(name, known, n=1)
-            hint = t("hint.did_you_mean", name=close[0]) if close else t("check.known_steps", names=", ".join(known))
+        name = unknown_field(data, known)
+        if name is not None:
+            hint = did_you_mean(name, known) or t("check.known_steps", names=", ".join(known))
             raise self.error((*path, name), "problem.unknown_field", name=name, hint=hint)
 
     def head_list(self, value: object, heads: int) -> list[tuple[Path, dict]]:

@@ -7,7 +7,6 @@ leaves every query at least one key, and that every number is finite.
 
 from __future__ import annotations
 
-import difflib
 import math
 import re
 from collections import Counter
@@ -20,7 +19,7 @@ import numpy as np
 from attncli import arrays, expr
 from attncli.errors import AttnError, fail
 from attncli.i18n import t
-from attncli.yamldoc import Document, field_name, kind_of
+from attncli.yamldoc import Document, did_you_mean, field_name, kind_of, unknown_field
 from attncli.yamldoc import Path as DocPath
 
 HEAD_FIELDS = ("name", "queries", "keys", "values", "w_q", "w_k", "w_v", "scores", "score")
@@ -130,11 +129,9 @@ class _Reader:
         return fail(key, **params).at(*self._location(path), field if field is not None else field_name(path))
 
     def check_fields(self, data: dict, path: DocPath, known: Sequence[str]) -> None:
-        for name in data:
-            if name in known or name.startswith("x-"):
-                continue
-            close = difflib.get_close_matches(name, known, n=1)
-            hint = t("hint.did_you_mean", name=close[0]) if close else t("hint.known_fields", names=", ".join(known))
+        name = unknown_field(data, known)
+        if name is not None:
+            hint = did_you_mean(name, known) or t("hint.known_fields", names=", ".join(known))
             raise self.error((*path, name), "problem.unknown_field", name=name, hint=hint)
 
     def number(self, path: DocPath, value: object, field: str | None = None) -> float:
@@ -426,8 +423,7 @@ class _Builder:
                 (*path, "type"), "problem.bad_score", got=kind_of(kind), kinds=", ".join(SCORE_KINDS)
             )
         if kind not in SCORE_KINDS:
-            close = difflib.get_close_matches(str(kind), SCORE_KINDS, n=1)
-            hint = t("hint.did_you_mean", name=close[0]) if close else ""
+            hint = did_you_mean(kind, SCORE_KINDS)
             raise self.reader.error(
                 (*path, "type"), "problem.unknown_score", name=kind, kinds=", ".join(SCORE_KINDS), hint=hint
             )

@@ -14,6 +14,7 @@ import math
 import os
 import re
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar
 
@@ -114,8 +115,11 @@ def load(text: str, name: str) -> Document:
         raise fail("yaml.syntax", problem=str(error).splitlines()[0]).at(source=name, line=line) from None
     except yaml.MarkedYAMLError as error:
         mark = error.problem_mark or error.context_mark
+        line = mark.line + 1 if mark else None
         problem = (error.problem or error.context or "").strip()
-        raise fail("yaml.syntax", problem=problem).at(source=name, line=mark.line + 1 if mark else None) from None
+        if "nesting depth" in problem:  # libyaml ≥ 0.2.6 scans ahead and stops very deep nesting before we count it
+            raise fail("yaml.too_deep", limit=MAX_DEPTH).at(source=name, line=line) from None
+        raise fail("yaml.syntax", problem=problem).at(source=name, line=line) from None
     except yaml.YAMLError as error:
         raise fail("yaml.syntax", problem=str(error).splitlines()[0]).at(source=name) from None
     return document
@@ -297,3 +301,16 @@ def kind_of(value: object) -> str:
     if isinstance(value, list):
         return t("kind.list", count=len(value))
     return t("kind.mapping")
+
+
+def unknown_field(data: dict, known: Sequence[str]) -> str | None:
+    """The first field of `data` that is not in `known`; fields starting with x- are the user's own."""
+    return next((name for name in data if name not in known and not name.startswith("x-")), None)
+
+
+def did_you_mean(name: str, known: Sequence[str]) -> str:
+    """A hint naming the closest of `known`, or "" when none is close."""
+    import difflib  # only on this error path: it is slow to import
+
+    close = difflib.get_close_matches(name, known, n=1)
+    return t("hint.did_you_mean", name=close[0]) if close else ""

@@ -54,6 +54,8 @@ def compare(
     )
     record = analysis.compare(first, second)
     if format == "json":
-        write(views.compare_document(record), output)
+        from attncli.render import json_doc
+
+        write(json_doc.compare_document(record), output)
         return
     print_human(lambda width: views.compare(record, precision, width), output, plain=no_color or format == "text")

@@ -56,6 +56,8 @@ def scaling(
         raise fail("analysis.bad_dk", got=dk, limit=analysis.MAX_DK)
     record = analysis.scaling([int(part) for part in parts], keys=keys, samples=samples, seed=seed)
     if format == "json":
-        write(views.scaling_document(record), output)
+        from attncli.render import json_doc
+
+        write(json_doc.scaling_document(record), output)
         return
     print_human(lambda width: views.scaling(record, precision, width), output, plain=no_color or format == "text")

@@ -3,24 +3,24 @@
 Every number goes through `numbers.fixed` and every table through `layout.table`,
 so nothing is cut at any width. Colour only repeats what the text already says:
 a heatmap cell carries its number and a shade character, for plain text too.
-The compare and scaling JSON documents are built here too, as text for `write`.
 """
 
 from __future__ import annotations
 
-import json
 import math
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from attncli import __version__
-from attncli.analysis import Comparison, Intervention, Norms, Ranking, Scaling
 from attncli.core import HeadSteps, Steps
 from attncli.i18n import t
 from attncli.problem import Problem
 from attncli.render.layout import BLANK, Cell, Line, Span, line, table
 from attncli.render.numbers import fixed, vector
 from attncli.render.summary import SHADES
+
+if TYPE_CHECKING:
+    from attncli.analysis import Comparison, Intervention, Norms, Ranking, Scaling
 
 # The ends of the heatmap's colour scale, weight 0 and 1: light enough for black ink all along, so that a
 # terminal with 8 or 256 colours, which rounds the colour, never puts the ink on a background of its own colour.
@@ -206,35 +206,6 @@ def _side(tokens: tuple[str, ...], allowed: np.ndarray, weights: np.ndarray, j: 
     return [tokens[j], _masked_or(allowed[j], weights[j], precision)]
 
 
-def compare_document(record: Comparison) -> str:
-    def side(steps: Steps) -> dict:
-        problem = steps.problem
-        return {"source": problem.source, "title": problem.title, "tokens": list(problem.tokens)}
-
-    queries = [
-        {
-            "query": query.query,
-            "heads": [
-                {
-                    "a": pair.name_a,
-                    "b": pair.name_b,
-                    "weights_a": pair.weights_a.tolist(),
-                    "weights_b": pair.weights_b.tolist(),
-                    "difference": None if pair.difference is None else pair.difference.tolist(),
-                }
-                for pair in query.heads
-            ],
-            "output_a": query.output_a.tolist(),
-            "output_b": query.output_b.tolist(),
-            "difference": None if query.difference is None else query.difference.tolist(),
-            "distance": query.distance,
-        }
-        for query in record.queries
-    ]
-    doc = {"attncli": __version__, "a": side(record.a), "b": side(record.b), "queries": queries}
-    return json.dumps(doc, ensure_ascii=False, allow_nan=False) + "\n"
-
-
 # Scaling
 
 
@@ -271,18 +242,3 @@ def scaling(record: Scaling, precision: int, width: int) -> list[Line]:
 def _bar(value: float) -> str:
     eighths = round(value * CHART_WIDTH * 8)
     return "█" * (eighths // 8) + (" ▏▎▍▌▋▊▉"[eighths % 8] if eighths % 8 else "")
-
-
-def scaling_document(record: Scaling) -> str:
-    rows = [
-        {
-            "d_k": row.d_k,
-            "var_dot": row.var_dot,
-            "var_scaled": row.var_scaled,
-            "max_weight_dot": row.max_weight_dot,
-            "max_weight_scaled": row.max_weight_scaled,
-        }
-        for row in record.rows
-    ]
-    doc = {"keys": record.keys, "samples": record.samples, "seed": record.seed, "rows": rows}
-    return json.dumps(doc, ensure_ascii=False, allow_nan=False) + "\n"

@@ -1,4 +1,4 @@
-"""The JSON document: the stable, full-precision contract for scripts (documented in the README)."""
+"""JSON documents of compute, compare and scaling: the stable, full-precision contract for scripts (see README)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from attncli import __version__
 from attncli.core import HeadSteps, Steps
 
 if TYPE_CHECKING:
-    from attncli.analysis import Intervention, Norms
+    from attncli.analysis import Comparison, Intervention, Norms, Scaling
 
 
 def render(steps: Steps, norms: Norms | None = None, interventions: Sequence[Intervention] = ()) -> str:
@@ -86,3 +86,47 @@ def _matrix(array: np.ndarray | None) -> list | None:
 def _masked(scores: np.ndarray) -> list:
     """Scores with null where the mask excluded a key (JSON has no -inf)."""
     return [[float(s) if np.isfinite(s) else None for s in row] for row in scores]
+
+
+def compare_document(record: Comparison) -> str:
+    def side(steps: Steps) -> dict:
+        problem = steps.problem
+        return {"source": problem.source, "title": problem.title, "tokens": list(problem.tokens)}
+
+    queries = [
+        {
+            "query": query.query,
+            "heads": [
+                {
+                    "a": pair.name_a,
+                    "b": pair.name_b,
+                    "weights_a": pair.weights_a.tolist(),
+                    "weights_b": pair.weights_b.tolist(),
+                    "difference": None if pair.difference is None else pair.difference.tolist(),
+                }
+                for pair in query.heads
+            ],
+            "output_a": query.output_a.tolist(),
+            "output_b": query.output_b.tolist(),
+            "difference": None if query.difference is None else query.difference.tolist(),
+            "distance": query.distance,
+        }
+        for query in record.queries
+    ]
+    doc = {"attncli": __version__, "a": side(record.a), "b": side(record.b), "queries": queries}
+    return json.dumps(doc, ensure_ascii=False, allow_nan=False) + "\n"
+
+
+def scaling_document(record: Scaling) -> str:
+    rows = [
+        {
+            "d_k": row.d_k,
+            "var_dot": row.var_dot,
+            "var_scaled": row.var_scaled,
+            "max_weight_dot": row.max_weight_dot,
+            "max_weight_scaled": row.max_weight_scaled,
+        }
+        for row in record.rows
+    ]
+    doc = {"keys": record.keys, "samples": record.samples, "seed": record.seed, "rows": rows}
+    return json.dumps(doc, ensure_ascii=False, allow_nan=False) + "\n"
