@@ -164,3 +164,19 @@ def test_text_formats_refuse_more_cells_than_they_can_print(tmp_path: Path) -> N
     target = tmp_path / "out.npy"
     assert runner.invoke(app, [*args, "--format", "npy", "-o", str(target)]).exit_code == 0
     assert np.load(target).shape == (1500, 2)
+
+
+def test_each_command_runs_as_a_program_and_help_lists_them_all() -> None:
+    """main() builds only the command being run; every command must still work that way."""
+
+    def attncli(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "attncli", *args], capture_output=True, text=True, cwd=ROOT)
+
+    listing = attncli("--help").stdout
+    for name in ("compute", "check", "generate", "compare", "scaling"):
+        assert name in listing
+    assert json.loads(attncli("scaling", "--dk", "4", "--samples", "20", "-f", "json").stdout)["rows"][0]["d_k"] == 4
+    assert attncli("check", str(ROOT / "tests" / "check_cases" / "bank_right.yaml"), "-f", "csv").returncode == 0
+    assert attncli("generate", "--seed", "1").stdout.startswith("#")
+    assert attncli("compare", BANK, str(SAMPLES / "bank_cashier.yaml"), "-f", "json").returncode == 0
+    assert attncli("nonsense").returncode == 2
