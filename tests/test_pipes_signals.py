@@ -256,3 +256,22 @@ def test_an_output_that_cannot_be_a_file_is_one_line(where: str, tmp_path: Path)
     assert result.exit_code == 2
     assert result.stderr.startswith(f"attncli: cannot write {target}: ")
     assert result.stderr.count("\n") == 1
+
+
+def test_ctrl_c_while_the_command_line_loads_is_one_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The program's entry point catches an interrupt that comes before Typer runs (while imports load)."""
+    import types
+
+    from attncli import launch
+
+    def interrupted() -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setitem(sys.modules, "attncli.cli", types.SimpleNamespace(main=interrupted))
+    monkeypatch.setenv("LANG", "C")
+    with pytest.raises(SystemExit) as stop:
+        launch.main()
+    assert stop.value.code == 130
+    assert capsys.readouterr().err == "attncli: interrupted\n"
