@@ -14,6 +14,7 @@ from attncli.problem import Problem, Projection
 from attncli.render import analysis, summary
 from attncli.render.layout import BLANK, Line, Span, line, table
 from attncli.render.numbers import MASKED, entry, fixed, vector
+from attncli.render.writeup import mask_facts
 
 AUTO_FOLLOW = 3  # follow every query step by step when there are at most this many
 WRITE_OUT_DOT = 4  # write q·k out term by term up to this many dimensions
@@ -73,7 +74,7 @@ def _problem(steps: Steps, view: View, width: int) -> list[Line]:
     for head in steps.heads:
         prefix = f"{head.head.name}: " if len(steps.heads) > 1 else ""
         lines.append(_fact(t("render.score"), prefix + _score_description(head, view.precision)))
-    lines.append(_fact(t("render.mask"), _mask_description(problem)))
+    lines.append(_fact(t("render.mask"), mask_facts(problem)))
     rule = problem.mask_rule
     masked = rule.kind != "none" or rule.window is not None or rule.padding
     lines += _access_map(problem, width) if masked else [BLANK]  # a table ends with its own blank line
@@ -94,16 +95,6 @@ def _score_description(head: HeadSteps, precision: int) -> str:
     if score.kind == "scaled_dot" and score.scale == 1 / math.sqrt(d_k):
         scale = f"1/√{d_k} = {scale}"
     return t(f"render.score_{score.kind}", scale=scale, d_k=d_k, d_v=d_v)
-
-
-def _mask_description(problem: Problem) -> str:
-    rule = problem.mask_rule
-    parts = [t(f"render.mask_{rule.kind}")]
-    if rule.window is not None:
-        parts.append(t("render.mask_window", window=rule.window))
-    if rule.padding:
-        parts.append(t("render.mask_padding", tokens=", ".join(rule.padding)))
-    return "; ".join(parts)
 
 
 def _access_map(problem: Problem, width: int) -> list[Line]:

@@ -100,17 +100,17 @@ def text(value: str) -> str:
 
 def _facts(steps: Steps, p: int) -> list[str]:
     problem = steps.problem
-    kind = t("writeup.cross_attention") if problem.cross else t("writeup.self_attention")
+    kind = t("render.cross_attention") if problem.cross else t("render.self_attention")
     lines = [
         r"\begin{itemize}",
-        rf"\item \textbf{{{text(t('writeup.tokens'))}:}} {text(', '.join(problem.tokens))}",
-        rf"\item \textbf{{{text(t('writeup.queries'))}:}} {text(', '.join(problem.query_tokens))} ({text(kind)})",
+        rf"\item \textbf{{{text(t('render.tokens'))}:}} {text(', '.join(problem.tokens))}",
+        rf"\item \textbf{{{text(t('render.queries'))}:}} {text(', '.join(problem.query_tokens))} ({text(kind)})",
     ]
     for head in steps.heads:
         prefix = f"{text(head.head.name)}: " if len(steps.heads) > 1 else ""
         facts = text(writeup.score_facts(head))
-        lines.append(rf"\item \textbf{{{text(t('writeup.score'))}:}} {prefix}{facts}; ${_formula(head, p)}$")
-    lines.append(rf"\item \textbf{{{text(t('writeup.mask'))}:}} {text(writeup.mask_facts(problem))}")
+        lines.append(rf"\item \textbf{{{text(t('render.score'))}:}} {prefix}{facts}; ${_formula(head, p)}$")
+    lines.append(rf"\item \textbf{{{text(t('render.mask'))}:}} {text(writeup.mask_facts(problem))}")
     if writeup.masked(problem):
         lines.append(r"\begin{itemize}")
         for row, name in enumerate(problem.query_tokens):
@@ -133,7 +133,7 @@ def _formula(head: HeadSteps, p: int) -> str:
 
 def _query(head: HeadSteps, row: int, problem: Problem, p: int) -> list[str]:
     name = problem.query_tokens[row]
-    lines = [rf"\subsubsection*{{{text(t('writeup.query', name=name))}}}"]
+    lines = [rf"\subsubsection*{{{text(t('render.query_heading', name=name))}}}"]
     if head.queries is not None:
         lines += [r"\[", rf"\mathbf{{q}} = {_matrix(head.queries[row : row + 1], p, 'entry')}", r"\]"]
     lines += _scores(head, row, problem, p)
@@ -148,7 +148,7 @@ def _scores(head: HeadSteps, row: int, problem: Problem, p: int) -> list[str]:
     for j, key in enumerate(problem.tokens):
         s = rf"s_{{{_name(key)}}}"
         if not problem.mask[row, j]:
-            equations.append(rf"{s} &= -\infty \quad \text{{({text(t('writeup.masked'))})}}")
+            equations.append(rf"{s} &= -\infty \quad \text{{({text(t('render.masked'))})}}")
             continue
         value = fixed(head.scores[row, j], p)
         if score.kind == "given":
@@ -197,7 +197,7 @@ def _softmax(head: HeadSteps, row: int, problem: Problem, p: int) -> list[str]:
             exp = values[kept.index(j)]
             equations.append(rf"{alpha} &= \frac{{{power}}}{{{total}}} = \frac{{{exp}}}{{{total}}} = {weight}")
         else:
-            equations.append(rf"{alpha} &= 0 \quad \text{{({text(t('writeup.masked'))})}}")
+            equations.append(rf"{alpha} &= 0 \quad \text{{({text(t('render.masked'))})}}")
     heading = (
         rf"\paragraph{{{text(t('writeup.step_softmax'))}}} $\alpha_j = e^{{s_j{minus}}} \big/ \sum_i e^{{s_i{minus}}}$"
     )
@@ -207,8 +207,8 @@ def _softmax(head: HeadSteps, row: int, problem: Problem, p: int) -> list[str]:
         else [text(key), r"$-\infty$", "0", "0"]
         for j, key in enumerate(problem.tokens)
     ]
-    rows.append([text(t("writeup.sum")), "", total, fixed(float(head.weights[row].sum()), p)])
-    headers = [text(t("writeup.key")), "$s$", rf"$e^{{s{minus}}}$", text(t("writeup.weight"))]
+    rows.append([text(t("render.sum")), "", total, fixed(float(head.weights[row].sum()), p)])
+    headers = [text(t("render.key")), "$s$", rf"$e^{{s{minus}}}$", text(t("render.weight"))]
     return [heading, *_align(equations), *_tabular(headers, rows)]
 
 
@@ -228,10 +228,10 @@ def _matrices(head: HeadSteps, problem: Problem, p: int) -> list[str]:
     ]
     outputs = [[text(name), f"${_matrix(out[None, :], p)}$"] for name, out in zip(problem.query_tokens, head.output)]
     return [
-        rf"\paragraph{{{text(t('writeup.weights_title'))}}}",
-        *_tabular([text(t("writeup.query_column")), *(text(name) for name in problem.tokens)], rows),
-        rf"\paragraph{{{text(t('writeup.outputs_title'))}}}",
-        *_tabular([text(t("writeup.query_column")), text(t("writeup.output"))], outputs),
+        rf"\paragraph{{{text(t('render.weight_matrix_title'))}}}",
+        *_tabular([text(t("render.query")), *(text(name) for name in problem.tokens)], rows),
+        rf"\paragraph{{{text(t('render.outputs_title'))}}}",
+        *_tabular([text(t("render.query")), text(t("render.output"))], outputs),
     ]
 
 
@@ -248,7 +248,7 @@ def _combination(steps: Steps, p: int) -> list[str]:
     if problem.w_o is not None:
         product = rf"{_matrix(steps.concat, p)}\,{_matrix(problem.w_o, p, 'entry')} = {_matrix(steps.output, p)}"
         lines += [
-            rf"\subsection*{{{text(t('writeup.final_title'))}}}",
+            rf"\subsection*{{{text(t('render.final_title'))}}}",
             r"\[",
             rf"\mathrm{{concat}}\,W_O = {product}",
             r"\]",

@@ -33,12 +33,12 @@ def render(steps: Steps, precision: int = 4, follow: tuple[str, ...] | None = No
             lines += [f"## {_escape(head.head.name)}", ""]
         for part in writeup.projections(head, problem):
             weight_rows = [[str(i + 1), vector(row, p, "entry")] for i, row in enumerate(part.operand.w)]
-            lines += _table(t("writeup.learned", name=part.weight), [t("writeup.row"), part.weight], weight_rows)
+            lines += _table(t("render.weight_matrix", name=part.weight), [t("render.row"), part.weight], weight_rows)
             result = [
                 [token, vector(x, p, "entry"), vector(r, p)]
                 for token, x, r in zip(part.tokens, part.operand.x, part.result)
             ]
-            lines += _table(f"{part.name} = X·{part.weight}", [t("writeup.token"), "x", part.name.lower()], result)
+            lines += _table(f"{part.name} = X·{part.weight}", [t("render.token"), "x", part.name.lower()], result)
         for row in rows:
             lines += _query(head, row, problem, p)
         if len(rows) < len(problem.query_tokens):
@@ -50,15 +50,15 @@ def render(steps: Steps, precision: int = 4, follow: tuple[str, ...] | None = No
 
 def _facts(steps: Steps, p: int) -> list[str]:
     problem = steps.problem
-    kind = t("writeup.cross_attention") if problem.cross else t("writeup.self_attention")
+    kind = t("render.cross_attention") if problem.cross else t("render.self_attention")
     lines = [
-        f"- **{t('writeup.tokens')}:** {_escape(', '.join(problem.tokens))}",
-        f"- **{t('writeup.queries')}:** {_escape(', '.join(problem.query_tokens))} ({kind})",
+        f"- **{t('render.tokens')}:** {_escape(', '.join(problem.tokens))}",
+        f"- **{t('render.queries')}:** {_escape(', '.join(problem.query_tokens))} ({kind})",
     ]
     for head in steps.heads:
         prefix = f"{_escape(head.head.name)}: " if len(steps.heads) > 1 else ""
-        lines.append(f"- **{t('writeup.score')}:** {prefix}{writeup.score_facts(head)}; {_formula(head, p)}")
-    lines.append(f"- **{t('writeup.mask')}:** {writeup.mask_facts(problem)}")
+        lines.append(f"- **{t('render.score')}:** {prefix}{writeup.score_facts(head)}; {_formula(head, p)}")
+    lines.append(f"- **{t('render.mask')}:** {writeup.mask_facts(problem)}")
     if writeup.masked(problem):
         for row, name in enumerate(problem.query_tokens):
             lines.append(
@@ -79,7 +79,7 @@ def _formula(head: HeadSteps, p: int) -> str:
 
 def _query(head: HeadSteps, row: int, problem: Problem, p: int) -> list[str]:
     name = problem.query_tokens[row]
-    lines = [f"### {t('writeup.query', name=_escape(name))}", ""]
+    lines = [f"### {t('render.query_heading', name=_escape(name))}", ""]
     if head.queries is not None:
         lines += [f"q = {vector(head.queries[row], p, 'entry')}", ""]
     lines += _scores(head, row, problem, p)
@@ -93,13 +93,13 @@ def _scores(head: HeadSteps, row: int, problem: Problem, p: int) -> list[str]:
     title = f"{t('writeup.step_scores')}: {_formula(head, p)}"
     rows = []
     for j, key in enumerate(problem.tokens):
-        s = fixed(head.scores[row, j], p) if problem.mask[row, j] else t("writeup.masked")
+        s = fixed(head.scores[row, j], p) if problem.mask[row, j] else t("render.masked")
         if kind == "given":
             rows.append([_escape(key), s])
         else:
             rows.append([_escape(key), vector(head.keys[j], p, "entry"), _raw(head, row, j, p), s])
     headers = ["key", "s"] if kind == "given" else ["key", "k", RAW[kind], "s"]
-    headers[0] = t("writeup.key")
+    headers[0] = t("render.key")
     return _table(title, headers, rows, right=(len(headers) - 1,))
 
 
@@ -128,21 +128,21 @@ def _softmax(head: HeadSteps, row: int, problem: Problem, p: int) -> list[str]:
                 ]
             )
         else:
-            rows.append([_escape(key), t("writeup.masked"), "0", "0"])
-    rows.append([f"**{t('writeup.sum')}**", "", total, fixed(float(head.weights[row].sum()), p)])
-    title = f"{t('writeup.step_softmax')}: {t('writeup.weight')} = {exp} / Σ {exp} = {exp} / {total}"
-    return _table(title, [t("writeup.key"), "s", exp, t("writeup.weight")], rows, right=(1, 2, 3))
+            rows.append([_escape(key), t("render.masked"), "0", "0"])
+    rows.append([f"**{t('render.sum')}**", "", total, fixed(float(head.weights[row].sum()), p)])
+    title = f"{t('writeup.step_softmax')}: {t('render.weight')} = {exp} / Σ {exp} = {exp} / {total}"
+    return _table(title, [t("render.key"), "s", exp, t("render.weight")], rows, right=(1, 2, 3))
 
 
 def _mix(head: HeadSteps, row: int, problem: Problem, p: int) -> list[str]:
     rows = []
     for j, key in enumerate(problem.tokens):
         weight = float(head.weights[row, j])
-        contribution = vector(weight * head.values[j], p) if problem.mask[row, j] else t("writeup.masked")
+        contribution = vector(weight * head.values[j], p) if problem.mask[row, j] else t("render.masked")
         rows.append([_escape(key), fixed(weight, p), vector(head.values[j], p, "entry"), contribution])
-    rows.append([f"**{t('writeup.sum')}**", "", "", vector(head.output[row], p)])
-    title = f"{t('writeup.step_output')}: {t('writeup.output')} = Σ {t('writeup.weight')} × v"
-    return _table(title, [t("writeup.key"), t("writeup.weight"), "v", f"{t('writeup.weight')} × v"], rows, right=(1,))
+    rows.append([f"**{t('render.sum')}**", "", "", vector(head.output[row], p)])
+    title = f"{t('writeup.step_output')}: {t('render.output')} = Σ {t('render.weight')} × v"
+    return _table(title, [t("render.key"), t("render.weight"), "v", f"{t('render.weight')} × v"], rows, right=(1,))
 
 
 def _matrices(head: HeadSteps, problem: Problem, p: int) -> list[str]:
@@ -151,11 +151,11 @@ def _matrices(head: HeadSteps, problem: Problem, p: int) -> list[str]:
         for i, name in enumerate(problem.query_tokens)
     ]
     columns = range(1, len(problem.tokens) + 1)
-    headers = [t("writeup.query_column"), *(_escape(name) for name in problem.tokens)]
+    headers = [t("render.query"), *(_escape(name) for name in problem.tokens)]
     outputs = [[_escape(name), vector(out, p)] for name, out in zip(problem.query_tokens, head.output)]
     return [
-        *_table(t("writeup.weights_title"), headers, weights, right=columns),
-        *_table(t("writeup.outputs_title"), [t("writeup.query_column"), t("writeup.output")], outputs),
+        *_table(t("render.weight_matrix_title"), headers, weights, right=columns),
+        *_table(t("render.outputs_title"), [t("render.query"), t("render.output")], outputs),
     ]
 
 
@@ -165,12 +165,12 @@ def _combination(steps: Steps, p: int) -> list[str]:
     problem = steps.problem
     names = " ‖ ".join(_escape(head.head.name) for head in steps.heads)
     rows = [[_escape(name), vector(row, p)] for name, row in zip(problem.query_tokens, steps.concat)]
-    lines = _table(f"{t('writeup.concat_title')}: {names}", [t("writeup.query_column"), "concat"], rows)
+    lines = _table(f"{t('writeup.concat_title')}: {names}", [t("render.query"), "concat"], rows)
     if problem.w_o is not None:
         w_rows = [[str(i + 1), vector(row, p, "entry")] for i, row in enumerate(problem.w_o)]
-        lines += _table(t("writeup.learned", name="W_O"), [t("writeup.row"), "W_O"], w_rows)
+        lines += _table(t("render.weight_matrix", name="W_O"), [t("render.row"), "W_O"], w_rows)
         final = [[_escape(name), vector(row, p)] for name, row in zip(problem.query_tokens, steps.output)]
-        lines += _table(t("writeup.final_title"), [t("writeup.query_column"), t("writeup.output")], final)
+        lines += _table(t("render.final_title"), [t("render.query"), t("render.output")], final)
     return lines
 
 

@@ -1,4 +1,4 @@
-"""What the Markdown and LaTeX write-ups both say, so that the two formats tell the same story."""
+"""What every human format says in words (the mask, the score, the followed queries), so that all tell the same story."""
 
 from __future__ import annotations
 
@@ -63,12 +63,13 @@ def score_facts(head: HeadSteps) -> str:
 
 
 def mask_facts(problem: Problem) -> str:
+    """The mask in words: its kind, window and padding (for every human format)."""
     rule = problem.mask_rule
-    parts = [t(f"writeup.mask_{rule.kind}")]
+    parts = [t(f"render.mask_{rule.kind}")]
     if rule.window is not None:
-        parts.append(t("writeup.mask_window", window=rule.window))
+        parts.append(t("render.mask_window", window=rule.window))
     if rule.padding:
-        parts.append(t("writeup.mask_padding", tokens=", ".join(rule.padding)))
+        parts.append(t("render.mask_padding", tokens=", ".join(rule.padding)))
     return "; ".join(parts)
 
 
