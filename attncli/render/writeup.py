@@ -1,4 +1,4 @@
-"""What every human format says in words (the mask, the score, the followed queries), so that all tell the same story."""
+"""What every human format says in words (the mask, the score, the followed queries), told the same way."""
 
 from __future__ import annotations
 
