@@ -6,6 +6,7 @@ import csv
 import io
 import json
 import math
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -180,3 +181,16 @@ def test_each_command_runs_as_a_program_and_help_lists_them_all() -> None:
     assert attncli("generate", "--seed", "1").stdout.startswith("#")
     assert attncli("compare", BANK, str(SAMPLES / "bank_cashier.yaml"), "-f", "json").returncode == 0
     assert attncli("nonsense").returncode == 2
+
+
+def test_shell_completion_offers_commands_and_options() -> None:
+    code = "import sys; sys.argv[0] = 'attncli'; from attncli.launch import main; main()"
+
+    def complete(words: str) -> list[str]:
+        env = {**os.environ, "_ATTNCLI_COMPLETE": "complete_bash", "COMP_WORDS": words}
+        env["COMP_CWORD"] = str(len(words.split()) - 1)
+        result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=ROOT)
+        return result.stdout.split()
+
+    assert complete("attncli comp") == ["compare", "compute"]
+    assert "--format" in complete("attncli compute --for")

@@ -231,3 +231,14 @@ def test_spanish_from_a_real_process() -> None:
     assert result.stderr == (
         "attncli: <stdin>:4: values, fila 1 (a): nombre desconocido 'x' (solo se conocen las constantes pi y e)\n"
     )
+
+
+def test_a_usage_error_follows_the_lang_option_too() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "attncli", "compute", "--bogus", "--lang", "es"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "LANG": "C", "LC_ALL": ""},
+    )
+    assert result.returncode == 2
+    assert result.stderr.count("\n") == 1 and "consulta" in result.stderr

@@ -46,7 +46,7 @@ class _OneLineErrors(TyperGroup):
             code = super().main(*args, standalone_mode=False, **kwargs)
         except _clicks.UsageError as error:
             if type(error).__name__ != "NoArgsIsHelpError":  # the help has been printed already
-                set_language(None)
+                set_language(_lang_in(sys.argv[1:]))
                 command = error.ctx.command_path if error.ctx else self.name
                 say(t("cli.usage", message=error.format_message(), command=command))
             sys.exit(ExitCode.BAD_INPUT)
@@ -59,6 +59,17 @@ class _OneLineErrors(TyperGroup):
         except SystemExit as stop:  # Rich and Typer end help sent to a closed pipe (`| head`) with status 1
             sys.exit(ExitCode.OK if stop.code == 1 else stop.code)
         sys.exit(code if isinstance(code, int) else ExitCode.OK)
+
+
+def _lang_in(arguments: Sequence[str]) -> str | None:
+    """The --lang value among arguments that Typer could not parse, if it is a language we speak."""
+    for index, argument in enumerate(arguments):
+        value = argument.partition("=")[2] if argument.startswith("--lang=") else None
+        if argument == "--lang" and index + 1 < len(arguments):
+            value = arguments[index + 1]
+        if value in LANGUAGES:
+            return value
+    return None
 
 
 app = typer.Typer(
