@@ -122,12 +122,11 @@ def compute(
     cells = len(parsed.heads) * parsed.mask.size
     if format in DOCUMENT_FORMATS and format not in BINARY_FORMATS and cells > MAX_DOCUMENT_CELLS and not quiet:
         raise fail("cli.too_many_cells", format=format, cells=cells, limit=MAX_DOCUMENT_CELLS).at(source="--format")
+    for name in follow or ():
+        if name not in parsed.query_tokens:
+            raise fail("cli.unknown_follow", name=name, names=", ".join(parsed.query_tokens)).at(source="--follow")
     steps = core.compute(parsed)
     norm_record, interventions = _analyse(steps, norms, ablate, ablate_head, weights) if analysing else (None, ())
-    for name in follow or ():
-        if name not in steps.problem.query_tokens:
-            names = ", ".join(steps.problem.query_tokens)
-            raise fail("cli.unknown_follow", name=name, names=names).at(source="--follow")
     from attncli.render import analysis as views
     from attncli.render import human
 
