@@ -18,7 +18,7 @@ import numpy as np
 
 from attncli import core
 from attncli.core import Steps
-from attncli.errors import fail
+from attncli.errors import fail, listed
 
 TIE = 1e-12  # relative gap below which two weights (or norms) count as equal when ranking
 PERMUTE_TRIES = 100  # redraws allowed to avoid a permutation that leaves every key in place
@@ -71,7 +71,7 @@ def norms(steps: Steps) -> Norms:
         length = np.linalg.norm(f, axis=1)  # (S,)
         weighted = head.weights * length[None, :]  # (L, S): α ≥ 0, so ‖α·f‖ = α·‖f‖
         heads.append(HeadNorms(head.head.name, length, weighted, _ranking(head.weights, weighted, mask)))
-    weights = np.stack([head.weights for head in steps.heads])  # (H, L, S)
+    weights = _weights(steps)  # (H, L, S)
     stacked = np.stack(transformed)  # (H, S, d_out)
     summed = np.stack(
         [np.linalg.norm(np.einsum("hs,hsd->sd", weights[:, i, :], stacked), axis=1) for i in range(mask.shape[0])]
@@ -139,15 +139,14 @@ def ablate(steps: Steps, target: str) -> Intervention:
     names = [target] if target in problem.tokens else target.split("+")
     for name in names:
         if name not in problem.tokens:
-            raise fail("analysis.unknown_token", name=name, names=", ".join(problem.tokens))
+            raise fail("analysis.unknown_token", name=name, names=listed(problem.tokens))
     removed = np.isin(np.array(problem.tokens, dtype=object), np.array(names, dtype=object))  # (S,)
     mask = problem.mask & ~removed[None, :]
     for row, name in enumerate(problem.query_tokens):
         if not mask[row].any():
             raise fail("analysis.ablate_everything", name=name, target=target)
     changed = core.compute(dataclasses.replace(problem, mask=mask))
-    weights = np.stack([head.weights for head in changed.heads])
-    return _measured(steps, "ablate", target, mask, weights, changed.output)
+    return _measured(steps, "ablate", target, mask, _weights(changed), changed.output)
 
 
 def ablate_head(steps: Steps, number: int) -> Intervention:
@@ -155,9 +154,9 @@ def ablate_head(steps: Steps, number: int) -> Intervention:
     if not 1 <= number <= len(steps.heads):
         raise fail("analysis.unknown_head", number=number, count=len(steps.heads))
     outputs = [np.zeros_like(h.output) if i == number - 1 else h.output for i, h in enumerate(steps.heads)]
-    weights = np.stack([head.weights for head in steps.heads])
     name = steps.heads[number - 1].head.name
-    return _measured(steps, "ablate_head", name, steps.problem.mask, weights, _combine(steps, outputs))
+    _, output = core.combine(outputs, steps.problem.w_o)
+    return _measured(steps, "ablate_head", name, steps.problem.mask, _weights(steps), output)
 
 
 def parse_weights(text: str) -> tuple[str, int]:
@@ -186,8 +185,8 @@ def replace_weights(steps: Steps, kind: str, seed: int = 0) -> Intervention:
         orders = [_permutation(rng, allowed) for allowed in mask]  # L × (S,)
         weights = np.stack([np.stack([w[o] for w, o in zip(head.weights, orders)]) for head in steps.heads])
         target = f"permute:{seed}"
-    outputs = [w @ head.values for w, head in zip(weights, steps.heads)]
-    return _measured(steps, "weights", target, mask, weights, _combine(steps, outputs))
+    _, output = core.combine([w @ head.values for w, head in zip(weights, steps.heads)], steps.problem.w_o)
+    return _measured(steps, "weights", target, mask, weights, output)
 
 
 def _permutation(rng: np.random.Generator, allowed: np.ndarray) -> np.ndarray:
@@ -202,19 +201,15 @@ def _permutation(rng: np.random.Generator, allowed: np.ndarray) -> np.ndarray:
     return order
 
 
-def _combine(steps: Steps, outputs: Sequence[np.ndarray]) -> np.ndarray:
-    """The final output from the heads' outputs, as core.compute combines them."""
-    w_o = steps.problem.w_o
-    if len(outputs) == 1 and w_o is None:
-        return outputs[0]
-    concat = np.concatenate(outputs, axis=1)
-    return concat @ w_o if w_o is not None else concat
+def _weights(steps: Steps) -> np.ndarray:
+    """Every head's weights, stacked: (H, L, S)."""
+    return np.stack([head.weights for head in steps.heads])
 
 
 def _measured(
     steps: Steps, kind: str, target: str, mask: np.ndarray, weights: np.ndarray, output: np.ndarray
 ) -> Intervention:
-    original = np.stack([head.weights for head in steps.heads])  # (H, L, S)
+    original = _weights(steps)
     delta = np.linalg.norm(output - steps.output, axis=1)
     tv = 0.5 * np.abs(weights - original).sum(axis=2)
     return Intervention(kind, target, mask, weights, output, delta, tv)
@@ -259,19 +254,19 @@ def compare(a: Steps, b: Steps) -> Comparison:
     if not shared:
         raise fail(
             "analysis.no_shared_query",
-            a=", ".join(a.problem.query_tokens),
-            b=", ".join(b.problem.query_tokens),
+            a=listed(a.problem.query_tokens),
+            b=listed(b.problem.query_tokens),
         )
     rows = []
     for name in shared:
-        i, k = a.problem.query_tokens.index(name), b.problem.query_tokens.index(name)
+        row_a, row_b = a.problem.query_tokens.index(name), b.problem.query_tokens.index(name)
         pairs = tuple(
-            _pair(ha.head.name, hb.head.name, ha.weights[i], hb.weights[k]) for ha, hb in zip(a.heads, b.heads)
+            _pair(ha.head.name, hb.head.name, ha.weights[row_a], hb.weights[row_b]) for ha, hb in zip(a.heads, b.heads)
         )
-        out_a, out_b = a.output[i], b.output[k]
+        out_a, out_b = a.output[row_a], b.output[row_b]
         difference = out_b - out_a if out_a.shape == out_b.shape else None
         distance = None if difference is None else float(np.linalg.norm(difference))
-        allowed = a.problem.mask[i], b.problem.mask[k]
+        allowed = a.problem.mask[row_a], b.problem.mask[row_b]
         rows.append(QueryComparison(name, *allowed, pairs, out_a, out_b, difference, distance))
     return Comparison(a, b, tuple(rows))
 

@@ -13,20 +13,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-import yaml
 
-from attncli import expr
 from attncli.core import Steps
-from attncli.errors import AttnError, fail
+from attncli.errors import AttnError, fail, listed
 from attncli.i18n import t
-from attncli.yamldoc import Document, Path, did_you_mean, field_name, kind_of, unknown_field
+from attncli.yamldoc import Document, Path, did_you_mean, field_name, finite_number, kind_of, unknown_field
 
 HEAD_STEPS = ("queries", "keys", "values", "dot", "scores", "weights", "output")
 SHARED_STEPS = ("concat", "final")
 MASKABLE = ("dot", "scores", "weights")
 MASK_WORDS = ("masked", "-inf", "-∞", "-infinity")
 _DECIMAL = re.compile(r"[+-]?\d*\.(?P<fraction>\d*)(?:[eE](?P<exponent>[+-]?\d+))?|[+-]?\d+[eE](?P<power>[+-]?\d+)")
-_Parser = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 @dataclass(frozen=True)
@@ -197,14 +194,14 @@ class _Reader:
                 for i, cell in enumerate(column):
                     grid[i][j] = self.entry((*path, j, i), cell, step)
         else:
-            what = t("what.query_tokens") if shape.rows == self.steps.problem.query_tokens else t("what.tokens")
+            what = "query_tokens" if shape.rows == self.steps.problem.query_tokens else "tokens"
             raise self.error(path, "problem.row_count", count=len(value), expected=n, what=what)
         cells = tuple(tuple(row) for row in grid)
         return Answer(step, head, shape.rows, shape.columns, cells, transposed)
 
     def row_index(self, path: Path, name: str, rows: tuple[str, ...]) -> int:
         if name not in rows:
-            raise self.error(path, "check.unknown_row", name=name, names=", ".join(rows))
+            raise self.error(path, "check.unknown_row", name=name, names=listed(rows))
         if rows.count(name) > 1:
             raise self.error(path, "check.ambiguous_name", name=name)
         return rows.index(name)
@@ -240,17 +237,10 @@ class _Reader:
         return Entry(text, self.number(path, value, label), decimals(text))
 
     def number(self, path: Path, value: object, label: str | None = None) -> float:
-        if isinstance(value, bool) or not isinstance(value, (int, float, str)):
-            raise self.error(path, "problem.not_number", label, got=kind_of(value))
         try:
-            number = expr.evaluate(value) if isinstance(value, str) else float(value)
-        except OverflowError:
-            raise self.error(path, "expr.overflow", label, text=value) from None
+            return finite_number(value)
         except AttnError as error:
             raise error.at(self.document.name, self.document.line(path), label or field_name(path)) from None
-        if not math.isfinite(number):
-            raise self.error(path, "expr.not_finite", label, text=value)
-        return number
 
 
 def _coordinates(count: int) -> tuple[str, ...]:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from attncli.answers import HEAD_STEPS, Answer, Answers, Entry
-from attncli.core import Steps, compatibility
+from attncli.core import Steps, compatibility, softmax
 from attncli.problem import Projection
 
 CODES = (
@@ -329,15 +329,10 @@ def _scale(kind: str, steps: Steps, h: int) -> float:
 def _normalise(scores: np.ndarray, kind: str) -> np.ndarray:
     """Scores to weights: softmax over each query's keys, or one of the slips students make there."""
     if kind == "wrong_axis":
-        return _softmax(scores.T).T
+        return softmax(scores.T).T
     if kind == "no_exp":
         kept = np.where(np.isneginf(scores), 0.0, scores)
         return kept / kept.sum(axis=1, keepdims=True)
     if kind == "unnormalized":
         return np.exp(scores)
-    return _softmax(scores)
-
-
-def _softmax(scores: np.ndarray) -> np.ndarray:
-    exp = np.exp(scores - scores.max(axis=1, keepdims=True))
-    return exp / exp.sum(axis=1, keepdims=True)
+    return softmax(scores)

@@ -7,6 +7,7 @@ Z = softmax(Q·Kᵀ/√d_k)·V.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -51,14 +52,19 @@ class Steps:
 def compute(problem: Problem) -> Steps:
     """Every step of `problem`; an AttnError if finite inputs produce a number beyond float64's range."""
     heads = tuple(_attend(problem, index) for index in range(len(problem.heads)))
-    if len(heads) == 1 and problem.w_o is None:
-        return Steps(problem, heads, None, heads[0].output)
-    concat = np.concatenate([h.output for h in heads], axis=1)  # (L, Σ d_v)
-    output = concat @ problem.w_o if problem.w_o is not None else concat  # (L, d_out)
+    concat, output = combine([head.output for head in heads], problem.w_o)
     try:
         return Steps(problem, heads, concat, _finite(output, "w_o"))
     except AttnError as error:
         raise error.at(source=problem.source) from None
+
+
+def combine(outputs: Sequence[np.ndarray], w_o: np.ndarray | None) -> tuple[np.ndarray | None, np.ndarray]:
+    """The heads' outputs as one result: (concatenation, final output); (None, its output) for one head without W_O."""
+    if len(outputs) == 1 and w_o is None:
+        return None, outputs[0]
+    concat = np.concatenate(outputs, axis=1)  # (L, Σ d_v)
+    return concat, concat @ w_o if w_o is not None else concat  # (L, d_out)
 
 
 def _attend(problem: Problem, index: int) -> HeadSteps:
@@ -117,7 +123,8 @@ def compatibility(score: Score, queries: np.ndarray, keys: np.ndarray) -> tuple[
 def softmax(scores: np.ndarray) -> np.ndarray:
     """Row-wise softmax, shifted by the row maximum; -inf cells get exactly 0.
 
-    Every row must have a finite cell (the problem parser guarantees it).
+    A row with no finite cell comes out NaN: the problem parser never lets a query
+    lose every key, but the grader's replay of a mistaken mask may.
     """
     shifted = scores - scores.max(axis=1, keepdims=True)  # (L, S)
     exp = np.exp(shifted)  # (L, S)

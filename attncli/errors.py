@@ -1,9 +1,12 @@
-"""The one error a user can cause, and the exit codes the command line promises."""
+"""The one error a user can cause, how its message lists names, and the exit codes the command line promises."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum
+
+NAMES_SHOWN = 10  # a message lists at most this many token names, then how many there are
 
 
 class ExitCode(IntEnum):
@@ -56,3 +59,9 @@ def fail(key: str, /, **params: object) -> AttnError:
     `key` is positional-only so that a message may have a placeholder called `key` too.
     """
     return AttnError(key, dict(params))
+
+
+def listed(names: Sequence[str]) -> str:
+    """Token names for a one-line message: the first few, and how many there are in all."""
+    shown = ", ".join(names[:NAMES_SHOWN])
+    return shown if len(names) <= NAMES_SHOWN else f"{shown}, ... ({len(names)})"

@@ -54,10 +54,10 @@ def evaluate(text: str) -> float:
         raise fail("expr.domain", text=quote(text)) from None
 
 
-def quote(text: object) -> str:
-    """`text` short enough to repeat in a one-line message."""
+def quote(text: object, length: int = QUOTE_LENGTH) -> str:
+    """`text` short enough to repeat in a one-line message: at most `length` characters."""
     text = str(text)
-    return text if len(text) <= QUOTE_LENGTH else text[: QUOTE_LENGTH - 3] + "..."
+    return text if len(text) <= length else text[: length - 3] + "..."
 
 
 def _value(node: ast.expr) -> float:

@@ -22,6 +22,7 @@ import numpy as np
 from attncli import core, problem, yamldoc
 from attncli.errors import fail
 from attncli.i18n import current_language, t
+from attncli.render.numbers import fixed
 
 SCORES = ("scaled_dot", "dot", "cosine")
 MASKS = ("none", "causal")
@@ -322,5 +323,4 @@ def _answer(value: float) -> str:
     """Whole numbers as integers (checked exactly), the rest with ANSWER_DECIMALS decimals (checked to that)."""
     if math.isclose(value, round(value), rel_tol=1e-12, abs_tol=1e-13):
         return str(round(value))
-    text = f"{value:.{ANSWER_DECIMALS}f}"
-    return text.lstrip("-") if not text.strip("-0.") else text
+    return fixed(value, ANSWER_DECIMALS)

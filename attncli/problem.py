@@ -16,10 +16,10 @@ from pathlib import Path
 
 import numpy as np
 
-from attncli import arrays, expr
-from attncli.errors import AttnError, fail
+from attncli import arrays
+from attncli.errors import AttnError, fail, listed
 from attncli.i18n import t
-from attncli.yamldoc import Document, did_you_mean, field_name, kind_of, unknown_field
+from attncli.yamldoc import Document, did_you_mean, field_name, finite_number, kind_of, unknown_field
 from attncli.yamldoc import Path as DocPath
 
 HEAD_FIELDS = ("name", "queries", "keys", "values", "w_q", "w_k", "w_v", "scores", "score")
@@ -111,6 +111,11 @@ def parse(
     return _Builder(reader, data).problem()
 
 
+def base_folder(file: str | None) -> Path:
+    """Where the array files a problem names are found: beside its file; for stdin or flags, the working directory."""
+    return Path(file).parent if file not in (None, "-") else Path(".")
+
+
 def rows_from_text(text: str) -> list[list[str]]:
     """The ROWS syntax of flags: rows split by `;`, numbers by `,` (`"2,0; 1,1"`)."""
     return [[cell.strip() for cell in row.split(",")] for row in text.split(";") if row.strip()]
@@ -135,17 +140,10 @@ class _Reader:
             raise self.error((*path, name), "problem.unknown_field", name=name, hint=hint)
 
     def number(self, path: DocPath, value: object, field: str | None = None) -> float:
-        if isinstance(value, bool) or not isinstance(value, (int, float, str)):
-            raise self.error(path, "problem.not_number", field, got=kind_of(value))
         try:
-            number = expr.evaluate(value) if isinstance(value, str) else float(value)
-        except OverflowError:
-            raise self.error(path, "expr.overflow", field, text=expr.quote(value)) from None
+            return finite_number(value)
         except AttnError as error:
             raise error.at(*self._location(path), field or field_name(path)) from None
-        if not math.isfinite(number):
-            raise self.error(path, "expr.not_finite", field, text=expr.quote(value))
-        return number
 
     def plain_text(self, path: DocPath, text: str, lines: bool = False) -> str:
         """`text` if it holds no control character (with `lines`, newlines and tabs are fine)."""
@@ -169,16 +167,18 @@ class _Reader:
                 raise self.error((*path, index), "problem.not_token", got=kind_of(item))
         return tuple(self.plain_text((*path, index), str(item)) for index, item in enumerate(value))
 
-    def matrix(self, path: DocPath, value: object, rows: Sequence[str] | None = None, what: str = "") -> np.ndarray:
+    def matrix(
+        self, path: DocPath, value: object, rows: Sequence[str] | None = None, rows_field: str = ""
+    ) -> np.ndarray:
         """A matrix given as a list of rows, one row, a mapping token: row, or an array file.
 
-        `rows` names the rows expected, in order; a mapping must name exactly those.
+        `rows` names the rows expected, in order, as listed by the field `rows_field`; a mapping names exactly those.
         """
         from_flag = isinstance(value, str) and bool(path) and path[0] in self.flags
         if (from_flag and value.startswith("@")) or (isinstance(value, dict) and "file" in value):
             array = self.array_file(path, value)
             if rows is not None and array.shape[0] != len(rows):
-                raise self.error(path, "problem.row_count", count=array.shape[0], expected=len(rows), what=what)
+                raise self.error(path, "problem.row_count", count=array.shape[0], expected=len(rows), what=rows_field)
             return array
         if from_flag:
             value = rows_from_text(value)
@@ -188,7 +188,7 @@ class _Reader:
             named = set(rows)
             unknown = [name for name in value if name not in named]
             if unknown:
-                raise self.error((*path, unknown[0]), "problem.unknown_row_name", name=unknown[0], names=_names(rows))
+                raise self.error((*path, unknown[0]), "problem.unknown_row_name", name=unknown[0], names=listed(rows))
             missing = [name for name in rows if name not in value]
             if missing:
                 raise self.error(path, "problem.missing_row", name=missing[0])
@@ -202,7 +202,7 @@ class _Reader:
         else:
             raise self.error(path, "problem.not_matrix", got=kind_of(value))
         if rows is not None and len(value) != len(rows):
-            raise self.error(path, "problem.row_count", count=len(value), expected=len(rows), what=what)
+            raise self.error(path, "problem.row_count", count=len(value), expected=len(rows), what=rows_field)
         width = None
         out = []
         for index, (row, row_path) in enumerate(zip(value, row_paths)):
@@ -349,7 +349,7 @@ class _Builder:
             raise self.reader.error(direct[0], "problem.given_and_projected", given=given, weight=weight)
         if direct and (given in own or weight not in own):
             path, value = direct
-            return path, self.reader.matrix(path, value, rows, t(f"what.{given}"))
+            return path, self.reader.matrix(path, value, rows, "query_tokens" if given == "queries" else "tokens")
         if projected:
             path, value = projected
             if x is None:
@@ -368,9 +368,9 @@ class _Builder:
         """The inputs X (keys/values side) and X for the queries, when projections are used."""
         x = x_query = None
         if "x" in self.data:
-            x = self.reader.matrix(("x",), self.data["x"], tokens, t("what.tokens"))
+            x = self.reader.matrix(("x",), self.data["x"], tokens, "tokens")
         if "x_query" in self.data:
-            x_query = self.reader.matrix(("x_query",), self.data["x_query"], query_tokens, t("what.query_tokens"))
+            x_query = self.reader.matrix(("x_query",), self.data["x_query"], query_tokens, "query_tokens")
         elif x is not None and not positions.cross:
             x_query = x[list(positions.query_indexes())]
         return x, x_query
@@ -395,7 +395,7 @@ class _Builder:
         uses_vectors = own & {"queries", "keys", "w_q", "w_k"}
         if given_scores and not (uses_vectors and "scores" not in own):
             scores_path, raw = given_scores
-            scores = self.reader.matrix(scores_path, raw, query_tokens, t("what.query_tokens"))
+            scores = self.reader.matrix(scores_path, raw, query_tokens, "query_tokens")
             if scores.shape[1] != len(tokens):
                 raise self.reader.error(
                     scores_path, "problem.scores_width", count=scores.shape[1], expected=len(tokens)
@@ -486,12 +486,9 @@ class _Builder:
     ) -> tuple[np.ndarray, MaskRule]:
         reader, data = self.reader, self.data
         allowed = np.ones((len(query_tokens), len(tokens)), dtype=bool)  # (L, S)
-        kind = "none"
-        raw = data.get("mask", "none")
+        raw = "none" if data.get("mask") is None else data["mask"]
         if isinstance(raw, str) and raw.strip() in ("none", "causal"):
             kind = raw.strip()
-        elif raw is None:
-            kind = "none"
         else:
             kind = "matrix"
             allowed &= self.mask_matrix(raw, tokens, query_tokens)
@@ -501,8 +498,8 @@ class _Builder:
             if isinstance(window, bool) or not isinstance(window, int) or window < 0:
                 raise reader.error(("window",), "problem.bad_window", got=kind_of(window))
         if kind == "causal" or window is not None:
-            field_name = "mask" if kind == "causal" else "window"
-            query_at, key_at = positions.query_positions(reader, field_name), np.arange(len(tokens))
+            rule_field = "mask" if kind == "causal" else "window"
+            query_at, key_at = positions.query_positions(reader, rule_field), np.arange(len(tokens))
             offset = query_at[:, None] - key_at[None, :]  # (L, S) i - j
             if kind == "causal":
                 allowed &= offset >= 0
@@ -514,7 +511,7 @@ class _Builder:
             known = set(tokens)
             for index, name in enumerate(padding):
                 if name not in known:
-                    raise reader.error(("padding", index), "problem.unknown_token", name=name, names=_names(tokens))
+                    raise reader.error(("padding", index), "problem.unknown_token", name=name, names=listed(tokens))
             allowed &= ~np.isin(np.array(tokens, dtype=object), np.array(padding, dtype=object))[None, :]
         culprit = next((name for name in ("mask", "padding", "window") if name in data), "mask")
         for row, name in enumerate(query_tokens):
@@ -523,8 +520,9 @@ class _Builder:
         return allowed, MaskRule(kind, window, padding)
 
     def mask_matrix(self, raw: object, tokens: tuple[str, ...], query_tokens: tuple[str, ...]) -> np.ndarray:
+        """A 0/1 mask given as rows (a list, a mapping query: row, or --mask "1,0; 1,1"), True = may attend."""
         reader = self.reader
-        if isinstance(raw, str) and raw.strip() not in ("none", "causal"):
+        if isinstance(raw, str):  # not none or causal, which the caller has taken
             if not reader.flags.get("mask"):
                 raise reader.error(("mask",), "problem.bad_mask", got=raw)
             raw = rows_from_text(raw)
@@ -534,7 +532,7 @@ class _Builder:
             unknown = [name for name in raw if name not in named]
             if unknown:
                 raise reader.error(
-                    ("mask", unknown[0]), "problem.unknown_row_name", name=unknown[0], names=_names(query_tokens)
+                    ("mask", unknown[0]), "problem.unknown_row_name", name=unknown[0], names=listed(query_tokens)
                 )
             cells = [raw.get(name) for name in query_tokens]
         if not isinstance(cells, list) or len(cells) != len(query_tokens):
@@ -566,15 +564,14 @@ class _Positions:
             first.setdefault(name, index)
         return [first[name] for name in self.query_tokens]
 
-    def query_positions(self, reader: _Reader, field_name: str) -> np.ndarray:
-        if self.cross:
+    def query_positions(self, reader: _Reader, rule_field: str) -> np.ndarray:
+        """Each query's position: its place among the query tokens (cross-attention) or among the tokens."""
+        if self.cross or self.query_tokens == self.tokens:
             return np.arange(len(self.query_tokens))
-        if len(self.query_tokens) == len(self.tokens) and self.query_tokens == self.tokens:
-            return np.arange(len(self.tokens))
         counts = Counter(self.tokens)
         for name in self.query_tokens:
             if counts[name] > 1:
-                raise reader.error((field_name,), "problem.ambiguous_position", name=name)
+                raise reader.error((rule_field,), "problem.ambiguous_position", name=name)
         return np.array(self.query_indexes())
 
 
@@ -601,12 +598,6 @@ def _optional_text(reader: _Reader, data: dict, name: str, path: DocPath = ()) -
     if isinstance(data[name], (dict, list)):
         raise reader.error((*path, name), "problem.not_text", got=kind_of(data[name]))
     return reader.plain_text((*path, name), str(data[name]), lines=True)
-
-
-def _names(names: Sequence[str], shown: int = 10) -> str:
-    """Names for a message: the first few, and how many there are in all."""
-    listed = ", ".join(names[:shown])
-    return listed if len(names) <= shown else f"{listed}, ... ({len(names)})"
 
 
 def _size(count: float) -> str:

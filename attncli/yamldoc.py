@@ -23,7 +23,7 @@ from yaml.nodes import ScalarNode
 from yaml.resolver import Resolver
 
 from attncli.errors import AttnError, fail
-from attncli.expr import quote
+from attncli.expr import evaluate, quote
 from attncli.i18n import t
 
 Path = tuple[str | int, ...]
@@ -295,12 +295,28 @@ def kind_of(value: object) -> str:
     if isinstance(value, bool):
         return t("kind.boolean", value=str(value).lower())
     if isinstance(value, (int, float)):
-        return t("kind.number", value=value)
+        return t("kind.number", value=quote(value))
     if isinstance(value, str):
-        return t("kind.text", value=value if len(value) <= 30 else value[:27] + "...")
+        return t("kind.text", value=quote(value, 30))
     if isinstance(value, list):
         return t("kind.list", count=len(value))
     return t("kind.mapping")
+
+
+def finite_number(value: object) -> float:
+    """A number field's value: a YAML number, or text read by the arithmetic evaluator; never NaN or infinite.
+
+    The error carries no location: each reader adds the file, line and field it knows.
+    """
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise fail("problem.not_number", got=kind_of(value))
+    try:
+        number = evaluate(value) if isinstance(value, str) else float(value)
+    except OverflowError:  # an int beyond the floats' range
+        raise fail("expr.overflow", text=quote(value)) from None
+    if not math.isfinite(number):
+        raise fail("expr.not_finite", text=quote(value))
+    return number
 
 
 def unknown_field(data: dict, known: Sequence[str]) -> str | None:

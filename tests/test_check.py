@@ -253,6 +253,16 @@ def test_broken_answers_exit_2(tmp_path: Path, answers_text: str, message: str) 
     assert message in result.stderr and result.stderr.count("\n") == 1
 
 
+def test_an_answer_too_large_for_a_float_is_quoted_short(tmp_path: Path) -> None:
+    """As in the problem's fields: the message repeats the start of the number, not its 309 digits."""
+    homework = tmp_path / "homework.yaml"
+    homework.write_text(BANK + f"answers:\n  scores: [{'9' * 309}, 1, 0]\n", encoding="utf-8")
+    result = run(str(homework))
+    assert result.exit_code == 2
+    assert "'9999999999999999999999999999999999999...' is too large" in result.stderr
+    assert "9" * 50 not in result.stderr
+
+
 def test_several_files_one_line_each_and_a_total() -> None:
     files = [str(CASES / name) for name in ("bank_right.yaml", "no_exp.yaml", "bad_row_width.yaml")]
     result = run(*files, "--format", "text")

@@ -257,6 +257,15 @@ def test_follow_can_repeat() -> None:
     assert result.stdout.count("Query '") == 2
 
 
+def test_an_unknown_follow_names_a_few_query_tokens_once() -> None:
+    """Forty tokens t1..t40: the message lists the first ten and the count, and says --follow once."""
+    rows = "; ".join(["1"] * 40)
+    result = run("--queries", rows, "--keys", rows, "--values", rows, "--follow", "nope")
+    line = assert_bad_input(result, "nope")
+    names = ", ".join(f"t{i}" for i in range(1, 11))
+    assert line == f"attncli: --follow nope: not a query token (query tokens: {names}, ... (40))"
+
+
 @pytest.mark.parametrize("precision", [0, 2, 6, 12])
 def test_precision_sets_the_decimals(precision: int) -> None:
     result = run(BANK, "--precision", str(precision), "--format", "text")

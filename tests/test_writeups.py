@@ -153,3 +153,14 @@ def test_writeups_in_spanish() -> None:
     assert "### Consulta de 'bank'" in md and "Mezcla ponderada de los valores" in md
     tex = run(str(SAMPLES / "bank.yaml"), "--format", "latex", "--lang", "es").stdout
     assert r"\paragraph{2. Softmax}" in tex and "autoatenci" in tex
+
+
+def test_every_human_format_tells_the_usual_scale_alike() -> None:
+    """1/√d_k written as sqrt(2)/2 differs from 1/√2 in the last bit; the terminal and the write-ups both see 1/√2."""
+    given = "tokens: [a, b]\nqueries: [[1, 2], [0, 1]]\nkeys: [[2, 0], [1, 1]]\nvalues: [[2, 0], [0, 2]]\n"
+    text = given + "scale: sqrt(2)/2\n"
+    assert "s = q·k / √2" in markdown.render(steps_of(text))
+    screen = CliRunner().invoke(app, ["compute", "-", "--format", "text"], input=text, env=ENV).stdout
+    default = CliRunner().invoke(app, ["compute", "-", "--format", "text"], input=given, env=ENV).stdout
+    assert "s = q·k × 1/√2 = 0.7071" in default
+    assert screen == default

@@ -61,6 +61,13 @@ def test_a_bad_number_is_reported_at_its_line() -> None:
     assert error.key == "expr.domain"
 
 
+def test_what_was_found_instead_is_told_briefly() -> None:
+    """A message says what it found, shortened like any quoted text: never a 300-digit number."""
+    error = parse_error(BANK.replace("tokens: [fisherman, net, bank]", f"tokens: {'9' * 300}"))
+    assert error.key == "problem.not_token_list"
+    assert "9" * 50 not in str(error.params["got"])
+
+
 def test_an_unknown_field_is_reported_at_its_line_with_a_suggestion() -> None:
     error = parse_error(BANK + "keyz: 1\n")
     assert error.where.line == 11

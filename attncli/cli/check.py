@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
@@ -48,8 +47,7 @@ def check(
     for file in files:
         try:
             document = yamldoc.read(file)
-            base = Path(file).parent if file != "-" else Path(".")
-            steps = core.compute(problem.parse(document, None, base))
+            steps = core.compute(problem.parse(document, None, problem.base_folder(file)))
             results.append((file, grading.grade(steps, answers.parse(document, steps), tolerance, file)))
         except AttnError as error:
             message = describe(error)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -48,10 +47,7 @@ def compare(
     from attncli import analysis, core, problem, yamldoc
     from attncli.render import analysis as views
 
-    first, second = (
-        core.compute(problem.parse(yamldoc.read(name), base=Path(name).parent if name != "-" else Path(".")))
-        for name in (a, b)
-    )
+    first, second = (core.compute(problem.parse(yamldoc.read(name), base=problem.base_folder(name))) for name in (a, b))
     record = analysis.compare(first, second)
     if format == "json":
         from attncli.render import json_doc

@@ -22,7 +22,7 @@ from attncli.cli.app import (
     format_option,
 )
 from attncli.cli.output import FILE_WIDTH, print_human, print_lines, stdout_is_terminal, write
-from attncli.errors import fail
+from attncli.errors import fail, listed
 from attncli.render import BINARY_FORMATS, DOCUMENT_FORMATS, HUMAN_FORMATS, MAX_DOCUMENT_CELLS
 from attncli.render.layout import Line, fit
 
@@ -117,20 +117,20 @@ def compute(
     from attncli import core, problem, render, yamldoc
 
     document = yamldoc.read(file) if file is not None else yamldoc.Document(data={}, name="flags")
-    base = Path(file).parent if file not in (None, "-") else Path(".")
-    parsed = problem.parse(document, flags, base, dtype=getattr(np, dtype))
+    parsed = problem.parse(document, flags, problem.base_folder(file), dtype=getattr(np, dtype))
     cells = len(parsed.heads) * parsed.mask.size
     if format in DOCUMENT_FORMATS and format not in BINARY_FORMATS and cells > MAX_DOCUMENT_CELLS and not quiet:
         raise fail("cli.too_many_cells", format=format, cells=cells, limit=MAX_DOCUMENT_CELLS).at(source="--format")
     for name in follow or ():
         if name not in parsed.query_tokens:
-            raise fail("cli.unknown_follow", name=name, names=", ".join(parsed.query_tokens)).at(source="--follow")
+            raise fail("cli.unknown_follow", name=name, names=listed(parsed.query_tokens))
     steps = core.compute(parsed)
     norm_record, interventions = _analyse(steps, norms, ablate, ablate_head, weights) if analysing else (None, ())
     from attncli.render import analysis as views
     from attncli.render import human
 
-    view = human.View(precision=precision, follow=tuple(follow) if follow else None, heatmap=heatmap)
+    followed = tuple(follow) if follow else None
+    view = human.View(precision=precision, follow=followed, heatmap=heatmap)
 
     def build(width: int) -> list[Line]:
         extra = views.norms(norm_record, steps, precision, width) if norm_record else []
@@ -142,7 +142,6 @@ def compute(
     if quiet and output is None:
         return
     if format in DOCUMENT_FORMATS:
-        followed = tuple(follow) if follow else None
         content = render.document(
             steps, format, precision=precision, follow=followed, norms=norm_record, interventions=interventions
         )

@@ -15,7 +15,7 @@ import numpy as np
 from attncli.core import HeadSteps, Steps
 from attncli.i18n import t
 from attncli.problem import Problem
-from attncli.render.layout import BLANK, Cell, Line, Span, line, table
+from attncli.render.layout import BLANK, Cell, Line, Span, bar, line, table
 from attncli.render.numbers import fixed, vector
 from attncli.render.summary import SHADES
 
@@ -226,7 +226,7 @@ def scaling(record: Scaling, precision: int, width: int) -> list[Line]:
     title = t("analysis.scaling_title", keys=record.keys, samples=record.samples, seed=record.seed)
     label = max(len(str(row.d_k)) for row in record.rows)
     chart = [
-        line((f"d_k = {row.d_k:>{label}}  {name:<9}", "dim"), (_bar(value), style), f" {fixed(value, p)}")
+        line((f"d_k = {row.d_k:>{label}}  {name:<9}", "dim"), (bar(value, CHART_WIDTH), style), f" {fixed(value, p)}")
         for row in record.rows
         for name, value, style in (("q·k", row.max_weight_dot, "red"), ("q·k/√d_k", row.max_weight_scaled, "green"))
     ]
@@ -237,8 +237,3 @@ def scaling(record: Scaling, precision: int, width: int) -> list[Line]:
         BLANK,
         line((t("analysis.scaling_note", keys=record.keys, uniform=fixed(1 / record.keys, p)), "dim")),
     ]
-
-
-def _bar(value: float) -> str:
-    eighths = round(value * CHART_WIDTH * 8)
-    return "█" * (eighths // 8) + (" ▏▎▍▌▋▊▉"[eighths % 8] if eighths % 8 else "")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -10,16 +9,13 @@ import numpy as np
 
 from attncli.core import HeadSteps, Steps
 from attncli.i18n import t
-from attncli.problem import Problem, Projection
-from attncli.render import analysis, summary
-from attncli.render.layout import BLANK, Line, Span, line, table
-from attncli.render.numbers import MASKED, entry, fixed, vector
-from attncli.render.writeup import mask_facts
+from attncli.problem import Problem
+from attncli.render import analysis, summary, writeup
+from attncli.render.layout import BLANK, Line, bar, line, table
+from attncli.render.numbers import MASKED, fixed, vector
 
-AUTO_FOLLOW = 3  # follow every query step by step when there are at most this many
-WRITE_OUT_DOT = 4  # write q·k out term by term up to this many dimensions
 BAR_WIDTH = 20
-_EIGHTHS = " ▏▎▍▌▋▊▉█"
+FORMULA = {**writeup.RAW, "cosine": "q·k / (‖q‖‖k‖)"}  # the score in a step's title: cosine spelled out
 
 
 @dataclass(frozen=True)
@@ -39,7 +35,7 @@ def render(steps: Steps, view: View, width: int, extra: Sequence[Line] = ()) -> 
     if summary.is_large(steps):
         return [*summary.render(steps, view.follow, view.precision, width), *extra]
     problem = steps.problem
-    followed = _followed(problem, view)
+    followed = writeup.followed(problem, view.follow)
     out = _problem(steps, view, width)
     for head in steps.heads:
         if len(steps.heads) > 1:
@@ -55,12 +51,6 @@ def render(steps: Steps, view: View, width: int, extra: Sequence[Line] = ()) -> 
     return out
 
 
-def _followed(problem: Problem, view: View) -> list[int]:
-    if view.follow is not None:
-        return [problem.query_tokens.index(name) for name in view.follow]
-    return list(range(len(problem.query_tokens))) if len(problem.query_tokens) <= AUTO_FOLLOW else []
-
-
 def _problem(steps: Steps, view: View, width: int) -> list[Line]:
     problem = steps.problem
     lines: list[Line] = []
@@ -74,7 +64,7 @@ def _problem(steps: Steps, view: View, width: int) -> list[Line]:
     for head in steps.heads:
         prefix = f"{head.head.name}: " if len(steps.heads) > 1 else ""
         lines.append(_fact(t("render.score"), prefix + _score_description(head, view.precision)))
-    lines.append(_fact(t("render.mask"), mask_facts(problem)))
+    lines.append(_fact(t("render.mask"), writeup.mask_facts(problem)))
     rule = problem.mask_rule
     masked = rule.kind != "none" or rule.window is not None or rule.padding
     lines += _access_map(problem, width) if masked else [BLANK]  # a table ends with its own blank line
@@ -86,15 +76,14 @@ def _fact(label: str, value: str) -> Line:
 
 
 def _score_description(head: HeadSteps, precision: int) -> str:
+    """The score function, its formula with the scale (1/√d_k = 0.7071 when it is the usual one), and the widths."""
     score = head.head.score
-    d_v = head.values.shape[1]
     if score.kind == "given":
-        return t("render.score_given", d_v=d_v)
-    d_k = head.keys.shape[1]
+        return writeup.score_facts(head)
     scale = fixed(score.scale, precision)
-    if score.kind == "scaled_dot" and score.scale == 1 / math.sqrt(d_k):
-        scale = f"1/√{d_k} = {scale}"
-    return t(f"render.score_{score.kind}", scale=scale, d_k=d_k, d_v=d_v)
+    if writeup.default_scale(head):
+        scale = f"1/√{head.keys.shape[1]} = {scale}"
+    return writeup.score_facts(head, formula=f"s = {writeup.RAW[score.kind]} × {scale}")
 
 
 def _access_map(problem: Problem, width: int) -> list[Line]:
@@ -107,23 +96,18 @@ def _access_map(problem: Problem, width: int) -> list[Line]:
         for name, row in zip(problem.query_tokens, problem.mask)
     ]
     headers = [t("render.query"), *problem.tokens]
-    return table(t("render.access_legend").strip(), headers, rows, width, center=range(1, len(headers)))
+    return table(t("render.access_legend"), headers, rows, width, center=range(1, len(headers)))
 
 
 def _projections(head: HeadSteps, problem: Problem, view: View, width: int) -> list[Line]:
     p = view.precision
     out: list[Line] = []
-    parts = (
-        ("Q", "W_Q", head.head.queries, head.queries, problem.query_tokens),
-        ("K", "W_K", head.head.keys, head.keys, problem.tokens),
-        ("V", "W_V", head.head.values, head.values, problem.tokens),
-    )
-    for name, weight, operand, result, tokens in parts:
-        if not isinstance(operand, Projection):
-            continue
+    for part in writeup.projections(head, problem):
+        name, weight, operand = part.name, part.weight, part.operand
         w_rows = [[str(i + 1), vector(row, p, "entry")] for i, row in enumerate(operand.w)]
         out += table(t("render.weight_matrix", name=weight), [t("render.row"), weight], w_rows, width)
-        rows = [[token, vector(x, p, "entry"), vector(r, p)] for token, x, r in zip(tokens, operand.x, result)]
+        products = zip(part.tokens, operand.x, part.result)
+        rows = [[token, vector(x, p, "entry"), vector(r, p)] for token, x, r in products]
         out += table(f"{name} = X·{weight}", [t("render.token"), "x", name.lower()], rows, width)
     return out
 
@@ -131,20 +115,15 @@ def _projections(head: HeadSteps, problem: Problem, view: View, width: int) -> l
 def _query(head: HeadSteps, row: int, problem: Problem, view: View, width: int) -> list[Line]:
     p = view.precision
     name = problem.query_tokens[row]
-    allowed = problem.mask[row]
     q = f"  q = {vector(head.queries[row], p, 'entry')}" if head.queries is not None else ""
-    return (
-        [
-            line((t("render.query_heading", name=name), "bold"), q),
-            *_score_table(head, row, problem, view, width),
-            *_softmax_table(head, row, problem, view, width),
-            *_output_table(head, row, problem, view, width),
-            line((t("render.output_line", name=name), "bold"), (vector(head.output[row], p), "bold green")),
-            BLANK,
-        ]
-        if allowed.any()
-        else []
-    )
+    return [
+        line((t("render.query_heading", name=name), "bold"), q),
+        *_score_table(head, row, problem, view, width),
+        *_softmax_table(head, row, problem, view, width),
+        *_output_table(head, row, problem, view, width),
+        line((t("render.output_line", name=name), "bold"), (vector(head.output[row], p), "bold green")),
+        BLANK,
+    ]
 
 
 def _score_table(head: HeadSteps, row: int, problem: Problem, view: View, width: int) -> list[Line]:
@@ -153,7 +132,7 @@ def _score_table(head: HeadSteps, row: int, problem: Problem, view: View, width:
     scale = fixed(score.scale, p)
     rows = []
     for j, key in enumerate(problem.tokens):
-        s = _masked_cell(head.scores[row, j], p) if problem.mask[row, j] else (t("render.masked"), "dim")
+        s = fixed(head.scores[row, j], p) if problem.mask[row, j] else (t("render.masked"), "dim")
         if score.kind == "given":
             rows.append([key, s])
             continue
@@ -163,16 +142,12 @@ def _score_table(head: HeadSteps, row: int, problem: Problem, view: View, width:
     if score.kind == "given":
         return table(t("render.step_scores_given"), [t("render.key"), "s"], rows, width, right=(1,))
     return table(
-        t("render.step_scores", formula=_score_formula(score.kind, scale)),
-        [t("render.key"), "k", t(f"render.raw_{score.kind}"), "s"],
+        t("render.step_scores", formula=f"s = {FORMULA[score.kind]} × {scale}"),
+        [t("render.key"), "k", writeup.RAW[score.kind], "s"],
         rows,
         width,
         right=(3,),
     )
-
-
-def _score_formula(kind: str, scale: str) -> str:
-    return t(f"render.formula_{kind}", scale=scale)
 
 
 def _raw_cell(head: HeadSteps, row: int, j: int, p: int) -> str:
@@ -182,23 +157,17 @@ def _raw_cell(head: HeadSteps, row: int, j: int, p: int) -> str:
     if kind == "additive":
         return f"v·{vector(head.hidden[row, j], p)} = {value}"
     q, k = head.queries[row], head.keys[j]
-    if kind in ("scaled_dot", "dot") and len(q) <= WRITE_OUT_DOT:
-        terms = " + ".join(f"{entry(a, p)}×{entry(b, p)}" for a, b in zip(q, k))
-        return f"{terms} = {value}"
+    if writeup.written_out(head):
+        return f"{writeup.dot_terms(q, k, p)} = {value}"
     if kind == "cosine":
         norms = f"{fixed(float(np.linalg.norm(q)), p)}×{fixed(float(np.linalg.norm(k)), p)}"
         return f"{fixed(float(q @ k), p)} / ({norms}) = {value}"
     return value
 
 
-def _masked_cell(value: float, p: int) -> Span:
-    return fixed(value, p), "dim" if math.isinf(value) else ""
-
-
 def _softmax_table(head: HeadSteps, row: int, problem: Problem, view: View, width: int) -> list[Line]:
     p = view.precision
-    shift = float(head.shift[row])
-    exp_header = "e^s" if shift == 0 else f"e^(s − {fixed(shift, p)})"
+    exp_header = writeup.exp_label(float(head.shift[row]), p)
     total = float(head.exp[row].sum())
     rows = []
     best = int(np.argmax(head.weights[row]))
@@ -215,7 +184,7 @@ def _softmax_table(head: HeadSteps, row: int, problem: Problem, view: View, widt
                 fixed(head.scores[row, j], p),
                 _exp_text(float(head.exp[row, j]), p),
                 (fixed(weight, p), style),
-                (_bar(weight), "cyan"),
+                (bar(weight, BAR_WIDTH), "cyan"),
             ]
         )
     footer = [t("render.sum"), "", _exp_text(total, p), fixed(float(head.weights[row].sum()), p), ""]
@@ -258,15 +227,10 @@ def _output_table(head: HeadSteps, row: int, problem: Problem, view: View, width
     )
 
 
-def _bar(weight: float) -> str:
-    eighths = round(weight * BAR_WIDTH * 8)
-    return "█" * (eighths // 8) + (_EIGHTHS[eighths % 8] if eighths % 8 else "")
-
-
 def _matrices(head: HeadSteps, problem: Problem, view: View, width: int) -> list[Line]:
     p = view.precision
     outputs = [[name, vector(out, p)] for name, out in zip(problem.query_tokens, head.output)]
-    hint = [line((t("render.follow_hint"), "dim")), BLANK] if len(problem.query_tokens) > AUTO_FOLLOW else []
+    hint = [line((t("render.follow_hint"), "dim")), BLANK] if len(problem.query_tokens) > writeup.AUTO_FOLLOW else []
     return [
         *analysis.heatmap(head, problem, p, width),
         *table(t("render.outputs_title"), [t("render.query"), t("render.output")], outputs, width),  # ends blank

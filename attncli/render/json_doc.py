@@ -80,6 +80,7 @@ def _head(steps: HeadSteps) -> dict:
 
 
 def _matrix(array: np.ndarray | None) -> list | None:
+    """An array as nested lists, or null where there is none (given scores; outputs of unequal widths)."""
     return None if array is None else array.tolist()
 
 
@@ -102,13 +103,13 @@ def compare_document(record: Comparison) -> str:
                     "b": pair.name_b,
                     "weights_a": pair.weights_a.tolist(),
                     "weights_b": pair.weights_b.tolist(),
-                    "difference": None if pair.difference is None else pair.difference.tolist(),
+                    "difference": _matrix(pair.difference),
                 }
                 for pair in query.heads
             ],
             "output_a": query.output_a.tolist(),
             "output_b": query.output_b.tolist(),
-            "difference": None if query.difference is None else query.difference.tolist(),
+            "difference": _matrix(query.difference),
             "distance": query.distance,
         }
         for query in record.queries

@@ -172,8 +172,8 @@ def _raw(head: HeadSteps, row: int, j: int, p: int) -> list[str]:
     kind = head.head.score.kind
     value = fixed(head.raw[row, j], p)
     q, k = head.queries[row], head.keys[j]
-    if kind in ("scaled_dot", "dot") and len(q) <= writeup.WRITE_OUT:
-        return [" + ".join(rf"{_number(a, p, 'entry')} \times {_number(b, p, 'entry')}" for a, b in zip(q, k)), value]
+    if writeup.written_out(head):
+        return [writeup.dot_terms(q, k, p, times=r" \times "), value]
     if kind == "cosine":
         norms = rf"{fixed(float(np.linalg.norm(q)), p)} \times {fixed(float(np.linalg.norm(k)), p)}"
         return [rf"\frac{{{fixed(float(q @ k), p)}}}{{{norms}}}", value]

@@ -20,6 +20,7 @@ Cell = str | Span | Line  # a table cell: plain, one style, or several (a check 
 GAP = "   "  # between the columns of a table
 TAB = 8  # a tab stops where a terminal's would
 _RUNS = re.compile(r"\s+|\S+")
+_EIGHTHS = " ▏▎▍▌▋▊▉"  # a column filled to 0/8 .. 7/8 from the left
 
 
 def line(*parts: str | Span) -> Line:
@@ -210,6 +211,12 @@ def _split(spans: list[Span], room: int) -> tuple[list[Span], list[Span]]:
             used += size
         head.append((text, style))
     return head, []
+
+
+def bar(fraction: float, width: int) -> str:
+    """`fraction` (0 to 1) of `width` columns as a bar of block characters, to an eighth of a column."""
+    eighths = round(fraction * width * 8)
+    return "█" * (eighths // 8) + (_EIGHTHS[eighths % 8] if eighths % 8 else "")
 
 
 def to_text(lines: Iterable[Line]) -> str:

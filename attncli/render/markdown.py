@@ -8,15 +8,7 @@ from attncli.core import HeadSteps, Steps
 from attncli.i18n import t
 from attncli.problem import Problem
 from attncli.render import writeup
-from attncli.render.numbers import entry, fixed, vector
-
-RAW = {
-    "scaled_dot": "q·k",
-    "dot": "q·k",
-    "cosine": "cos(q, k)",
-    "general": "q·W·k",
-    "additive": "v·tanh(q·W_query + k·W_key)",
-}
+from attncli.render.numbers import fixed, vector
 
 
 def render(steps: Steps, precision: int = 4, follow: tuple[str, ...] | None = None) -> str:
@@ -72,9 +64,10 @@ def _formula(head: HeadSteps, p: int) -> str:
     score = head.head.score
     if score.kind == "given":
         return t("writeup.scores_given")
+    raw = writeup.RAW[score.kind]
     if writeup.default_scale(head):
-        return f"s = {RAW[score.kind]} / √{head.keys.shape[1]}"
-    return f"s = {RAW[score.kind]}" if score.scale == 1 else f"s = {RAW[score.kind]} × {fixed(score.scale, p)}"
+        return f"s = {raw} / √{head.keys.shape[1]}"
+    return f"s = {raw}" if score.scale == 1 else f"s = {raw} × {fixed(score.scale, p)}"
 
 
 def _query(head: HeadSteps, row: int, problem: Problem, p: int) -> list[str]:
@@ -98,23 +91,20 @@ def _scores(head: HeadSteps, row: int, problem: Problem, p: int) -> list[str]:
             rows.append([_escape(key), s])
         else:
             rows.append([_escape(key), vector(head.keys[j], p, "entry"), _raw(head, row, j, p), s])
-    headers = ["key", "s"] if kind == "given" else ["key", "k", RAW[kind], "s"]
-    headers[0] = t("render.key")
+    headers = [t("render.key"), "s"] if kind == "given" else [t("render.key"), "k", writeup.RAW[kind], "s"]
     return _table(title, headers, rows, right=(len(headers) - 1,))
 
 
 def _raw(head: HeadSteps, row: int, j: int, p: int) -> str:
     """q·k written out term by term when short enough to follow by hand."""
     value = fixed(head.raw[row, j], p)
-    q, k = head.queries[row], head.keys[j]
-    if head.head.score.kind in ("scaled_dot", "dot") and len(q) <= writeup.WRITE_OUT:
-        return " + ".join(f"{entry(a, p)}×{entry(b, p)}" for a, b in zip(q, k)) + f" = {value}"
+    if writeup.written_out(head):
+        return f"{writeup.dot_terms(head.queries[row], head.keys[j], p)} = {value}"
     return value
 
 
 def _softmax(head: HeadSteps, row: int, problem: Problem, p: int) -> list[str]:
-    shift = float(head.shift[row])
-    exp = "e^s" if shift == 0 else f"e^(s − {fixed(shift, p)})"
+    exp = writeup.exp_label(float(head.shift[row]), p)
     total = fixed(float(head.exp[row].sum()), p)
     rows = []
     for j, key in enumerate(problem.tokens):

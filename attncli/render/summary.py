@@ -13,11 +13,11 @@ from attncli.core import HeadSteps, Steps
 from attncli.i18n import t
 from attncli.render.layout import BLANK, Line, line, table
 from attncli.render.numbers import fixed, vector
+from attncli.render.writeup import AUTO_FOLLOW
 
 MAX_KEYS = 16  # more keys than this, or more queries than MAX_QUERIES, and the summary replaces the tables
 MAX_QUERIES = 64
 TOP_KEYS = 5
-AUTO_FOLLOW = 3
 MAP_ROWS, MAP_COLUMNS = 16, 48
 SHADES = " ░▒▓█"
 
@@ -28,6 +28,7 @@ def is_large(steps: Steps) -> bool:
 
 
 def render(steps: Steps, follow: tuple[str, ...] | None, precision: int, width: int) -> list[Line]:
+    """Shapes, then for each head the top keys of the followed queries (default: the first few) and a map."""
     problem = steps.problem
     followed = follow if follow is not None else problem.query_tokens[:AUTO_FOLLOW]
     rows = [problem.query_tokens.index(name) for name in followed]
@@ -55,7 +56,7 @@ def render(steps: Steps, follow: tuple[str, ...] | None, precision: int, width: 
             out.append(line((t("render.head_title", name=head.head.name), "bold reverse")))
         for row in rows:
             out += _top_keys(head, steps, row, precision, width)
-        out += _map(head, steps)
+        out += _map(head)
     for row in rows:
         name = problem.query_tokens[row]
         out.append(line((t("render.output_line", name=name), "bold"), vector(steps.output[row], precision)))
@@ -81,7 +82,7 @@ def _top_keys(head: HeadSteps, steps: Steps, row: int, precision: int, width: in
     return table(title, headers, rows, width, right=(0, 2, 3))
 
 
-def _map(head: HeadSteps, steps: Steps) -> list[Line]:
+def _map(head: HeadSteps) -> list[Line]:
     """The weight matrix averaged over blocks of queries and keys, drawn in shades."""
     weights = head.weights  # (L, S)
     row_edges = np.linspace(0, weights.shape[0], min(MAP_ROWS, weights.shape[0]) + 1).astype(int)
