@@ -188,7 +188,10 @@ class _Reader:
             named = set(rows)
             unknown = [name for name in value if name not in named]
             if unknown:
-                raise self.error((*path, unknown[0]), "problem.unknown_row_name", name=unknown[0], names=listed(rows))
+                hint = t("hint.cross_attention") if rows_field == "query_tokens" else ""
+                raise self.error(
+                    (*path, unknown[0]), "problem.unknown_row_name", name=unknown[0], names=listed(rows), hint=hint
+                )
             missing = [name for name in rows if name not in value]
             if missing:
                 raise self.error(path, "problem.missing_row", name=missing[0])
@@ -532,7 +535,11 @@ class _Builder:
             unknown = [name for name in raw if name not in named]
             if unknown:
                 raise reader.error(
-                    ("mask", unknown[0]), "problem.unknown_row_name", name=unknown[0], names=listed(query_tokens)
+                    ("mask", unknown[0]),
+                    "problem.unknown_row_name",
+                    name=unknown[0],
+                    names=listed(query_tokens),
+                    hint=t("hint.cross_attention"),
                 )
             cells = [raw.get(name) for name in query_tokens]
         if not isinstance(cells, list) or len(cells) != len(query_tokens):

@@ -445,3 +445,13 @@ def test_subprocess_version() -> None:
     done = attncli("--version")
     assert done.returncode == 0
     assert done.stdout.startswith("attncli ")
+
+
+def test_the_cross_attention_hint_is_for_query_rows_only() -> None:
+    keys = run(
+        "-", stdin="tokens: [a, b]\nqueries: [[1, 0], [0, 1]]\nkeys: {a: [1, 0], c: [0, 1]}\nvalues: [[1], [2]]\n"
+    )
+    queries = run("-", stdin="tokens: [a, b]\nqueries: {z: [1, 0]}\nkeys: [[1, 0], [0, 1]]\nvalues: [[1], [2]]\n")
+    assert keys.exit_code == queries.exit_code == 2
+    assert "'c' is not one of the row names (a, b)" in keys.stderr and "cross-attention" not in keys.stderr
+    assert "cross-attention" in queries.stderr
