@@ -20,7 +20,7 @@ import typer.main
 from typer.testing import CliRunner, Result
 
 from attncli.cli import app
-from attncli.i18n import en, es, language_from_environment
+from attncli.i18n import en, es, language_from_environment, language_in_arguments
 from tests.conftest import ROOT, SAMPLES
 
 GOLDEN = Path(__file__).parent / "golden"
@@ -122,6 +122,21 @@ def test_every_key_the_source_names_is_in_the_catalogue() -> None:
 )
 def test_language_from_environment(environ: dict[str, str], expected: str) -> None:
     assert language_from_environment(environ) == expected
+
+
+@pytest.mark.parametrize(
+    ("arguments", "expected"),
+    [
+        (["compute", "a.yaml", "--lang", "es"], "es"),
+        (["compute", "--lang=es", "--help"], "es"),
+        (["--lang", "en"], "en"),
+        (["compute", "--lang", "xx"], None),  # unknown: set_language reports it when the command runs
+        (["compute", "--lang"], None),
+        (["compute", "--tokens", "es"], None),
+    ],
+)
+def test_language_in_arguments(arguments: list[str], expected: str | None) -> None:
+    assert language_in_arguments(arguments) == expected
 
 
 def test_every_command_takes_lang() -> None:
@@ -242,3 +257,48 @@ def test_a_usage_error_follows_the_lang_option_too() -> None:
     )
     assert result.returncode == 2
     assert result.stderr.count("\n") == 1 and "consulta" in result.stderr
+
+
+# --help, whose texts are built when the commands are imported: only a real process shows the language
+
+
+def help_of(*args: str, **env: str) -> str:
+    """The help `python -m attncli ARGS` prints, wide enough that no phrase is wrapped."""
+    clean = {key: value for key, value in os.environ.items() if key not in NO_LOCALE}
+    result = subprocess.run(
+        [sys.executable, "-m", "attncli", *args],
+        capture_output=True,
+        text=True,
+        env={**clean, "COLUMNS": "200", **env},
+        cwd=ROOT,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+def test_command_help_follows_lang() -> None:
+    text = help_of("compute", "--help", "--lang", "es", LANG="C")
+    for spanish in ("Filas de las claves", "la máscara causal", "proyección de salida W_O", "Ejemplos:"):
+        assert spanish in text
+    assert "Códigos de salida: 0 hecho; 1 `check` encontró respuestas erróneas" in text
+    assert '--queries "sqrt(2), 0" --keys "2,0; 1,1; 0,1"' in text  # the examples stay verbatim
+    assert "Key rows" not in text and "Exit codes" not in text
+
+
+def test_help_follows_the_environment_without_lang() -> None:
+    text = help_of("--help", LANG="es_ES.UTF-8")
+    assert "La atención, calculada paso a paso" in text and "Códigos de salida" in text
+    assert "Corrige la atención calculada a mano" in text  # the summary of `check`
+
+
+@pytest.mark.parametrize("env", [{}, {"LANG": "C"}, {"LANG": "fr_FR.UTF-8"}, {"LANG": "es_ES.UTF-8", "LC_ALL": "C"}])
+def test_help_is_english_by_default(env: dict[str, str]) -> None:
+    text = help_of("compute", "--help", **env)
+    assert "Key rows, one per token." in text and "Exit codes: 0 done" in text
+    assert "Filas" not in text
+
+
+def test_lang_en_overrides_a_spanish_environment_in_help() -> None:
+    text = help_of("scaling", "--help", "--lang", "en", LANG="es_ES.UTF-8")
+    assert "Keys each query is compared with." in text and "Exit codes" in text

@@ -1,7 +1,8 @@
 """The Typer application and the boundary every command runs inside.
 
 numpy, PyYAML and Rich are imported inside the commands, so `attncli --help`
-and shell completion start without them.
+and shell completion start without them. Help texts come from the catalogue
+when the commands are imported, in the language attncli.launch has chosen.
 """
 
 from __future__ import annotations
@@ -25,11 +26,9 @@ except ImportError:
 from attncli import __version__
 from attncli.cli.output import silence_stdout
 from attncli.errors import AttnError, ExitCode, fail
-from attncli.i18n import LANGUAGES, set_language, t
+from attncli.i18n import LANGUAGES, language_in_arguments, set_language, t
 
-EXIT_CODES_HELP = (
-    "Exit codes: 0 done; 1 `check` found wrong answers; 2 bad input or usage; 70 internal error; 130 interrupted."
-)
+EXIT_CODES_HELP = t("help.exit_codes")
 
 
 class _OneLineErrors(TyperGroup):
@@ -46,7 +45,7 @@ class _OneLineErrors(TyperGroup):
             code = super().main(*args, standalone_mode=False, **kwargs)
         except _clicks.UsageError as error:
             if type(error).__name__ != "NoArgsIsHelpError":  # the help has been printed already
-                set_language(_lang_in(sys.argv[1:]))
+                set_language(language_in_arguments(sys.argv[1:]))
                 command = error.ctx.command_path if error.ctx else self.name
                 say(t("cli.usage", message=error.format_message(), command=command))
             sys.exit(ExitCode.BAD_INPUT)
@@ -61,22 +60,10 @@ class _OneLineErrors(TyperGroup):
         sys.exit(code if isinstance(code, int) else ExitCode.OK)
 
 
-def _lang_in(arguments: Sequence[str]) -> str | None:
-    """The --lang value among arguments that Typer could not parse, if it is a language we speak."""
-    for index, argument in enumerate(arguments):
-        value = argument.partition("=")[2] if argument.startswith("--lang=") else None
-        if argument == "--lang" and index + 1 < len(arguments):
-            value = arguments[index + 1]
-        if value in LANGUAGES:
-            return value
-    return None
-
-
 app = typer.Typer(
     cls=_OneLineErrors,
     name="attncli",
-    help="Attention, calculated step by step: q·k, the 1/√d_k scale, softmax, the weighted sum of values."
-    f"\n\n{EXIT_CODES_HELP}",
+    help=f"{t('help.app')}\n\n{EXIT_CODES_HELP}",
     no_args_is_help=True,
     add_completion=True,
     context_settings={"help_option_names": ["-h", "--help"]},
@@ -84,19 +71,25 @@ app = typer.Typer(
 )
 Command = TypeVar("Command", bound=Callable[..., Any])
 
-Lang = Annotated[
-    Optional[str],
-    typer.Option("--lang", help=f"Language of the output: {', '.join(LANGUAGES)} (default: from LANG)."),
-]
-Debug = Annotated[bool, typer.Option("--debug", help="Show the traceback of an internal error.")]
-Precision = Annotated[int, typer.Option(min=0, max=17, help="Decimals shown in human output.")]
-Output = Annotated[Optional[Path], typer.Option("--output", "-o", help="Write to this file, not stdout.")]
-NoColor = Annotated[bool, typer.Option("--no-color", help="Plain text without colours.")]
+Lang = Annotated[Optional[str], typer.Option("--lang", help=t("help.lang", languages=", ".join(LANGUAGES)))]
+Debug = Annotated[bool, typer.Option("--debug", help=t("help.debug"))]
+Precision = Annotated[int, typer.Option(min=0, max=17, help=t("help.precision"))]
+Output = Annotated[Optional[Path], typer.Option("--output", "-o", help=t("help.output"))]
+NoColor = Annotated[bool, typer.Option("--no-color", help=t("help.no_color"))]
 
 
 def format_option(formats: Sequence[str]) -> Any:
     """The --format option of a command that offers `formats`."""
-    return Annotated[str, typer.Option("--format", "-f", help=f"Output: {', '.join(formats)}.")]
+    return Annotated[str, typer.Option("--format", "-f", help=t("help.format", formats=", ".join(formats)))]
+
+
+def epilog(*paragraphs: str) -> str:
+    """A command's epilog: its examples, then the exit codes.
+
+    The example command lines stay as they are in every language; only the words
+    around them come from the catalogue.
+    """
+    return "\n\n".join((t("help.examples"), *paragraphs, EXIT_CODES_HELP))
 
 
 def choose(value: str, known: Sequence[str], option: str, message: str = "cli.bad_format") -> str:
@@ -176,7 +169,7 @@ def _version(value: bool) -> None:
 @app.callback()
 def _main(
     version: Annotated[
-        Optional[bool], typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")
+        Optional[bool], typer.Option("--version", callback=_version, is_eager=True, help=t("help.version"))
     ] = None,
 ) -> None:
-    """Attention, calculated step by step."""
+    """The options of attncli itself; its help is the app's, which adds the exit codes."""

@@ -6,38 +6,33 @@ from typing import Annotated, Optional
 
 import typer
 
-from attncli.cli.app import EXIT_CODES_HELP, Debug, Lang, NoColor, app, boundary, choose, describe, format_option, say
+from attncli.cli.app import Debug, Lang, NoColor, app, boundary, choose, describe, epilog, format_option, say
 from attncli.cli.output import print_human, write
 from attncli.errors import AttnError, ExitCode
+from attncli.i18n import t
 
 FORMATS = ("rich", "text", "json", "csv")
 Format = format_option(FORMATS)
-EXAMPLES = (
-    "Examples:\n\n"
-    "  attncli check homework.yaml\n\n"
-    "  attncli check class/*.yaml --format csv > gradebook.csv\n\n"
-    "  attncli check homework.yaml --tolerance 0.01\n\n"
-    "The file is a problem for `attncli compute` plus an answers: section, e.g.\n\n"
-    "  answers: {scores: [2, 1, 0], weights: [0.6652, 0.2447, 0.0900]}\n\n"
-    f"{EXIT_CODES_HELP}"
+EXAMPLES = epilog(
+    "  attncli check homework.yaml",
+    "  attncli check class/*.yaml --format csv > gradebook.csv",
+    "  attncli check homework.yaml --tolerance 0.01",
+    t("help.check.answers_file"),
+    "  answers: {scores: [2, 1, 0], weights: [0.6652, 0.2447, 0.0900]}",
 )
 
 
-@app.command(epilog=EXAMPLES)
+@app.command(help=t("help.check"), epilog=EXAMPLES)
 @boundary
 def check(
-    files: Annotated[list[str], typer.Argument(help="Homework files: a problem plus answers:; '-' reads stdin.")],
-    tolerance: Annotated[
-        Optional[float],
-        typer.Option(min=0, help="Allowed difference for every cell (default: from the decimals each number shows)."),
-    ] = None,
-    precision: Annotated[int, typer.Option(min=0, max=17, help="Decimals of the right values shown.")] = 4,
+    files: Annotated[list[str], typer.Argument(help=t("help.check.files"))],
+    tolerance: Annotated[Optional[float], typer.Option(min=0, help=t("help.check.tolerance"))] = None,
+    precision: Annotated[int, typer.Option(min=0, max=17, help=t("help.check.precision"))] = 4,
     format: Format = "rich",
     no_color: NoColor = False,
     lang: Lang = None,
     debug: Debug = False,
 ) -> None:
-    """Check attention computed by hand: each answered cell right or wrong, the first mistake and its likely cause."""
     choose(format, FORMATS, "--format")
     from attncli import answers, core, problem, yamldoc
     from attncli import check as grading

@@ -6,35 +6,23 @@ from typing import Annotated
 
 import typer
 
-from attncli.cli.app import (
-    EXIT_CODES_HELP,
-    Debug,
-    Lang,
-    NoColor,
-    Output,
-    Precision,
-    app,
-    boundary,
-    choose,
-    format_option,
-)
+from attncli.cli.app import Debug, Lang, NoColor, Output, Precision, app, boundary, choose, epilog, format_option
 from attncli.cli.output import print_human, write
+from attncli.i18n import t
 
 FORMATS = ("rich", "text", "json")
 Format = format_option(FORMATS)
-EXAMPLES = (
-    "Examples:\n\n"
-    "  attncli compare samples/bank.yaml samples/bank_cashier.yaml\n\n"
-    "  attncli compare samples/storm_causal.yaml samples/storm_bidirectional.yaml --format json\n\n"
-    f"{EXIT_CODES_HELP}"
+EXAMPLES = epilog(
+    "  attncli compare samples/bank.yaml samples/bank_cashier.yaml",
+    "  attncli compare samples/storm_causal.yaml samples/storm_bidirectional.yaml --format json",
 )
 
 
-@app.command(epilog=EXAMPLES)
+@app.command(help=t("help.compare"), epilog=EXAMPLES)
 @boundary
 def compare(
-    a: Annotated[str, typer.Argument(help="First problem file (YAML or JSON); '-' reads standard input.")],
-    b: Annotated[str, typer.Argument(help="Second problem file, with the same query token(s).")],
+    a: Annotated[str, typer.Argument(help=t("help.compare.a"))],
+    b: Annotated[str, typer.Argument(help=t("help.compare.b"))],
     precision: Precision = 4,
     format: Format = "rich",
     output: Output = None,
@@ -42,7 +30,6 @@ def compare(
     lang: Lang = None,
     debug: Debug = False,
 ) -> None:
-    """Compare two problems that share query tokens: each one's weights, both outputs and their difference."""
     choose(format, FORMATS, "--format")
     from attncli import analysis, core, problem, yamldoc
     from attncli.render import analysis as views

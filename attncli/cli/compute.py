@@ -9,20 +9,10 @@ from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
-from attncli.cli.app import (
-    EXIT_CODES_HELP,
-    Debug,
-    Lang,
-    NoColor,
-    Output,
-    Precision,
-    app,
-    boundary,
-    choose,
-    format_option,
-)
+from attncli.cli.app import Debug, Lang, NoColor, Output, Precision, app, boundary, choose, epilog, format_option
 from attncli.cli.output import FILE_WIDTH, print_human, print_lines, stdout_is_terminal, write
 from attncli.errors import fail, listed
+from attncli.i18n import t
 from attncli.render import BINARY_FORMATS, DOCUMENT_FORMATS, HUMAN_FORMATS, MAX_DOCUMENT_CELLS
 from attncli.render.layout import Line, fit
 
@@ -33,64 +23,48 @@ if TYPE_CHECKING:
 FORMATS = HUMAN_FORMATS + DOCUMENT_FORMATS
 Format = format_option(FORMATS)
 DTYPES = ("float64", "float32")
-EXAMPLES = (
-    "Examples:\n\n"
-    "  attncli compute samples/bank.yaml\n\n"
+EXAMPLES = epilog(
+    "  attncli compute samples/bank.yaml",
     '  attncli compute --tokens fisherman,net,bank --query-tokens bank --queries "sqrt(2), 0" '
-    '--keys "2,0; 1,1; 0,1" --values "2,0; 0,2; 1,1"\n\n'
-    "  attncli compute samples/storm_causal.yaml --follow bank --precision 6\n\n"
-    "  cat problem.yaml | attncli compute - --format json\n\n"
-    "  attncli compute samples/bank.yaml --norms --ablate net --weights permute:3\n\n"
-    "  attncli compute samples/storm_causal.yaml --heatmap --svg storm.svg\n\n"
-    "  attncli compute --queries @q.npy --keys @k.npy --values @v.npy --dtype float32 --format npy -o out.npy\n\n"
-    f"{EXIT_CODES_HELP}"
+    '--keys "2,0; 1,1; 0,1" --values "2,0; 0,2; 1,1"',
+    "  attncli compute samples/storm_causal.yaml --follow bank --precision 6",
+    "  cat problem.yaml | attncli compute - --format json",
+    "  attncli compute samples/bank.yaml --norms --ablate net --weights permute:3",
+    "  attncli compute samples/storm_causal.yaml --heatmap --svg storm.svg",
+    "  attncli compute --queries @q.npy --keys @k.npy --values @v.npy --dtype float32 --format npy -o out.npy",
 )
-Rows = "rows separated by ';', numbers by ',' (each may be an expression), or @file.npy"
 
 
-@app.command(epilog=EXAMPLES)
+@app.command(help=t("help.compute"), epilog=EXAMPLES)
 @boundary
 def compute(
-    file: Annotated[
-        Optional[str], typer.Argument(help="Problem file (YAML or JSON); '-' reads standard input.")
-    ] = None,
-    tokens: Annotated[Optional[str], typer.Option(help="Key/value tokens, comma-separated.")] = None,
-    query_tokens: Annotated[Optional[str], typer.Option(help="Query tokens (default: the tokens).")] = None,
-    queries: Annotated[Optional[str], typer.Option(help=f"Query rows: {Rows}.")] = None,
-    keys: Annotated[Optional[str], typer.Option(help="Key rows, one per token.")] = None,
-    values: Annotated[Optional[str], typer.Option(help="Value rows, one per token.")] = None,
-    scores: Annotated[Optional[str], typer.Option(help="Scores given directly (rows: queries).")] = None,
-    mask: Annotated[Optional[str], typer.Option(help='none, causal, or 0/1 rows: "1,0; 1,1".')] = None,
-    score: Annotated[Optional[str], typer.Option(help="Score function: scaled_dot, dot, cosine.")] = None,
-    scale: Annotated[Optional[str], typer.Option(help="Factor applied to the scores (default 1/√d_k).")] = None,
-    follow: Annotated[Optional[list[str]], typer.Option(help="Query token to show step by step (repeatable).")] = None,
+    file: Annotated[Optional[str], typer.Argument(help=t("help.compute.file"))] = None,
+    tokens: Annotated[Optional[str], typer.Option(help=t("help.compute.tokens"))] = None,
+    query_tokens: Annotated[Optional[str], typer.Option(help=t("help.compute.query_tokens"))] = None,
+    queries: Annotated[Optional[str], typer.Option(help=t("help.compute.queries"))] = None,
+    keys: Annotated[Optional[str], typer.Option(help=t("help.compute.keys"))] = None,
+    values: Annotated[Optional[str], typer.Option(help=t("help.compute.values"))] = None,
+    scores: Annotated[Optional[str], typer.Option(help=t("help.compute.scores"))] = None,
+    mask: Annotated[Optional[str], typer.Option(help=t("help.compute.mask"))] = None,
+    score: Annotated[Optional[str], typer.Option(help=t("help.score"))] = None,
+    scale: Annotated[Optional[str], typer.Option(help=t("help.compute.scale"))] = None,
+    follow: Annotated[Optional[list[str]], typer.Option(help=t("help.compute.follow"))] = None,
     precision: Precision = 4,
     format: Format = "rich",
     output: Output = None,
     no_color: NoColor = False,
-    dtype: Annotated[str, typer.Option(help=f"Number type of the calculation: {', '.join(DTYPES)}.")] = "float64",
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print nothing but errors.")] = False,
-    heatmap: Annotated[
-        bool, typer.Option("--heatmap", help="Show the weight map even when every query is followed.")
-    ] = False,
-    norms: Annotated[
-        bool, typer.Option("--norms", help="Weights against the norms ‖α·f(x)‖ (Kobayashi et al., 2020).")
-    ] = False,
-    ablate: Annotated[
-        Optional[list[str]], typer.Option(help="Remove a key/value token (a+b: several) and recompute (repeatable).")
-    ] = None,
-    ablate_head: Annotated[
-        Optional[list[int]], typer.Option(help="Zero head N (from 1) before W_O (repeatable).")
-    ] = None,
-    weights: Annotated[
-        Optional[list[str]], typer.Option(help="Replace the weights: uniform, permute or permute:SEED (repeatable).")
-    ] = None,
-    svg: Annotated[Optional[Path], typer.Option(help="Also save the human output as an SVG picture.")] = None,
-    html: Annotated[Optional[Path], typer.Option(help="Also save the human output as an HTML page.")] = None,
+    dtype: Annotated[str, typer.Option(help=t("help.compute.dtype", dtypes=", ".join(DTYPES)))] = "float64",
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help=t("help.compute.quiet"))] = False,
+    heatmap: Annotated[bool, typer.Option("--heatmap", help=t("help.compute.heatmap"))] = False,
+    norms: Annotated[bool, typer.Option("--norms", help=t("help.compute.norms"))] = False,
+    ablate: Annotated[Optional[list[str]], typer.Option(help=t("help.compute.ablate"))] = None,
+    ablate_head: Annotated[Optional[list[int]], typer.Option(help=t("help.compute.ablate_head"))] = None,
+    weights: Annotated[Optional[list[str]], typer.Option(help=t("help.compute.weights"))] = None,
+    svg: Annotated[Optional[Path], typer.Option(help=t("help.compute.svg"))] = None,
+    html: Annotated[Optional[Path], typer.Option(help=t("help.compute.html"))] = None,
     lang: Lang = None,
     debug: Debug = False,
 ) -> None:
-    """Compute attention step by step: dot products, scaled scores, softmax weights, weighted values."""
     choose(format, FORMATS, "--format")
     choose(dtype, DTYPES, "--dtype", "cli.bad_dtype")
     if format in BINARY_FORMATS and output is None and not quiet and stdout_is_terminal():

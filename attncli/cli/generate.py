@@ -8,44 +8,37 @@ from typing import Annotated, Optional
 
 import typer
 
-from attncli.cli.app import EXIT_CODES_HELP, Debug, Lang, app, boundary
+from attncli.cli.app import Debug, Lang, app, boundary, epilog
 from attncli.cli.output import write
 from attncli.errors import fail
 from attncli.i18n import t
 
 SEED_LIMIT = 1_000_000  # random seeds stay short enough to copy by hand
-EXAMPLES = (
-    "Examples:\n\n"
-    "  attncli generate > exercise.yaml\n\n"
-    "  attncli generate --tokens 4 --mask causal --seed 7 --answers\n\n"
-    "  attncli generate --tokens the,cat,sat --dk 3 --dv 2 --heads 2 --projections\n\n"
-    "  attncli generate --count 20 -o worksheet/\n\n"
-    f"{EXIT_CODES_HELP}"
+EXAMPLES = epilog(
+    "  attncli generate > exercise.yaml",
+    "  attncli generate --tokens 4 --mask causal --seed 7 --answers",
+    "  attncli generate --tokens the,cat,sat --dk 3 --dv 2 --heads 2 --projections",
+    "  attncli generate --count 20 -o worksheet/",
 )
 
 
-@app.command(epilog=EXAMPLES)
+@app.command(help=t("help.generate"), epilog=EXAMPLES)
 @boundary
 def generate(
-    tokens: Annotated[
-        Optional[str], typer.Option(help="How many tokens (default 3, words of a short sentence), or names: a,b,c.")
-    ] = None,
-    dk: Annotated[int, typer.Option("--dk", min=1, max=8, help="Width of queries and keys, d_k.")] = 2,
-    dv: Annotated[Optional[int], typer.Option("--dv", min=1, max=8, help="Width of values (default d_k).")] = None,
-    heads: Annotated[int, typer.Option(min=1, max=4, help="Number of heads (several add a W_O).")] = 1,
-    mask: Annotated[str, typer.Option(help="none or causal.")] = "none",
-    score: Annotated[str, typer.Option(help="Score function: scaled_dot, dot, cosine.")] = "scaled_dot",
-    projections: Annotated[bool, typer.Option(help="Give inputs x and W_Q, W_K, W_V instead of Q, K, V.")] = False,
-    seed: Annotated[Optional[int], typer.Option(min=0, help="Seed of the numbers (default: random, shown).")] = None,
-    answers: Annotated[bool, typer.Option(help="Add the answers: section, the key for `attncli check`.")] = False,
-    count: Annotated[Optional[int], typer.Option(min=1, max=1000, help="Write this many exercises to -o.")] = None,
-    output: Annotated[
-        Optional[Path], typer.Option("--output", "-o", help="Directory for the exercises and their keys.")
-    ] = None,
+    tokens: Annotated[Optional[str], typer.Option(help=t("help.generate.tokens"))] = None,
+    dk: Annotated[int, typer.Option("--dk", min=1, max=8, help=t("help.generate.dk"))] = 2,
+    dv: Annotated[Optional[int], typer.Option("--dv", min=1, max=8, help=t("help.generate.dv"))] = None,
+    heads: Annotated[int, typer.Option(min=1, max=4, help=t("help.generate.heads"))] = 1,
+    mask: Annotated[str, typer.Option(help=t("help.generate.mask"))] = "none",
+    score: Annotated[str, typer.Option(help=t("help.score"))] = "scaled_dot",
+    projections: Annotated[bool, typer.Option(help=t("help.generate.projections"))] = False,
+    seed: Annotated[Optional[int], typer.Option(min=0, help=t("help.generate.seed"))] = None,
+    answers: Annotated[bool, typer.Option(help=t("help.generate.answers"))] = False,
+    count: Annotated[Optional[int], typer.Option(min=1, max=1000, help=t("help.generate.count"))] = None,
+    output: Annotated[Optional[Path], typer.Option("--output", "-o", help=t("help.generate.output"))] = None,
     lang: Lang = None,
     debug: Debug = False,
 ) -> None:
-    """Make an attention exercise that can be done by hand: small integers, scores that come out whole."""
     from attncli import generate as maker
 
     options = maker.Options(

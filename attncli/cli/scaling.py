@@ -6,39 +6,27 @@ from typing import Annotated
 
 import typer
 
-from attncli.cli.app import (
-    EXIT_CODES_HELP,
-    Debug,
-    Lang,
-    NoColor,
-    Output,
-    Precision,
-    app,
-    boundary,
-    choose,
-    format_option,
-)
+from attncli.cli.app import Debug, Lang, NoColor, Output, Precision, app, boundary, choose, epilog, format_option
 from attncli.cli.output import print_human, write
 from attncli.errors import fail
+from attncli.i18n import t
 
 FORMATS = ("rich", "text", "json")
 Format = format_option(FORMATS)
-EXAMPLES = (
-    "Examples:\n\n"
-    "  attncli scaling\n\n"
-    "  attncli scaling --dk 2,32,512 --keys 8 --samples 5000 --seed 1\n\n"
-    "  attncli scaling --format json\n\n"
-    f"{EXIT_CODES_HELP}"
+EXAMPLES = epilog(
+    "  attncli scaling",
+    "  attncli scaling --dk 2,32,512 --keys 8 --samples 5000 --seed 1",
+    "  attncli scaling --format json",
 )
 
 
-@app.command(epilog=EXAMPLES)
+@app.command(help=t("help.scaling"), epilog=EXAMPLES)
 @boundary
 def scaling(
-    dk: Annotated[str, typer.Option("--dk", help="Values of d_k, comma-separated.")] = "1,4,16,64,256",
-    keys: Annotated[int, typer.Option(min=1, max=4096, help="Keys each query is compared with.")] = 16,
-    samples: Annotated[int, typer.Option(min=2, max=10_000_000, help="Random queries per d_k.")] = 2000,
-    seed: Annotated[int, typer.Option(min=0, help="Seed of the random numbers: the same seed, the same table.")] = 0,
+    dk: Annotated[str, typer.Option("--dk", help=t("help.scaling.dk"))] = "1,4,16,64,256",
+    keys: Annotated[int, typer.Option(min=1, max=4096, help=t("help.scaling.keys"))] = 16,
+    samples: Annotated[int, typer.Option(min=2, max=10_000_000, help=t("help.scaling.samples"))] = 2000,
+    seed: Annotated[int, typer.Option(min=0, help=t("help.scaling.seed"))] = 0,
     precision: Precision = 4,
     format: Format = "rich",
     output: Output = None,
@@ -46,7 +34,6 @@ def scaling(
     lang: Lang = None,
     debug: Debug = False,
 ) -> None:
-    """Monte Carlo with q, k ~ N(0, 1): var(q·k) ≈ d_k, var(q·k/√d_k) ≈ 1, and how softmax saturates unscaled."""
     choose(format, FORMATS, "--format")
     from attncli import analysis
     from attncli.render import analysis as views

@@ -2,14 +2,15 @@
 
 The language is chosen once per invocation (`--lang`, else the locale variables)
 and kept in a module variable, so deep code can phrase errors without threading
-a language argument through every call.
+a language argument through every call. The program's entry point chooses it
+before importing the commands, whose --help texts are built on import.
 """
 
 from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from attncli.errors import fail
 from attncli.i18n import en, es
@@ -32,6 +33,21 @@ def language_from_environment(environ: Mapping[str, str] = os.environ) -> str:
             code = re.split(r"[_.@-]", value, maxsplit=1)[0].lower()
             return code if code in CATALOGUES else "en"
     return "en"
+
+
+def language_in_arguments(arguments: Sequence[str]) -> str | None:
+    """The --lang value among command-line arguments, if it is a language we speak.
+
+    Read before Typer parses anything: the help texts are built in this language
+    when the commands are imported, and a usage error may stop parsing early.
+    """
+    for index, argument in enumerate(arguments):
+        value = argument.partition("=")[2] if argument.startswith("--lang=") else None
+        if argument == "--lang" and index + 1 < len(arguments):
+            value = arguments[index + 1]
+        if value in LANGUAGES:
+            return value
+    return None
 
 
 def set_language(lang: str | None) -> str:
