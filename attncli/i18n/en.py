@@ -112,7 +112,7 @@ MESSAGES: dict[str, str] = {
     "render.mask_none": "none (every query may use every key)",
     "render.mask_causal": "causal (each query may use its own position and earlier ones)",
     "render.mask_matrix": "given as a matrix",
-    "render.mask_window": "window: keys at most {window} positions away",
+    "render.mask_window": "window: keys j with |i − j| ≤ {window} (i: the query's position)",
     "render.mask_padding": "padding: no query may use {tokens}",
     "render.access_legend": "● may attend   · excluded before softmax (weight 0). Access, not weights.",
     "render.weight_matrix": "The learned matrix {name}",

@@ -116,7 +116,7 @@ MESSAGES: dict[str, str] = {
     "render.mask_none": "ninguna (cada consulta puede usar todas las claves)",
     "render.mask_causal": "causal (cada consulta puede usar su propia posición y las anteriores)",
     "render.mask_matrix": "dada como matriz",
-    "render.mask_window": "ventana: claves a {window} posiciones como máximo",
+    "render.mask_window": "ventana: claves j con |i − j| ≤ {window} (i: la posición de la consulta)",
     "render.mask_padding": "relleno: ninguna consulta puede usar {tokens}",
     "render.access_legend": "● disponible   · excluida antes de softmax (peso 0). Muestra el acceso, no los pesos.",
     "render.weight_matrix": "La matriz aprendida {name}",
