@@ -16,12 +16,8 @@ from pathlib import Path
 from typing import Annotated, Any, Optional, TypeVar
 
 import typer
+from typer._click import exceptions as _clicks  # Typer ≥ 0.26 carries its own copy of click
 from typer.core import TyperGroup
-
-try:  # recent Typer carries its own copy of click
-    from typer._click import exceptions as _clicks
-except ImportError:
-    from click import exceptions as _clicks
 
 from attncli import __version__
 from attncli.cli.output import silence_stdout
