@@ -129,6 +129,7 @@ class _Reader:
         self.flags = flags
         self.base = base
         self.dtype = dtype
+        self.files: dict[DocPath, np.ndarray] = {}
 
     def error(self, path: DocPath, key: str, field: str | None = None, **params: object) -> AttnError:
         return fail(key, **params).at(*self._location(path), field if field is not None else field_name(path))
@@ -228,7 +229,12 @@ class _Reader:
         return self.typed(path, [self.number((*path, j), cell) for j, cell in enumerate(value)])
 
     def array_file(self, path: DocPath, spec: dict | str) -> np.ndarray:
-        """An array from `{file: ..., key: ...}` in YAML or `@path[:key]` on the command line."""
+        """An array from `{file: ..., key: ...}` in YAML or `@path[:key]` on the command line, read once per field."""
+        if path not in self.files:
+            self.files[path] = self._read_array(path, spec)
+        return self.files[path]
+
+    def _read_array(self, path: DocPath, spec: dict | str) -> np.ndarray:
         try:
             if isinstance(spec, str):
                 return self.typed(path, arrays.load_flag(spec))
@@ -309,7 +315,7 @@ class _Builder:
                 path, value = found
                 if isinstance(value, dict) and "file" not in value:
                     return self.reader.text_list(path, list(value))
-                count = len(self.reader.matrix(path, value))
+                count = len(self.reader.matrix(path, value))  # an array file is read here once, then kept
                 return tuple(f"t{i + 1}" for i in range(count))
         raise self.reader.error((), "problem.no_tokens")
 
