@@ -160,8 +160,8 @@ def _raw_cell(head: HeadSteps, row: int, j: int, p: int) -> str:
     if writeup.written_out(head):
         return f"{writeup.dot_terms(q, k, p)} = {value}"
     if kind == "cosine":
-        norms = f"{fixed(float(np.linalg.norm(q)), p)}×{fixed(float(np.linalg.norm(k)), p)}"
-        return f"{fixed(float(q @ k), p)} / ({norms}) = {value}"
+        dot, norms = writeup.cosine_terms(q, k, p)
+        return f"{dot} / ({norms}) = {value}"
     return value
 
 

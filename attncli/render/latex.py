@@ -175,8 +175,8 @@ def _raw(head: HeadSteps, row: int, j: int, p: int) -> list[str]:
     if writeup.written_out(head):
         return [writeup.dot_terms(q, k, p, times=r" \times "), value]
     if kind == "cosine":
-        norms = rf"{fixed(float(np.linalg.norm(q)), p)} \times {fixed(float(np.linalg.norm(k)), p)}"
-        return [rf"\frac{{{fixed(float(q @ k), p)}}}{{{norms}}}", value]
+        dot, norms = writeup.cosine_terms(q, k, p, times=r" \times ")
+        return [rf"\frac{{{dot}}}{{{norms}}}", value]
     return [value]
 
 

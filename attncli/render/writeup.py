@@ -70,6 +70,12 @@ def dot_terms(q: np.ndarray, k: np.ndarray, precision: int, times: str = "×") -
     return " + ".join(f"{entry(a, precision)}{times}{entry(b, precision)}" for a, b in zip(q, k))
 
 
+def cosine_terms(q: np.ndarray, k: np.ndarray, precision: int, times: str = "×") -> tuple[str, str]:
+    """cos(q, k) as a numerator q·k and a denominator ‖q‖×‖k‖, written out."""
+    norms = f"{fixed(float(np.linalg.norm(q)), precision)}{times}{fixed(float(np.linalg.norm(k)), precision)}"
+    return fixed(float(q @ k), precision), norms
+
+
 def exp_label(shift: float, precision: int) -> str:
     """How e^s is written: e^s, or e^(s − m) when a row's scores are shifted by m so that e^s stays finite."""
     return "e^s" if shift == 0 else f"e^(s − {fixed(shift, precision)})"
