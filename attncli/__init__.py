@@ -1,6 +1,6 @@
 """attncli: the attention mechanism of Transformers, calculated step by step.
 
-`from attncli import attention` gives the blocked numpy kernel (see attncli.core);
+`from attncli import attention` gives the blocked numpy kernel (see attncli.kernel);
 it is imported lazily so that the command line starts without numpy.
 """
 
@@ -12,7 +12,7 @@ __all__ = ["__version__", "attention"]
 
 def __getattr__(name: str) -> object:
     if name == "attention":
-        from attncli.core import attention
+        from attncli.kernel import attention
 
         return attention
     raise AttributeError(f"module 'attncli' has no attribute {name!r}")

@@ -25,13 +25,13 @@ EXP_DISPLAY_SHARE = 0.8
 class HeadSteps:
     """Every number one head produces, from its vectors to its output."""
 
-    head: Head
+    spec: Head  # what the problem says of this head
     queries: np.ndarray | None  # (L, d_q), None when scores were given
     keys: np.ndarray | None  # (S, d_k)
     values: np.ndarray  # (S, d_v)
-    raw: np.ndarray  # (L, S) before the scale: q·k, cosine, q·W·kᵀ, additive, or the given scores
+    compatibility: np.ndarray  # (L, S) before the scale: q·k, cosine, q·W·kᵀ, additive, or the given scores
     hidden: np.ndarray | None  # (L, S, d_a) additive only: tanh(q·W_query + k·W_key)
-    scores: np.ndarray  # (L, S) raw × scale; -inf where masked
+    scores: np.ndarray  # (L, S) compatibility × scale; -inf where masked
     shift: np.ndarray  # (L,) subtracted before exp in `exp`: 0 unless e^s would overflow
     exp: np.ndarray  # (L, S) e^(scores - shift); 0 where masked
     weights: np.ndarray  # (L, S) softmax over keys; exactly 0 where masked
@@ -83,13 +83,13 @@ def attend(head: Head, mask: np.ndarray) -> HeadSteps:
     values = _finite(project(head.values), "values")  # (S, d_v)
     if head.scores is not None:
         queries = keys = hidden = None
-        raw = head.scores  # (L, S)
+        compat = head.scores  # (L, S)
     else:
         queries = _finite(project(head.queries), "queries")  # (L, d_q)
         keys = _finite(project(head.keys), "keys")  # (S, d_k)
-        raw, hidden = compatibility(head.score, queries, keys)  # (L, S), (L, S, d_a) | None
-        _finite(raw, "scores")
-    scaled = _finite(raw * head.score.scale, "scores")  # (L, S)
+        compat, hidden = compatibility(head.score, queries, keys)  # (L, S), (L, S, d_a) | None
+        _finite(compat, "scores")
+    scaled = _finite(compat * head.score.scale, "scores")  # (L, S)
     scores = np.where(mask, scaled, -np.inf)  # (L, S)
     weights = softmax(scores)  # (L, S)
     row_max = scores.max(axis=1)  # (L,)
@@ -97,7 +97,7 @@ def attend(head: Head, mask: np.ndarray) -> HeadSteps:
     shift = np.where(np.abs(row_max) > limit, row_max, 0).astype(scores.dtype)  # (L,)
     exp = np.exp(scores - shift[:, None])  # (L, S)
     output = _finite(weights @ values, "output")  # (L, d_v)
-    return HeadSteps(head, queries, keys, values, raw, hidden, scores, shift, exp, weights, output)
+    return HeadSteps(head, queries, keys, values, compat, hidden, scores, shift, exp, weights, output)
 
 
 def project(operand: Operand) -> np.ndarray:
@@ -136,109 +136,3 @@ def _finite(array: np.ndarray, field: str) -> np.ndarray:
     if not np.isfinite(array).all():
         raise fail("core.overflow").at(field=field)
     return array
-
-
-def attention(
-    q: np.ndarray,
-    k: np.ndarray,
-    v: np.ndarray,
-    *,
-    mask: np.ndarray | None = None,
-    causal: bool = False,
-    scale: float | None = None,
-    return_weights: bool = False,
-) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
-    """softmax(q·kᵀ·scale + mask)·v, like torch's scaled_dot_product_attention, in O(L + S) memory.
-
-    q (..., L, E), k (..., S, E), v (..., S, E_v); leading dimensions are batches.
-    `mask` is boolean (True = may attend, as in SDPA) or additive floats, and broadcasts
-    to (..., L, S). `causal` lets query i see keys 0..i (top-left aligned). The scale
-    defaults to 1/√E. The dtype of the inputs is kept: float32 in, float32 out.
-    Queries are processed a block of rows at a time, so the (L, S) score matrix is
-    never built unless `return_weights` asks for it.
-    """
-    q, k, v = np.asarray(q), np.asarray(k), np.asarray(v)
-    dtype = np.result_type(q.dtype, k.dtype, v.dtype, np.float16)
-    if not np.issubdtype(dtype, np.floating):
-        dtype = np.dtype(np.float64)
-    q, k, v = q.astype(dtype, copy=False), k.astype(dtype, copy=False), v.astype(dtype, copy=False)
-    if q.ndim < 2 or k.ndim != q.ndim or v.ndim != q.ndim:
-        raise ValueError(f"q, k and v need the same number (≥ 2) of dimensions, got {q.ndim}, {k.ndim}, {v.ndim}")
-    batch = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
-    (n_q, d), (n_k, d_k), (n_v, d_v) = q.shape[-2:], k.shape[-2:], v.shape[-2:]
-    if d != d_k or n_k != n_v:
-        raise ValueError(f"shapes do not line up: q {q.shape}, k {k.shape}, v {v.shape}")
-    if mask is not None:
-        mask = np.broadcast_to(np.asarray(mask), (*batch, n_q, n_k))
-    factor = dtype.type(1 / np.sqrt(d) if scale is None else scale)
-    out = np.empty((*batch, n_q, d_v), dtype=dtype)  # (..., L, E_v)
-    weights = np.empty((*batch, n_q, n_k), dtype=dtype) if return_weights else None  # (..., L, S)
-    q, k, v = (np.broadcast_to(a, (*batch, *a.shape[-2:])) for a in (q, k, v))
-    for index in np.ndindex(*batch):
-        _attend_blocks(
-            q[index] * factor,
-            k[index],
-            v[index],
-            None if mask is None else mask[index],
-            causal,
-            out[index],
-            None if weights is None else weights[index],
-        )
-    return (out, weights) if return_weights else out
-
-
-BLOCK_CELLS = 1 << 20  # scores per block of query rows: a few MiB, so a block stays in cache
-
-
-def _attend_blocks(
-    q: np.ndarray,
-    k: np.ndarray,
-    v: np.ndarray,
-    mask: np.ndarray | None,
-    causal: bool,
-    out: np.ndarray,
-    weights: np.ndarray | None,
-) -> None:
-    """One (L, S) problem, a block of query rows at a time; `q` is already scaled.
-
-    Softmax is shift-invariant, and subtracting the row maximum only guards e^s
-    against overflow. When |q·k| ≤ ‖q‖·max‖k‖ (Cauchy–Schwarz) is small enough for
-    e^s to stay a normal float, the shift and the pass that finds the maximum are
-    skipped; the result is the same softmax, rounded no worse.
-    """
-    L, S = q.shape[0], k.shape[0]
-    safe = 0.7 * np.log(np.finfo(q.dtype).max)  # e^±safe is a normal float of this dtype
-    bound = np.sqrt((q * q).sum(axis=1).max() * (k * k).sum(axis=1).max())  # ≥ every |q·k|
-    shift = not (bound < safe and (mask is None or mask.dtype == np.bool_))
-    v_ones = np.concatenate([v, np.ones((S, 1), dtype=v.dtype)], axis=1)  # (S, E_v + 1): last column sums weights
-    rows = max(1, min(L, BLOCK_CELLS // max(S, 1)))
-    for start in range(0, L, rows):
-        stop = min(L, start + rows)
-        width = min(S, stop) if causal else S  # causal rows never see keys past `stop - 1`
-        s = q[start:stop] @ k[:width].T  # (B, S')
-        if causal:
-            s[np.arange(start, stop)[:, None] < np.arange(width)[None, :]] = -np.inf
-        if mask is not None:
-            block = mask[start:stop, :width]  # (B, S')
-            if block.dtype == np.bool_:
-                s[~block] = -np.inf
-            else:
-                s += block
-        if shift:
-            top = s.max(axis=1, keepdims=True)  # (B, 1)
-            _check_rows(np.isfinite(top[:, 0]), start)
-            s -= top
-        np.exp(s, out=s)  # (B, S') unnormalised weights
-        mixed = s @ v_ones[:width]  # (B, E_v + 1)
-        total = mixed[:, -1:]  # (B, 1)
-        _check_rows(total[:, 0] > 0, start)
-        out[start:stop] = mixed[:, :-1] / total  # (B, E_v)
-        if weights is not None:
-            weights[start:stop, :width] = s / total
-            weights[start:stop, width:] = 0
-
-
-def _check_rows(ok: np.ndarray, start: int) -> None:
-    if not ok.all():
-        row = start + int(np.argmin(ok))
-        raise ValueError(f"query row {row} has no key to attend to: every key is masked")

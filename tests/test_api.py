@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import math
+from unittest import mock
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import attncli.core
-from attncli import attention
+from attncli import attention, kernel
 
 
 def direct(q: np.ndarray, k: np.ndarray, v: np.ndarray, allowed: np.ndarray | None, scale: float) -> np.ndarray:
@@ -47,12 +47,8 @@ def test_blocked_matches_direct_formula(
         allowed &= rng.random((n_q, n_k)) < 0.7
     allowed[:, 0] = True  # every query keeps one key
     mask = allowed if use_mask else None
-    original = attncli.core.BLOCK_CELLS
-    attncli.core.BLOCK_CELLS = block
-    try:
+    with mock.patch.object(kernel, "BLOCK_CELLS", block):
         got = attention(q, k, v, mask=mask, causal=causal)
-    finally:
-        attncli.core.BLOCK_CELLS = original
     expected = direct(q, k, v, allowed if (causal or use_mask) else None, 1 / math.sqrt(d))
     np.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-12)
 

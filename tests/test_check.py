@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner, Result
 
-from attncli import answers, check, core, problem
+from attncli import answers, core, grading, problem
 from attncli.cli import app
 from tests.conftest import SAMPLES
 
@@ -52,19 +52,19 @@ def run(*args: str) -> Result:
     return CliRunner().invoke(app, ["check", *args], env=ENV)
 
 
-def grade_text(text: str, tolerance: float | None = None) -> check.Report:
+def grade_text(text: str, tolerance: float | None = None) -> grading.Report:
     from attncli import yamldoc
 
     document = yamldoc.load(text, "homework.yaml")
     steps = core.compute(problem.parse(document))
-    return check.grade(steps, answers.parse(document, steps), tolerance, "homework.yaml")
+    return grading.grade(steps, answers.parse(document, steps), tolerance, "homework.yaml")
 
 
-def grade_file(path: Path) -> check.Report:
+def grade_file(path: Path) -> grading.Report:
     return grade_text(path.read_text(encoding="utf-8"))
 
 
-def statuses(report: check.Report) -> dict[str, str]:
+def statuses(report: grading.Report) -> dict[str, str]:
     return {step.step: step.status for step in report.steps}
 
 
@@ -73,7 +73,7 @@ def statuses(report: check.Report) -> dict[str, str]:
 
 def test_every_code_is_reproduced_by_a_case() -> None:
     covered = {code for _, codes, _ in DIAGNOSED.values() for code in codes}
-    assert covered == set(check.CODES)
+    assert covered == set(grading.CODES)
 
 
 @pytest.mark.parametrize("name", sorted(DIAGNOSED))
@@ -84,8 +84,8 @@ def test_case_is_caught_where_the_mistake_is(name: str) -> None:
     assert not report.ok
     assert first is not None and first.step == step
     assert first.diagnosis == codes
-    assert [s.step for s in report.steps if s.status == check.CARRIED] == list(carried)
-    assert [s.step for s in report.steps if s.status == check.WRONG] == [step]
+    assert [s.step for s in report.steps if s.status == grading.CARRIED] == list(carried)
+    assert [s.step for s in report.steps if s.status == grading.WRONG] == [step]
 
 
 def test_right_homework_has_no_diagnosis() -> None:
@@ -142,7 +142,7 @@ def test_a_wrong_step_after_a_carried_one_is_still_wrong() -> None:
 )
 def test_tolerance_follows_the_decimals_written(weights: str, right: list[bool]) -> None:
     report = grade_text(BANK + f"answers:\n  weights: {weights}\n")
-    assert [cell.status == check.RIGHT for cell in report.steps[0].cells] == right
+    assert [cell.status == grading.RIGHT for cell in report.steps[0].cells] == right
 
 
 def test_whole_numbers_are_exact() -> None:

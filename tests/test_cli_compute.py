@@ -192,7 +192,7 @@ def test_json_equals_the_core_to_the_last_bit(sample: str) -> None:
         assert got["weights"] == head.weights.tolist()
         assert got["output"] == head.output.tolist()
         assert got["values"] == head.values.tolist()
-        assert got["scale"] == head.head.score.scale
+        assert got["scale"] == head.spec.score.scale
         assert got["scores"] == [[float(s) if ok else None for s, ok in zip(row, allowed)]
                                  for row, allowed in zip(head.scores, steps.problem.mask)]  # fmt: skip
     if steps.concat is None:

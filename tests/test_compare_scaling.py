@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner, Result
 
-from attncli import analysis
+from attncli import probes
 from attncli.cli import app
 from tests.conftest import SAMPLES
 
@@ -77,7 +77,7 @@ def test_compare_without_a_shared_query_is_bad_input() -> None:
 
 def test_scaling_variances_within_sampling_error() -> None:
     """Var(q·k) = d_k for independent N(0, 1) components; its estimate from n dot products errs by about √(2/n)."""
-    record = analysis.scaling([1, 16, 256], keys=16, samples=2000, seed=0)
+    record = probes.scaling([1, 16, 256], keys=16, samples=2000, seed=0)
     for row in record.rows:
         assert row.var_dot == pytest.approx(row.d_k, rel=0.1)
         assert row.var_scaled == pytest.approx(1, rel=0.1)
@@ -88,10 +88,10 @@ def test_scaling_variances_within_sampling_error() -> None:
 
 
 def test_scaling_is_reproducible_and_each_row_has_its_own_stream() -> None:
-    alone = analysis.scaling([64], samples=200, seed=3)
-    together = analysis.scaling([4, 64], samples=200, seed=3)
+    alone = probes.scaling([64], samples=200, seed=3)
+    together = probes.scaling([4, 64], samples=200, seed=3)
     assert alone.rows[0] == together.rows[1]
-    assert analysis.scaling([64], samples=200, seed=4).rows[0] != alone.rows[0]
+    assert probes.scaling([64], samples=200, seed=4).rows[0] != alone.rows[0]
 
 
 def test_scaling_json_shape_and_seed() -> None:
@@ -109,7 +109,7 @@ def test_scaling_json_shape_and_seed() -> None:
 def test_scaling_text_has_the_table_the_chart_and_note_1() -> None:
     result = run("scaling", "--dk", "4,256", "--samples", "300", "--format", "text")
     assert result.exit_code == 0, result.output
-    record = analysis.scaling([4, 256], samples=300)
+    record = probes.scaling([4, 256], samples=300)
     for row in record.rows:
         for value in (row.var_dot, row.var_scaled, row.max_weight_dot, row.max_weight_scaled):
             assert f"{value:.4f}" in result.stdout

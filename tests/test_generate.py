@@ -10,9 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner, Result
 
-from attncli import answers, check, core, problem, yamldoc
+from attncli import answers, core, grading, problem, yamldoc
 from attncli.cli import app
-from attncli.generate import Options, exercise
+from attncli.exercises import Options, exercise
 
 ENV = {"LC_ALL": None, "LC_MESSAGES": None, "LANG": None}
 
@@ -25,10 +25,10 @@ def steps_of(text: str) -> core.Steps:
     return core.compute(problem.parse(yamldoc.load(text, "exercise.yaml")))
 
 
-def grade(text: str) -> check.Report:
+def grade(text: str) -> grading.Report:
     document = yamldoc.load(text, "exercise.yaml")
     steps = core.compute(problem.parse(document))
-    return check.grade(steps, answers.parse(document, steps))
+    return grading.grade(steps, answers.parse(document, steps))
 
 
 def test_same_arguments_and_seed_give_the_same_bytes() -> None:

@@ -50,9 +50,9 @@ def test_bank() -> None:
     assert steps.problem.tokens == ("fisherman", "net", "bank")
     assert steps.problem.query_tokens == ("bank",)
     assert not steps.problem.cross
-    assert head.head.score.kind == "scaled_dot"
-    assert head.head.score.scale == pytest.approx(R2, abs=TOLERANCE)
-    close(head.raw, [[2 * math.sqrt(2), math.sqrt(2), 0]])
+    assert head.spec.score.kind == "scaled_dot"
+    assert head.spec.score.scale == pytest.approx(R2, abs=TOLERANCE)
+    close(head.compatibility, [[2 * math.sqrt(2), math.sqrt(2), 0]])
     close(head.scores, [[2, 1, 0]])
     close(head.weights, [weights])
     # values [2, 0], [0, 2], [1, 1]
@@ -83,7 +83,7 @@ def test_two_heads() -> None:
     a, b = (2 * E**2 + 1) / z, (2 * E + 1) / z  # head 1's output [a, b]
     close(first.weights, [[E**2 / z, E / z, 1 / z]])
     close(first.output, [[a, b]])
-    assert second.head.score.kind == "given"
+    assert second.spec.score.kind == "given"
     assert second.queries is None and second.keys is None
     close(second.scores, [[1, 2, 0]])
     close(second.weights, [[E / z, E**2 / z, 1 / z]])
@@ -175,8 +175,8 @@ def test_additive() -> None:
     steps = solve("additive.yaml")
     (head,) = steps.heads
     t1, t2 = math.tanh(1), math.tanh(2)
-    assert head.head.score.kind == "additive"
-    assert head.head.score.scale == 1.0
+    assert head.spec.score.kind == "additive"
+    assert head.spec.score.scale == 1.0
     close(head.hidden[0], [[t1, 0], [t2, -t1], [0, 0]])
     close(head.scores, [[t1, t2 - t1, 0]])
     weights = softmax(t1, t2 - t1, 0)

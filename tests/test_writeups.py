@@ -12,7 +12,7 @@ from typer.testing import CliRunner, Result
 
 from attncli import core, problem, yamldoc
 from attncli.cli import app
-from attncli.generate import Options, exercise
+from attncli.exercises import Options, exercise
 from attncli.render import latex, markdown
 from tests.conftest import SAMPLES
 

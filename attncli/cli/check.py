@@ -34,8 +34,7 @@ def check(
     debug: Debug = False,
 ) -> None:
     choose(format, FORMATS, "--format")
-    from attncli import answers, core, problem, yamldoc
-    from attncli import check as grading
+    from attncli import answers, core, grading, problem, yamldoc
     from attncli.render import check_report
 
     results: list[tuple[str, grading.Report | str]] = []

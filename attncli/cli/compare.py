@@ -31,14 +31,14 @@ def compare(
     debug: Debug = False,
 ) -> None:
     choose(format, FORMATS, "--format")
-    from attncli import analysis, core, problem, yamldoc
-    from attncli.render import analysis as views
+    from attncli import core, probes, problem, yamldoc
+    from attncli.render import analysis
 
     first, second = (core.compute(problem.parse(yamldoc.read(name), base=problem.base_folder(name))) for name in (a, b))
-    record = analysis.compare(first, second)
+    record = probes.compare(first, second)
     if format == "json":
         from attncli.render import json_doc
 
         write(json_doc.compare_document(record), output)
         return
-    print_human(lambda width: views.compare(record, precision, width), output, plain=no_color or format == "text")
+    print_human(lambda width: analysis.compare(record, precision, width), output, plain=no_color or format == "text")

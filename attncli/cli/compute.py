@@ -17,8 +17,8 @@ from attncli.render import BINARY_FORMATS, DOCUMENT_FORMATS, HUMAN_FORMATS, MAX_
 from attncli.render.layout import Line, fit
 
 if TYPE_CHECKING:
-    from attncli.analysis import Intervention, Norms
     from attncli.core import Steps
+    from attncli.probes import Intervention, Norms
 
 FORMATS = HUMAN_FORMATS + DOCUMENT_FORMATS
 Format = format_option(FORMATS)
@@ -100,15 +100,14 @@ def compute(
             raise fail("cli.unknown_follow", name=name, names=listed(parsed.query_tokens))
     steps = core.compute(parsed)
     norm_record, interventions = _analyse(steps, norms, ablate, ablate_head, weights) if analysing else (None, ())
-    from attncli.render import analysis as views
-    from attncli.render import human
+    from attncli.render import analysis, human
 
     followed = tuple(follow) if follow else None
     view = human.View(precision=precision, follow=followed, heatmap=heatmap)
 
     def build(width: int) -> list[Line]:
-        extra = views.norms(norm_record, steps, precision, width) if norm_record else []
-        extra += views.interventions(interventions, steps, precision, width) if interventions else []
+        extra = analysis.norms(norm_record, steps, precision, width) if norm_record else []
+        extra += analysis.interventions(interventions, steps, precision, width) if interventions else []
         return human.render(steps, view, width, extra)
 
     if svg or html:
@@ -132,14 +131,14 @@ def _analyse(
     weights: list[str] | None,
 ) -> tuple[Norms | None, tuple[Intervention, ...]]:
     """The norm-based view and the interventions the options ask for; the original `steps` stay as they are."""
-    from attncli import analysis
+    from attncli import probes
 
     interventions = (
-        *(analysis.ablate(steps, name) for name in ablate or ()),
-        *(analysis.ablate_head(steps, number) for number in ablate_head or ()),
-        *(analysis.replace_weights(steps, *analysis.parse_weights(text)) for text in weights or ()),
+        *(probes.ablate(steps, name) for name in ablate or ()),
+        *(probes.ablate_head(steps, number) for number in ablate_head or ()),
+        *(probes.replace_weights(steps, *probes.parse_weights(text)) for text in weights or ()),
     )
-    return (analysis.norms(steps) if norms else None), interventions
+    return (probes.norms(steps) if norms else None), interventions
 
 
 def _save_pictures(

@@ -39,10 +39,10 @@ def generate(
     lang: Lang = None,
     debug: Debug = False,
 ) -> None:
-    from attncli import generate as maker
+    from attncli import exercises
 
-    options = maker.Options(
-        tokens=maker.parse_tokens(tokens) if tokens is not None else None,
+    options = exercises.Options(
+        tokens=exercises.parse_tokens(tokens) if tokens is not None else None,
         d_k=dk,
         d_v=dv,
         heads=heads,
@@ -51,15 +51,15 @@ def generate(
         projections=projections,
         answers=answers,
     )
-    maker.validate(options)
+    exercises.validate(options)
     if seed is None:
         seed = random.SystemRandom().randrange(SEED_LIMIT)
     if count is None and output is None:
-        write(maker.exercise(options, seed), None)
+        write(exercises.exercise(options, seed), None)
         return
     if output is None:
         raise fail("generate.count_needs_output").at(source="--count")
-    files = maker.worksheet(options, seed, count or 1)
+    files = exercises.worksheet(options, seed, count or 1)
     try:
         output.mkdir(parents=True, exist_ok=True)
     except OSError as error:

@@ -35,16 +35,16 @@ def scaling(
     debug: Debug = False,
 ) -> None:
     choose(format, FORMATS, "--format")
-    from attncli import analysis
-    from attncli.render import analysis as views
+    from attncli import probes
+    from attncli.render import analysis
 
     parts = [part.strip() for part in dk.split(",")]
     if not all(part.isdigit() for part in parts):
-        raise fail("analysis.bad_dk", got=dk, limit=analysis.MAX_DK)
-    record = analysis.scaling([int(part) for part in parts], keys=keys, samples=samples, seed=seed)
+        raise fail("analysis.bad_dk", got=dk, limit=probes.MAX_DK)
+    record = probes.scaling([int(part) for part in parts], keys=keys, samples=samples, seed=seed)
     if format == "json":
         from attncli.render import json_doc
 
         write(json_doc.scaling_document(record), output)
         return
-    print_human(lambda width: views.scaling(record, precision, width), output, plain=no_color or format == "text")
+    print_human(lambda width: analysis.scaling(record, precision, width), output, plain=no_color or format == "text")

@@ -11,8 +11,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from attncli.analysis import Intervention, Norms
     from attncli.core import Steps
+    from attncli.probes import Intervention, Norms
 
 HUMAN_FORMATS = ("rich", "text")
 DOCUMENT_FORMATS = ("json", "csv", "tsv", "npy", "markdown", "latex")

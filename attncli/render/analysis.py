@@ -20,7 +20,7 @@ from attncli.render.numbers import fixed, vector
 from attncli.render.summary import SHADES
 
 if TYPE_CHECKING:
-    from attncli.analysis import Comparison, Intervention, Norms, Ranking, Scaling
+    from attncli.probes import Comparison, Intervention, Norms, Ranking, Scaling
 
 # The ends of the heatmap's colour scale, weight 0 and 1: light enough for black ink all along, so that a
 # terminal with 8 or 256 colours, which rounds the colour, never puts the ink on a background of its own colour.
@@ -130,7 +130,7 @@ def interventions(records: tuple[Intervention, ...], steps: Steps, precision: in
         for i, query in enumerate(problem.query_tokens):
             headers = [t("render.key")]
             for head in steps.heads:
-                prefix = f"{head.head.name}: " if several else ""
+                prefix = f"{head.spec.name}: " if several else ""
                 headers += [prefix + t("analysis.before"), prefix + t("analysis.after")]
             rows = []
             for j, key in enumerate(problem.tokens):
@@ -144,7 +144,7 @@ def interventions(records: tuple[Intervention, ...], steps: Steps, precision: in
             before, after = vector(steps.output[i], p), vector(record.output[i], p)
             out.append(line((t("analysis.output_change"), "bold"), f"{before} → ", (after, "bold green")))
             tv = ", ".join(
-                (f"{head.head.name}: " if several else "") + fixed(float(record.tv[h, i]), p)
+                (f"{head.spec.name}: " if several else "") + fixed(float(record.tv[h, i]), p)
                 for h, head in enumerate(steps.heads)
             )
             out.append(line(t("analysis.change_line", delta=fixed(float(record.delta[i]), p), tv=tv)))

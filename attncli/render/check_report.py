@@ -8,7 +8,7 @@ import json
 import math
 from collections.abc import Sequence
 
-from attncli.check import CARRIED, RIGHT, WRONG, Cell, Report, StepReport
+from attncli.grading import CARRIED, RIGHT, WRONG, Cell, Report, StepReport
 from attncli.i18n import t
 from attncli.render.layout import BLANK, Line, line, table
 from attncli.render.numbers import fixed

@@ -39,7 +39,7 @@ def render(steps: Steps, view: View, width: int, extra: Sequence[Line] = ()) -> 
     out = _problem(steps, view, width)
     for head in steps.heads:
         if len(steps.heads) > 1:
-            out.append(line((t("render.head_title", name=head.head.name), "bold reverse")))
+            out.append(line((t("render.head_title", name=head.spec.name), "bold reverse")))
         out += _projections(head, problem, view, width)
         for row in followed:
             out += _query(head, row, problem, view, width)
@@ -62,7 +62,7 @@ def _problem(steps: Steps, view: View, width: int) -> list[Line]:
     kind = t("render.cross_attention") if problem.cross else t("render.self_attention")
     lines.append(_fact(t("render.queries"), f"{', '.join(problem.query_tokens)} ({kind})"))
     for head in steps.heads:
-        prefix = f"{head.head.name}: " if len(steps.heads) > 1 else ""
+        prefix = f"{head.spec.name}: " if len(steps.heads) > 1 else ""
         lines.append(_fact(t("render.score"), prefix + _score_description(head, view.precision)))
     lines.append(_fact(t("render.mask"), writeup.mask_facts(problem)))
     rule = problem.mask_rule
@@ -77,7 +77,7 @@ def _fact(label: str, value: str) -> Line:
 
 def _score_description(head: HeadSteps, precision: int) -> str:
     """The score function, its formula with the scale (1/√d_k = 0.7071 when it is the usual one), and the widths."""
-    score = head.head.score
+    score = head.spec.score
     if score.kind == "given":
         return writeup.score_facts(head)
     scale = fixed(score.scale, precision)
@@ -128,7 +128,7 @@ def _query(head: HeadSteps, row: int, problem: Problem, view: View, width: int) 
 
 def _score_table(head: HeadSteps, row: int, problem: Problem, view: View, width: int) -> list[Line]:
     p = view.precision
-    score = head.head.score
+    score = head.spec.score
     scale = fixed(score.scale, p)
     rows = []
     for j, key in enumerate(problem.tokens):
@@ -152,8 +152,8 @@ def _score_table(head: HeadSteps, row: int, problem: Problem, view: View, width:
 
 def _raw_cell(head: HeadSteps, row: int, j: int, p: int) -> str:
     """The compatibility of query `row` and key `j`, written out when it is short enough to follow."""
-    kind = head.head.score.kind
-    value = fixed(head.raw[row, j], p)
+    kind = head.spec.score.kind
+    value = fixed(head.compatibility[row, j], p)
     if kind == "additive":
         return f"v·{vector(head.hidden[row, j], p)} = {value}"
     q, k = head.queries[row], head.keys[j]
@@ -243,7 +243,7 @@ def _combination(steps: Steps, view: View, width: int) -> list[Line]:
         return []
     p = view.precision
     problem = steps.problem
-    names = " ‖ ".join(head.head.name for head in steps.heads)
+    names = " ‖ ".join(head.spec.name for head in steps.heads)
     rows = [[name, vector(row, p)] for name, row in zip(problem.query_tokens, steps.concat)]
     out = table(t("render.concat_title", names=names), [t("render.query"), "concat"], rows, width)
     if problem.w_o is not None:

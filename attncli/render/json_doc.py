@@ -12,7 +12,7 @@ from attncli import __version__
 from attncli.core import HeadSteps, Steps
 
 if TYPE_CHECKING:
-    from attncli.analysis import Comparison, Intervention, Norms, Scaling
+    from attncli.probes import Comparison, Intervention, Norms, Scaling
 
 
 def render(steps: Steps, norms: Norms | None = None, interventions: Sequence[Intervention] = ()) -> str:
@@ -66,13 +66,13 @@ def document(steps: Steps) -> dict:
 
 def _head(steps: HeadSteps) -> dict:
     return {
-        "name": steps.head.name,
-        "score": steps.head.score.kind,
-        "scale": steps.head.score.scale,
+        "name": steps.spec.name,
+        "score": steps.spec.score.kind,
+        "scale": steps.spec.score.scale,
         "queries": _matrix(steps.queries),
         "keys": _matrix(steps.keys),
         "values": steps.values.tolist(),
-        "dot": None if steps.head.scores is not None else steps.raw.tolist(),
+        "dot": None if steps.spec.scores is not None else steps.compatibility.tolist(),
         "scores": _masked(steps.scores),
         "weights": steps.weights.tolist(),
         "output": steps.output.tolist(),

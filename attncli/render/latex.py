@@ -76,7 +76,7 @@ def render(steps: Steps, precision: int = 4, follow: tuple[str, ...] | None = No
     rows = writeup.followed(problem, follow)
     for head in steps.heads:
         if len(steps.heads) > 1:
-            lines.append(rf"\subsection*{{{text(head.head.name)}}}")
+            lines.append(rf"\subsection*{{{text(head.spec.name)}}}")
         for part in writeup.projections(head, problem):
             lines += [
                 r"\[",
@@ -107,7 +107,7 @@ def _facts(steps: Steps, p: int) -> list[str]:
         rf"\item \textbf{{{text(t('render.queries'))}:}} {text(', '.join(problem.query_tokens))} ({text(kind)})",
     ]
     for head in steps.heads:
-        prefix = f"{text(head.head.name)}: " if len(steps.heads) > 1 else ""
+        prefix = f"{text(head.spec.name)}: " if len(steps.heads) > 1 else ""
         facts = text(writeup.score_facts(head))
         lines.append(rf"\item \textbf{{{text(t('render.score'))}:}} {prefix}{facts}; ${_formula(head, p)}$")
     lines.append(rf"\item \textbf{{{text(t('render.mask'))}:}} {text(writeup.mask_facts(problem))}")
@@ -121,7 +121,7 @@ def _facts(steps: Steps, p: int) -> list[str]:
 
 def _formula(head: HeadSteps, p: int) -> str:
     """The score formula with this head's scale, in math mode."""
-    score = head.head.score
+    score = head.spec.score
     if score.kind == "given":
         return r"s_j \text{ " + text(t("writeup.scores_given")) + "}"
     if writeup.default_scale(head):
@@ -143,7 +143,7 @@ def _query(head: HeadSteps, row: int, problem: Problem, p: int) -> list[str]:
 
 
 def _scores(head: HeadSteps, row: int, problem: Problem, p: int) -> list[str]:
-    score = head.head.score
+    score = head.spec.score
     equations = []
     for j, key in enumerate(problem.tokens):
         s = rf"s_{{{_name(key)}}}"
@@ -169,8 +169,8 @@ def _scores(head: HeadSteps, row: int, problem: Problem, p: int) -> list[str]:
 
 def _raw(head: HeadSteps, row: int, j: int, p: int) -> list[str]:
     """A query and a key's compatibility before the scale, written out as far as it can be followed by hand."""
-    kind = head.head.score.kind
-    value = fixed(head.raw[row, j], p)
+    kind = head.spec.score.kind
+    value = fixed(head.compatibility[row, j], p)
     q, k = head.queries[row], head.keys[j]
     if writeup.written_out(head):
         return [writeup.dot_terms(q, k, p, times=r" \times "), value]

@@ -36,8 +36,8 @@ def rows(steps: Steps) -> Iterator[Row]:
             yield from _vectors("queries", h, problem.query_tokens, head.queries, by="query")
             yield from _vectors("keys", h, problem.tokens, head.keys, by="key")
         yield from _vectors("values", h, problem.tokens, head.values, by="key")
-        if head.head.scores is None:
-            yield from _pairs("dot", h, problem.query_tokens, problem.tokens, head.raw)
+        if head.spec.scores is None:
+            yield from _pairs("dot", h, problem.query_tokens, problem.tokens, head.compatibility)
         yield from _pairs("scores", h, problem.query_tokens, problem.tokens, head.scores)
         yield from _pairs("weights", h, problem.query_tokens, problem.tokens, head.weights)
         yield from _vectors("output", h, problem.query_tokens, head.output, by="query")

@@ -22,7 +22,7 @@ def render(steps: Steps, precision: int = 4, follow: tuple[str, ...] | None = No
     rows = writeup.followed(problem, follow)
     for head in steps.heads:
         if len(steps.heads) > 1:
-            lines += [f"## {_escape(head.head.name)}", ""]
+            lines += [f"## {_escape(head.spec.name)}", ""]
         for part in writeup.projections(head, problem):
             weight_rows = [[str(i + 1), vector(row, p, "entry")] for i, row in enumerate(part.operand.w)]
             lines += _table(t("render.weight_matrix", name=part.weight), [t("render.row"), part.weight], weight_rows)
@@ -48,7 +48,7 @@ def _facts(steps: Steps, p: int) -> list[str]:
         f"- **{t('render.queries')}:** {_escape(', '.join(problem.query_tokens))} ({kind})",
     ]
     for head in steps.heads:
-        prefix = f"{_escape(head.head.name)}: " if len(steps.heads) > 1 else ""
+        prefix = f"{_escape(head.spec.name)}: " if len(steps.heads) > 1 else ""
         lines.append(f"- **{t('render.score')}:** {prefix}{writeup.score_facts(head)}; {_formula(head, p)}")
     lines.append(f"- **{t('render.mask')}:** {writeup.mask_facts(problem)}")
     if writeup.masked(problem):
@@ -61,7 +61,7 @@ def _facts(steps: Steps, p: int) -> list[str]:
 
 def _formula(head: HeadSteps, p: int) -> str:
     """The score formula with this head's scale: s = q·k / √2, s = q·k × 0.5000, ..."""
-    score = head.head.score
+    score = head.spec.score
     if score.kind == "given":
         return t("writeup.scores_given")
     raw = writeup.RAW[score.kind]
@@ -82,7 +82,7 @@ def _query(head: HeadSteps, row: int, problem: Problem, p: int) -> list[str]:
 
 
 def _scores(head: HeadSteps, row: int, problem: Problem, p: int) -> list[str]:
-    kind = head.head.score.kind
+    kind = head.spec.score.kind
     title = f"{t('writeup.step_scores')}: {_formula(head, p)}"
     rows = []
     for j, key in enumerate(problem.tokens):
@@ -97,7 +97,7 @@ def _scores(head: HeadSteps, row: int, problem: Problem, p: int) -> list[str]:
 
 def _raw(head: HeadSteps, row: int, j: int, p: int) -> str:
     """q·k written out term by term when short enough to follow by hand."""
-    value = fixed(head.raw[row, j], p)
+    value = fixed(head.compatibility[row, j], p)
     if writeup.written_out(head):
         return f"{writeup.dot_terms(head.queries[row], head.keys[j], p)} = {value}"
     return value
@@ -153,7 +153,7 @@ def _combination(steps: Steps, p: int) -> list[str]:
     if steps.concat is None:
         return []
     problem = steps.problem
-    names = " ‖ ".join(_escape(head.head.name) for head in steps.heads)
+    names = " ‖ ".join(_escape(head.spec.name) for head in steps.heads)
     rows = [[_escape(name), vector(row, p)] for name, row in zip(problem.query_tokens, steps.concat)]
     lines = _table(f"{t('writeup.concat_title')}: {names}", [t("render.query"), "concat"], rows)
     if problem.w_o is not None:

@@ -53,7 +53,7 @@ def render(steps: Steps, follow: tuple[str, ...] | None, precision: int, width: 
     out.append(BLANK)
     for head in steps.heads:
         if len(steps.heads) > 1:
-            out.append(line((t("render.head_title", name=head.head.name), "bold reverse")))
+            out.append(line((t("render.head_title", name=head.spec.name), "bold reverse")))
         for row in rows:
             out += _top_keys(head, steps, row, precision, width)
         out += _map(head)

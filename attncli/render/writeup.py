@@ -45,9 +45,9 @@ def followed(problem: Problem, follow: tuple[str, ...] | None) -> list[int]:
 def projections(head: HeadSteps, problem: Problem) -> Iterator[Projected]:
     """Those of the head's Q, K and V that are projected from inputs, in that order."""
     parts = (
-        ("Q", "W_Q", head.head.queries, head.queries, problem.query_tokens),
-        ("K", "W_K", head.head.keys, head.keys, problem.tokens),
-        ("V", "W_V", head.head.values, head.values, problem.tokens),
+        ("Q", "W_Q", head.spec.queries, head.queries, problem.query_tokens),
+        ("K", "W_K", head.spec.keys, head.keys, problem.tokens),
+        ("V", "W_V", head.spec.values, head.values, problem.tokens),
     )
     for name, weight, operand, result, tokens in parts:
         if isinstance(operand, Projection):
@@ -56,13 +56,13 @@ def projections(head: HeadSteps, problem: Problem) -> Iterator[Projected]:
 
 def default_scale(head: HeadSteps) -> bool:
     """The scaled dot product with its usual 1/√d_k, which every format writes as such rather than as a number."""
-    score = head.head.score
+    score = head.spec.score
     return score.kind == "scaled_dot" and math.isclose(score.scale, 1 / math.sqrt(head.keys.shape[1]), rel_tol=1e-12)
 
 
 def written_out(head: HeadSteps) -> bool:
     """Whether each q·k is written term by term: a dot product of at most WRITE_OUT coordinates."""
-    return head.head.score.kind in ("scaled_dot", "dot") and head.keys.shape[1] <= WRITE_OUT
+    return head.spec.score.kind in ("scaled_dot", "dot") and head.keys.shape[1] <= WRITE_OUT
 
 
 def dot_terms(q: np.ndarray, k: np.ndarray, precision: int, times: str = "×") -> str:
@@ -83,7 +83,7 @@ def exp_label(shift: float, precision: int) -> str:
 
 def score_facts(head: HeadSteps, formula: str = "") -> str:
     """The score function in words, then its `formula` when one is given, then the widths."""
-    kind = head.head.score.kind
+    kind = head.spec.score.kind
     widths = (
         f"d_v = {head.values.shape[1]}"
         if kind == "given"

@@ -141,7 +141,7 @@ def grade(steps: Steps, answers: Answers, tolerance: float | None = None, file: 
     reports: dict[Key, StepReport] = {}
     for answer in answers.steps:
         key = (answer.step, answer.head)
-        name = steps.heads[answer.head].head.name if answer.head is not None and len(steps.heads) > 1 else None
+        name = steps.heads[answer.head].spec.name if answer.head is not None and len(steps.heads) > 1 else None
         upstream = [reports[dep].status for dep in _depends(key, len(steps.heads)) if dep in reports]
         reports[key] = _grade_step(answer, name, truth, carried, slips, upstream, tol)
     return Report(file, tuple(reports.values()))
@@ -268,10 +268,10 @@ def _replay(steps: Steps, mistake: Mistake, given: Mapping[Key, np.ndarray]) -> 
         values = settle(("values", h), head.values)
         keys = None
         if head.queries is None:
-            dot = head.raw
+            dot = head.compatibility
         else:
             queries, keys = settle(("queries", h), head.queries), settle(("keys", h), head.keys)
-            dot = compatibility(head.head.score, queries, keys)[0]
+            dot = compatibility(head.spec.score, queries, keys)[0]
         dot = settle(("dot", h), dot, ~mask)
         scale = _scale(mistake.scale, steps, h)
         scale = round(scale, decimals) if decimals is not None else scale
@@ -305,7 +305,7 @@ def _mask(kind: str, mask: np.ndarray) -> np.ndarray:
 def _scale(kind: str, steps: Steps, h: int) -> float:
     """The factor a head's scores are multiplied by under the slip `kind` (the true one where it cannot apply)."""
     head = steps.heads[h]
-    score = head.head.score
+    score = head.spec.score
     if kind == "true" or score.kind == "given":
         return score.scale
     if kind == "none":
@@ -313,7 +313,7 @@ def _scale(kind: str, steps: Steps, h: int) -> float:
     if score.kind != "scaled_dot":
         return score.scale
     d_k, d_v = head.keys.shape[1], head.values.shape[1]
-    queries = head.head.queries
+    queries = head.spec.queries
     d_model = queries.x.shape[1] if isinstance(queries, Projection) else d_k
     wrong = {
         "d_k": 1 / d_k,

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner, Result
 
-from attncli import analysis, core, problem, yamldoc
+from attncli import core, probes, problem, yamldoc
 from attncli.cli import app
 from attncli.errors import AttnError
 from attncli.i18n import en
@@ -58,7 +58,7 @@ def softmax(scores: list[float]) -> np.ndarray:
 
 
 def test_bank_norms_by_hand() -> None:
-    norms = analysis.norms(solve("bank.yaml"))
+    norms = probes.norms(solve("bank.yaml"))
     (head,) = norms.heads
     np.testing.assert_allclose(head.transformed, [2, 2, math.sqrt(2)], rtol=0, atol=1e-12)
     np.testing.assert_allclose(head.weighted, [[2 * E**2 / Z, 2 * E / Z, math.sqrt(2) / Z]], rtol=0, atol=1e-12)
@@ -74,7 +74,7 @@ def test_norms_through_w_o_with_two_heads_against_numpy() -> None:
     w_o = np.array([[1, 0], [0, 1], [0.5, 0], [0, 0.5]])
     alphas = [softmax([2, 1, 0]), softmax([1, 2, 0])]  # head 1: the worked example; head 2: given scores
     f = [values @ w_o[0:2], values @ w_o[2:4]]  # v_j · W_Oʰ
-    norms = analysis.norms(steps)
+    norms = probes.norms(steps)
     assert norms.through_w_o
     for head, alpha, fh in zip(norms.heads, alphas, f):
         np.testing.assert_allclose(head.transformed, np.linalg.norm(fh, axis=1), rtol=0, atol=1e-12)
@@ -90,7 +90,7 @@ def test_norms_through_w_o_with_two_heads_against_numpy() -> None:
 def test_several_heads_without_w_o_sum_in_separate_columns() -> None:
     steps = solve("two_heads.yaml")
     steps = core.compute(dataclasses.replace(steps.problem, w_o=None))
-    norms = analysis.norms(steps)
+    norms = probes.norms(steps)
     assert not norms.through_w_o
     expected = np.sqrt(sum(head.weighted**2 for head in norms.heads))  # the heads fill disjoint columns of concat
     np.testing.assert_allclose(norms.summed, expected, rtol=0, atol=1e-12)
@@ -98,7 +98,7 @@ def test_several_heads_without_w_o_sum_in_separate_columns() -> None:
 
 def test_a_large_weight_on_a_short_vector_ranks_lower_by_norm() -> None:
     steps = solve_text(SHORT_AND_LONG)
-    (head,) = analysis.norms(steps).heads
+    (head,) = probes.norms(steps).heads
     assert head.ranking.by_weight.tolist() == [[1, 2]]
     assert head.ranking.by_norm.tolist() == [[2, 1]]
     assert head.ranking.disagree.all()
@@ -113,7 +113,7 @@ def test_a_large_weight_on_a_short_vector_ranks_lower_by_norm() -> None:
 
 def test_ablating_net_by_hand() -> None:
     steps = solve("bank.yaml")
-    record = analysis.ablate(steps, "net")
+    record = probes.ablate(steps, "net")
     weights = [E**2 / (E**2 + 1), 0, 1 / (E**2 + 1)]  # scores 2 and 0 left
     np.testing.assert_allclose(record.weights, [[weights]], rtol=0, atol=1e-12)
     np.testing.assert_allclose(record.output, [[2 * weights[0] + weights[2], weights[2]]], rtol=0, atol=1e-12)
@@ -127,21 +127,21 @@ def test_ablating_net_by_hand() -> None:
 
 def test_other_interventions_by_hand() -> None:
     steps = solve("bank.yaml")
-    uniform = analysis.replace_weights(steps, "uniform")
+    uniform = probes.replace_weights(steps, "uniform")
     np.testing.assert_allclose(uniform.output, [[1, 1]], rtol=0, atol=1e-12)  # equal weights: the article's [1, 1]
-    permuted = analysis.replace_weights(steps, *analysis.parse_weights("permute:3"))
+    permuted = probes.replace_weights(steps, *probes.parse_weights("permute:3"))
     assert permuted.target == "permute:3"
     np.testing.assert_allclose(np.sort(permuted.weights[0, 0]), np.sort(ALPHA), rtol=0, atol=1e-12)
     assert permuted.weights[0, 0].tolist() != steps.heads[0].weights[0].tolist()  # never left as it was
-    again = analysis.replace_weights(steps, "permute", 3)
+    again = probes.replace_weights(steps, "permute", 3)
     assert again.weights.tolist() == permuted.weights.tolist()  # seeded: reproducible
-    zeroed = analysis.ablate_head(steps, 1)
+    zeroed = probes.ablate_head(steps, 1)
     np.testing.assert_allclose(zeroed.output, [[0, 0]])
     assert zeroed.tv.tolist() == [[0.0]]
     two = solve("two_heads.yaml")
-    only_first = analysis.ablate_head(two, 2)  # W_O's first rows are the identity: head 1's output comes through
+    only_first = probes.ablate_head(two, 2)  # W_O's first rows are the identity: head 1's output comes through
     np.testing.assert_allclose(only_first.output, two.heads[0].output, rtol=0, atol=1e-12)
-    together = analysis.ablate(two, "fisherman+net")
+    together = probes.ablate(two, "fisherman+net")
     np.testing.assert_allclose(together.weights[:, 0, 2], [1, 1])
 
 
@@ -149,11 +149,11 @@ def test_interventions_never_change_the_original() -> None:
     for name in ("bank.yaml", "two_heads.yaml", "storm_causal.yaml"):
         steps = solve(name)
         before = copy.deepcopy(steps)
-        analysis.norms(steps)
-        analysis.ablate(steps, steps.problem.tokens[0])
-        analysis.ablate_head(steps, len(steps.heads))
-        analysis.replace_weights(steps, "uniform")
-        analysis.replace_weights(steps, "permute", 1)
+        probes.norms(steps)
+        probes.ablate(steps, steps.problem.tokens[0])
+        probes.ablate_head(steps, len(steps.heads))
+        probes.replace_weights(steps, "uniform")
+        probes.replace_weights(steps, "permute", 1)
         assert steps.problem.mask.tolist() == before.problem.mask.tolist()
         assert steps.output.tolist() == before.output.tolist()
         for head, old in zip(steps.heads, before.heads):
@@ -185,7 +185,7 @@ def test_bad_analysis_options_are_one_line_of_bad_input(args: tuple[str, ...], m
 
 def test_api_errors_are_attn_errors() -> None:
     with pytest.raises(AttnError):
-        analysis.ablate(solve("bank.yaml"), "river")
+        probes.ablate(solve("bank.yaml"), "river")
 
 
 # JSON

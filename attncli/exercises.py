@@ -306,7 +306,7 @@ def _answers(text: str, tokens: tuple[str, ...], projections: bool) -> str:
     per_head = []
     for head in steps.heads:
         made = [("queries", head.queries, False), ("keys", head.keys, False), ("values", head.values, False)]
-        fields = [("dot", head.raw, True), ("scores", head.scores, True), ("weights", head.weights, True)]
+        fields = [("dot", head.compatibility, True), ("scores", head.scores, True), ("weights", head.weights, True)]
         per_head.append([*(made if projections else []), *fields, ("output", head.output, False)])
     lines = [f"# {t('generate.answers_note', decimals=ANSWER_DECIMALS)}", "answers:"]
     if steps.concat is None:

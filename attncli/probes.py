@@ -70,7 +70,7 @@ def norms(steps: Steps) -> Norms:
     for head, f in zip(steps.heads, transformed):
         length = np.linalg.norm(f, axis=1)  # (S,)
         weighted = head.weights * length[None, :]  # (L, S): α ≥ 0, so ‖α·f‖ = α·‖f‖
-        heads.append(HeadNorms(head.head.name, length, weighted, _ranking(head.weights, weighted, mask)))
+        heads.append(HeadNorms(head.spec.name, length, weighted, _ranking(head.weights, weighted, mask)))
     weights = _weights(steps)  # (H, L, S)
     stacked = np.stack(transformed)  # (H, S, d_out)
     summed = np.stack(
@@ -154,7 +154,7 @@ def ablate_head(steps: Steps, number: int) -> Intervention:
     if not 1 <= number <= len(steps.heads):
         raise fail("analysis.unknown_head", number=number, count=len(steps.heads))
     outputs = [np.zeros_like(h.output) if i == number - 1 else h.output for i, h in enumerate(steps.heads)]
-    name = steps.heads[number - 1].head.name
+    name = steps.heads[number - 1].spec.name
     _, output = core.combine(outputs, steps.problem.w_o)
     return _measured(steps, "ablate_head", name, steps.problem.mask, _weights(steps), output)
 
@@ -261,7 +261,7 @@ def compare(a: Steps, b: Steps) -> Comparison:
     for name in shared:
         row_a, row_b = a.problem.query_tokens.index(name), b.problem.query_tokens.index(name)
         pairs = tuple(
-            _pair(ha.head.name, hb.head.name, ha.weights[row_a], hb.weights[row_b]) for ha, hb in zip(a.heads, b.heads)
+            _pair(ha.spec.name, hb.spec.name, ha.weights[row_a], hb.weights[row_b]) for ha, hb in zip(a.heads, b.heads)
         )
         out_a, out_b = a.output[row_a], b.output[row_b]
         difference = out_b - out_a if out_a.shape == out_b.shape else None
