@@ -17,7 +17,7 @@ import numpy as np
 from attncli.core import Steps
 from attncli.errors import AttnError, fail, listed
 from attncli.i18n import t
-from attncli.yamldoc import Document, Path, did_you_mean, field_name, finite_number, kind_of, unknown_field
+from attncli.yamldoc import Document, FieldPath, did_you_mean, field_name, finite_number, kind_of, unknown_field
 
 HEAD_STEPS = ("queries", "keys", "values", "dot", "scores", "weights", "output")
 SHARED_STEPS = ("concat", "final")
@@ -92,7 +92,7 @@ class _Reader:
         self.document = document
         self.steps = steps
 
-    def error(self, path: Path, key: str, field: str | None = None, **params: object) -> AttnError:
+    def error(self, path: FieldPath, key: str, field: str | None = None, **params: object) -> AttnError:
         return fail(key, **params).at(self.document.name, self.document.line(path), field or field_name(path))
 
     def answers(self) -> Answers:
@@ -134,13 +134,13 @@ class _Reader:
             raise self.error(("tolerance",), "check.bad_tolerance", got=kind_of(value))
         return number
 
-    def check_fields(self, data: dict, path: Path, known: Sequence[str]) -> None:
+    def check_fields(self, data: dict, path: FieldPath, known: Sequence[str]) -> None:
         name = unknown_field(data, known)
         if name is not None:
             hint = did_you_mean(name, known) or t("check.known_steps", names=", ".join(known))
             raise self.error((*path, name), "problem.unknown_field", name=name, hint=hint)
 
-    def head_list(self, value: object, heads: int) -> list[tuple[Path, dict]]:
+    def head_list(self, value: object, heads: int) -> list[tuple[FieldPath, dict]]:
         if not isinstance(value, list) or not value or not all(isinstance(item, dict) for item in value):
             raise self.error(("answers", "heads"), "problem.bad_heads", got=kind_of(value))
         if len(value) > heads:
@@ -149,7 +149,7 @@ class _Reader:
             self.check_fields(fields, ("answers", "heads", index), HEAD_STEPS)
         return [(("answers", "heads", index), fields) for index, fields in enumerate(value)]
 
-    def shape(self, path: Path, step: str, head: int | None) -> _Shape:
+    def shape(self, path: FieldPath, step: str, head: int | None) -> _Shape:
         problem, steps = self.steps.problem, self.steps
         queries, tokens = problem.query_tokens, problem.tokens
         if head is None:
@@ -171,7 +171,7 @@ class _Reader:
         rows = queries if step in ("queries", "output") else tokens
         return _Shape(rows, _coordinates(matrix.shape[1]), False, None)
 
-    def answer(self, path: Path, value: object, step: str, head: int | None) -> Answer:
+    def answer(self, path: FieldPath, value: object, step: str, head: int | None) -> Answer:
         shape = self.shape(path, step, head)
         n, m = len(shape.rows), len(shape.columns)
         grid: list[list[Entry | None]] = [[None] * m for _ in range(n)]
@@ -199,14 +199,16 @@ class _Reader:
         cells = tuple(tuple(row) for row in grid)
         return Answer(step, head, shape.rows, shape.columns, cells, transposed)
 
-    def row_index(self, path: Path, name: str, rows: tuple[str, ...]) -> int:
+    def row_index(self, path: FieldPath, name: str, rows: tuple[str, ...]) -> int:
         if name not in rows:
             raise self.error(path, "check.unknown_row", name=name, names=listed(rows))
         if rows.count(name) > 1:
             raise self.error(path, "check.ambiguous_name", name=name)
         return rows.index(name)
 
-    def row(self, matrix: Path, path: Path, row: object, step: str, shape: _Shape, index: int) -> list[Entry | None]:
+    def row(
+        self, matrix: FieldPath, path: FieldPath, row: object, step: str, shape: _Shape, index: int
+    ) -> list[Entry | None]:
         """One row: all its cells, a mapping token: number, or the cells the mask lets through."""
         m = len(shape.columns)
         cells: list[Entry | None] = [None] * m
@@ -228,7 +230,7 @@ class _Reader:
             raise self.error(path, "check.row_width_masked", label, count=len(row), expected=m, allowed=len(allowed))
         raise self.error(path, "check.row_width", label, count=len(row), expected=m)
 
-    def entry(self, path: Path, value: object, step: str, label: str | None = None) -> Entry:
+    def entry(self, path: FieldPath, value: object, step: str, label: str | None = None) -> Entry:
         text = self.document.texts.get(path, "" if value is None else str(value))
         if is_mask_marker(value):
             if step not in MASKABLE:
@@ -236,7 +238,7 @@ class _Reader:
             return Entry(text or "masked", None, None)
         return Entry(text, self.number(path, value, label), decimals(text))
 
-    def number(self, path: Path, value: object, label: str | None = None) -> float:
+    def number(self, path: FieldPath, value: object, label: str | None = None) -> float:
         try:
             return finite_number(value)
         except AttnError as error:

@@ -19,6 +19,7 @@ COSINE_EPS = 1e-8  # as torch.nn.functional.cosine_similarity: each norm is clam
 # Displayed exponentials are shifted when |s| passes this share of the largest exponent the dtype holds
 # (709 for float64, 88 for float32), so that e^s, and a sum of very many of them, stays finite.
 EXP_DISPLAY_SHARE = 0.8
+HEAD_MATRICES = 6  # (L, S) matrices `attend` builds for a head whatever its score: see `bytes_needed`
 
 
 @dataclass(frozen=True)
@@ -57,6 +58,21 @@ def compute(problem: Problem) -> Steps:
         return Steps(problem, heads, concat, _finite(output, "w_o"))
     except AttnError as error:
         raise error.at(source=problem.source) from None
+
+
+def bytes_needed(scores: Sequence[Score | None], queries: int, keys: int, dtype: np.dtype) -> int:
+    """The memory `compute` takes for heads scored by `scores` over `queries` × `keys` cells, and the mask.
+
+    Each head keeps five (L, S) matrices (compatibility, scores, e^s, weights and the scaled
+    scores before the mask) and softmax builds one more while it works; additive scores
+    also keep tanh(q·W_query + k·W_key), d_a numbers a cell, and need as much again while
+    computing it. A score not read yet (None) counts as the least a head needs.
+    """
+    matrices = sum(
+        HEAD_MATRICES + (2 * score.v.shape[0] if score is not None and score.kind == "additive" else 0)
+        for score in scores
+    )
+    return queries * keys * (matrices * np.dtype(dtype).itemsize + 1)  # + 1 byte of mask per cell
 
 
 def combine(outputs: Sequence[np.ndarray], w_o: np.ndarray | None) -> tuple[np.ndarray | None, np.ndarray]:

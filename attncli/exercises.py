@@ -19,9 +19,10 @@ from fractions import Fraction
 
 import numpy as np
 
-from attncli import core, problem, yamldoc
+from attncli import core, yamldoc
 from attncli.errors import fail
 from attncli.i18n import current_language, t
+from attncli.parsing import problem_file
 from attncli.render.numbers import fixed
 
 SCORES = ("scaled_dot", "dot", "cosine")
@@ -293,7 +294,7 @@ def _quote(text: str) -> str:
 
 def _answers(text: str, tokens: tuple[str, ...], projections: bool) -> str:
     """The answer key: every step as the core computes it, rounded to ANSWER_DECIMALS (whole numbers exact)."""
-    steps = core.compute(problem.parse(yamldoc.load(text, "generate")))
+    steps = core.compute(problem_file.parse(yamldoc.load(text, "generate")))
     mask = steps.problem.mask
 
     def block(name: str, matrix: np.ndarray, masked: bool, indent: int) -> list[str]:

@@ -26,7 +26,7 @@ from attncli.errors import AttnError, fail
 from attncli.expr import evaluate, quote
 from attncli.i18n import t
 
-Path = tuple[str | int, ...]
+FieldPath = tuple[str | int, ...]  # where a value sits: ("heads", 0, "keys") is heads[1].keys
 
 MAX_DEPTH = 32
 MAX_VALUES = 1_000_000
@@ -79,10 +79,10 @@ class Document:
 
     data: object
     name: str
-    lines: dict[Path, int] = field(default_factory=dict)
-    texts: dict[Path, str] = field(default_factory=dict)
+    lines: dict[FieldPath, int] = field(default_factory=dict)
+    texts: dict[FieldPath, str] = field(default_factory=dict)
 
-    def line(self, path: Path) -> int | None:
+    def line(self, path: FieldPath) -> int | None:
         """The line of `path`, or of its nearest enclosing value that has one."""
         while path:
             if path in self.lines:
@@ -96,7 +96,7 @@ class _Open:
     """A mapping or sequence whose end event has not come yet."""
 
     value: dict | list
-    path: Path
+    path: FieldPath
     start: int
     anchor: str | None = None
     pending_key: str | None = None
@@ -140,7 +140,7 @@ def _build(text: str, document: Document) -> None:
     def awaiting_key() -> bool:
         return bool(stack) and isinstance(stack[-1].value, dict) and stack[-1].pending_key is None
 
-    def child_path() -> Path:
+    def child_path() -> FieldPath:
         if not stack:
             return ()
         parent = stack[-1]
@@ -280,7 +280,7 @@ def read(path: str) -> Document:
     return load(text.removeprefix("\ufeff"), name)
 
 
-def field_name(path: Path) -> str:
+def field_name(path: FieldPath) -> str:
     """A field path as a person reads it: ("heads", 0, "keys") -> heads[1].keys."""
     text = ""
     for part in path:

@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner, Result
 
-from attncli import answers, core, grading, problem
+from attncli import answers, core, grading
 from attncli.cli import app
+from attncli.parsing import problem_file
 from tests.conftest import SAMPLES
 
 CASES = Path(__file__).parent / "check_cases"
@@ -56,7 +57,7 @@ def grade_text(text: str, tolerance: float | None = None) -> grading.Report:
     from attncli import yamldoc
 
     document = yamldoc.load(text, "homework.yaml")
-    steps = core.compute(problem.parse(document))
+    steps = core.compute(problem_file.parse(document))
     return grading.grade(steps, answers.parse(document, steps), tolerance, "homework.yaml")
 
 

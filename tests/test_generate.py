@@ -10,9 +10,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner, Result
 
-from attncli import answers, core, grading, problem, yamldoc
+from attncli import answers, core, grading, yamldoc
 from attncli.cli import app
 from attncli.exercises import Options, exercise
+from attncli.parsing import problem_file
 
 ENV = {"LC_ALL": None, "LC_MESSAGES": None, "LANG": None}
 
@@ -22,12 +23,12 @@ def run(*args: str) -> Result:
 
 
 def steps_of(text: str) -> core.Steps:
-    return core.compute(problem.parse(yamldoc.load(text, "exercise.yaml")))
+    return core.compute(problem_file.parse(yamldoc.load(text, "exercise.yaml")))
 
 
 def grade(text: str) -> grading.Report:
     document = yamldoc.load(text, "exercise.yaml")
-    steps = core.compute(problem.parse(document))
+    steps = core.compute(problem_file.parse(document))
     return grading.grade(steps, answers.parse(document, steps))
 
 

@@ -16,10 +16,11 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner, Result
 
-from attncli import core, probes, problem, yamldoc
+from attncli import core, probes, yamldoc
 from attncli.cli import app
 from attncli.errors import AttnError
 from attncli.i18n import en
+from attncli.parsing import problem_file
 from tests.conftest import SAMPLES
 
 E = math.e
@@ -33,11 +34,11 @@ SHORT_AND_LONG = "tokens: [sep, word]\nquery_tokens: [word]\nscores: [[1, 0]]\nv
 
 def solve(name: str) -> core.Steps:
     path = SAMPLES / name
-    return core.compute(problem.parse(yamldoc.read(str(path)), base=path.parent))
+    return core.compute(problem_file.parse(yamldoc.read(str(path)), base=path.parent))
 
 
 def solve_text(text: str) -> core.Steps:
-    return core.compute(problem.parse(yamldoc.load(text, "test.yaml")))
+    return core.compute(problem_file.parse(yamldoc.load(text, "test.yaml")))
 
 
 def run(*args: str, stdin: str | None = None) -> Result:

@@ -13,7 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from attncli import core, problem, yamldoc
+from attncli import core, yamldoc
+from attncli.parsing import problem_file
 from tests.conftest import SAMPLES
 
 E = math.e
@@ -23,7 +24,7 @@ TOLERANCE = 1e-12
 
 def solve(name: str) -> core.Steps:
     path = SAMPLES / name
-    return core.compute(problem.parse(yamldoc.read(str(path)), base=Path(path).parent))
+    return core.compute(problem_file.parse(yamldoc.read(str(path)), base=Path(path).parent))
 
 
 def close(got: np.ndarray | list, want: list) -> None:

@@ -34,14 +34,15 @@ def check(
     debug: Debug = False,
 ) -> None:
     choose(format, FORMATS, "--format")
-    from attncli import answers, core, grading, problem, yamldoc
+    from attncli import answers, core, grading, yamldoc
+    from attncli.parsing import problem_file
     from attncli.render import check_report
 
     results: list[tuple[str, grading.Report | str]] = []
     for file in files:
         try:
             document = yamldoc.read(file)
-            steps = core.compute(problem.parse(document, None, problem.base_folder(file)))
+            steps = core.compute(problem_file.parse(document, None, problem_file.base_folder(file)))
             results.append((file, grading.grade(steps, answers.parse(document, steps), tolerance, file)))
         except AttnError as error:
             message = describe(error)

@@ -88,10 +88,11 @@ def compute(
         raise fail("analysis.needs_human_or_json", format=format)
     import numpy as np
 
-    from attncli import core, problem, render, yamldoc
+    from attncli import core, render, yamldoc
+    from attncli.parsing import problem_file
 
     document = yamldoc.read(file) if file is not None else yamldoc.Document(data={}, name="flags")
-    parsed = problem.parse(document, flags, problem.base_folder(file), dtype=getattr(np, dtype))
+    parsed = problem_file.parse(document, flags, problem_file.base_folder(file), dtype=getattr(np, dtype))
     cells = len(parsed.heads) * parsed.mask.size
     if format in DOCUMENT_FORMATS and format not in BINARY_FORMATS and cells > MAX_DOCUMENT_CELLS and not quiet:
         raise fail("cli.too_many_cells", format=format, cells=cells, limit=MAX_DOCUMENT_CELLS).at(source="--format")

@@ -1,0 +1,143 @@
+"""The heads of a problem: where each finds its fields, and its queries, keys and values.
+
+Every field a head needs may be given by the head itself (under `heads:`) or once at the
+top level for every head; `pick` is the one rule that decides between rival fields.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum, IntEnum
+
+import numpy as np
+
+from attncli.parsing import scores
+from attncli.parsing.fields import FieldReader
+from attncli.problem import GIVEN, Head, Operand, Projection, Score, width
+from attncli.yamldoc import FieldPath, kind_of
+
+HEAD_FIELDS = ("name", "queries", "keys", "values", "w_q", "w_k", "w_v", "scores", "score")
+VECTORS = ("queries", "keys", "w_q", "w_k")  # the fields scores are computed from
+
+
+class Level(IntEnum):
+    """Where a field a head needs is given; a nearer level is a larger number."""
+
+    ABSENT = 0
+    TOP = 1  # at the top level of the problem, shared by every head
+    HEAD = 2  # in the head's own mapping under `heads:`
+
+
+class Pick(Enum):
+    FIRST = "first"
+    SECOND = "second"
+    BOTH = "both"  # given at the same level: a conflict for the caller to settle
+    NEITHER = "neither"
+
+
+def pick(first: Level, second: Level) -> Pick:
+    """Which of two rival fields a head uses (`values` or `w_v`; `scores` or the vectors).
+
+    The nearer one wins: a head's own field beats a top-level one, which only fills in
+    what the head leaves out, and any given field beats an absent one. Two at the same
+    level are BOTH: `values` with `w_v` is an error, while given scores beat the vectors.
+    """
+    if first == second:
+        return Pick.NEITHER if first == Level.ABSENT else Pick.BOTH
+    return Pick.FIRST if first > second else Pick.SECOND
+
+
+@dataclass(frozen=True)
+class Inputs:
+    """The inputs X that projections multiply, for keys and values (`x`) and for queries (`x_query`)."""
+
+    x: np.ndarray | None  # (S, d)
+    x_query: np.ndarray | None  # (L, d)
+
+
+class Heads:
+    """The heads' own fields and the top-level fields they fall back to."""
+
+    def __init__(self, reader: FieldReader, data: dict) -> None:
+        self.reader = reader
+        self.data = data
+        listed = data.get("heads")
+        if listed is None:
+            self.fields: list[tuple[FieldPath, dict]] = [((), {})]
+        elif isinstance(listed, list) and listed and all(isinstance(head, dict) for head in listed):
+            self.fields = [(("heads", i), head) for i, head in enumerate(listed)]
+            for path, head in self.fields:
+                reader.check_fields(head, path, HEAD_FIELDS)
+        else:
+            raise reader.error(("heads",), "problem.bad_heads", got=kind_of(listed))
+
+    def __len__(self) -> int:
+        return len(self.fields)
+
+    def level(self, head: int, name: str) -> Level:
+        if name in self.fields[head][1]:
+            return Level.HEAD
+        return Level.TOP if name in self.data else Level.ABSENT
+
+    def lookup(self, head: int, name: str) -> tuple[FieldPath, object] | None:
+        """A head's own field, else the top-level one; None when neither gives it."""
+        path, fields = self.fields[head]
+        if name in fields:
+            return (*path, name), fields[name]
+        if name in self.data:
+            return (name,), self.data[name]
+        return None
+
+    def head(self, index: int, tokens: tuple[str, ...], query_tokens: tuple[str, ...], inputs: Inputs) -> Head:
+        """Head `index`: its values, and its given scores or the queries and keys they come from."""
+        path, fields = self.fields[index]
+        default_name = f"head {index + 1}" if len(self) > 1 else "head"
+        name = self.reader.optional_text(fields, "name", path) or default_name
+        values = self.operand(index, "values", "w_v", tokens, inputs.x, "x")
+        if values is None:
+            raise self.reader.error(path, "problem.missing", name="values", alternative="w_v")
+        vectors = max(self.level(index, field) for field in VECTORS)
+        if pick(self.level(index, "scores"), vectors) in (Pick.FIRST, Pick.BOTH):
+            return Head(
+                name, Score(GIVEN, 1.0), None, None, values[1], scores=self.given_scores(index, tokens, query_tokens)
+            )
+        queries = self.operand(index, "queries", "w_q", query_tokens, inputs.x_query, "x_query")
+        keys = self.operand(index, "keys", "w_k", tokens, inputs.x, "x")
+        if queries is None or keys is None:
+            missing = ("queries", "w_q") if queries is None else ("keys", "w_k")
+            raise self.reader.error(path, "problem.missing", name=missing[0], alternative=f"{missing[1]}, scores")
+        top_scale = (("scale",), self.data["scale"]) if "scale" in self.data else None
+        score = scores.read(
+            self.reader, self.lookup(index, "score"), top_scale, width(queries[1]), width(keys[1]), keys[0]
+        )
+        return Head(name, score, queries[1], keys[1], values[1])
+
+    def given_scores(self, index: int, tokens: tuple[str, ...], query_tokens: tuple[str, ...]) -> np.ndarray:
+        """The (L, S) scores a head gives instead of vectors."""
+        path, value = self.lookup(index, "scores")
+        matrix = self.reader.matrix(path, value, query_tokens, "query_tokens")
+        if matrix.shape[1] != len(tokens):
+            raise self.reader.error(path, "problem.scores_width", count=matrix.shape[1], expected=len(tokens))
+        return matrix
+
+    def operand(
+        self, head: int, given: str, weight: str, rows: tuple[str, ...], x: np.ndarray | None, x_name: str
+    ) -> tuple[FieldPath, Operand] | None:
+        """Q, K or V of one head, with where it was given: as rows (`given`), or projected from inputs (x·`weight`)."""
+        chosen = pick(self.level(head, given), self.level(head, weight))
+        if chosen == Pick.NEITHER:
+            return None
+        if chosen == Pick.BOTH:
+            raise self.reader.error(
+                self.lookup(head, given)[0], "problem.given_and_projected", given=given, weight=weight
+            )
+        if chosen == Pick.FIRST:
+            path, value = self.lookup(head, given)
+            return path, self.reader.matrix(path, value, rows, "query_tokens" if given == "queries" else "tokens")
+        path, value = self.lookup(head, weight)
+        if x is None:
+            raise self.reader.error(path, "problem.projection_without_x", weight=weight, x=x_name)
+        w = self.reader.matrix(path, value)
+        if w.shape[0] != x.shape[1]:
+            raise self.reader.error(path, "problem.projection_rows", count=w.shape[0], expected=x.shape[1], x=x_name)
+        return path, Projection(x=x, w=w)

@@ -1,0 +1,169 @@
+"""A whole problem from a document and flags: tokens, inputs, heads, W_O and the mask, in dependency order."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from pathlib import Path
+
+import numpy as np
+
+from attncli import core
+from attncli.errors import fail
+from attncli.parsing import masks
+from attncli.parsing.fields import FieldReader
+from attncli.parsing.heads import HEAD_FIELDS, Heads, Inputs
+from attncli.problem import Head, Problem, Score, width
+from attncli.yamldoc import Document
+
+TOP_FIELDS = (
+    "title", "notes", "tokens", "query_tokens", "x", "x_query", "heads", "w_o", "mask", "padding", "window",
+    "scale", "answers", "tolerance", *HEAD_FIELDS[1:],
+)  # fmt: skip
+# A problem whose calculation would need more than this is refused before any (L, S) matrix exists.
+MEMORY_BUDGET = 4 * 2**30
+
+
+def parse(
+    document: Document,
+    flags: Mapping[str, object] | None = None,
+    base: Path | None = None,
+    dtype: type[np.floating] = np.float64,
+) -> Problem:
+    """Validate `document` with `flags` (field -> value, given on the command line) laid over it.
+
+    Array files are found under `base`; every matrix comes out as `dtype`, which the core computes in.
+    """
+    data = document.data if document.data is not None else {}
+    reader = FieldReader(document, dict(flags or {}), base, np.dtype(dtype))
+    if not isinstance(data, dict):
+        raise reader.error((), "problem.not_mapping")
+    data = {**data, **reader.flags}
+    reader.check_fields(data, (), TOP_FIELDS)
+    return _Builder(reader, data).problem()
+
+
+class _Builder:
+    """Works out tokens, heads and the mask from the merged fields, in dependency order."""
+
+    def __init__(self, reader: FieldReader, data: dict) -> None:
+        self.reader = reader
+        self.data = data
+        self.heads = Heads(reader, data)
+
+    def problem(self) -> Problem:
+        tokens = self.tokens()
+        query_tokens, cross = self.query_tokens(tokens)
+        self.check_memory([None] * len(self.heads), len(query_tokens), len(tokens))  # before any head
+        positions = masks.Positions(tokens, query_tokens, cross)
+        inputs = self.inputs(positions)
+        heads = tuple(self.heads.head(i, tokens, query_tokens, inputs) for i in range(len(self.heads)))
+        w_o = self.output_projection(heads)
+        self.check_memory([head.score for head in heads], len(query_tokens), len(tokens))
+        mask, rule = masks.read(self.reader, self.data, positions)
+        return Problem(
+            tokens=tokens,
+            query_tokens=query_tokens,
+            cross=cross,
+            heads=heads,
+            mask=mask,
+            mask_rule=rule,
+            w_o=w_o,
+            title=self.reader.optional_text(self.data, "title"),
+            notes=self.reader.optional_text(self.data, "notes"),
+            source=self.reader.document.name,
+        )
+
+    def tokens(self) -> tuple[str, ...]:
+        """`tokens:`, else the names of the first mapping of keys, values or x, else t1..tS."""
+        if "tokens" in self.data:
+            return self.reader.text_list(("tokens",), self.data["tokens"])
+        for name in ("keys", "values", "x"):
+            for head in range(len(self.heads)):
+                found = self.heads.lookup(head, name)
+                if found is None or (name == "x" and head):
+                    continue
+                path, value = found
+                if isinstance(value, dict) and "file" not in value:
+                    return self.reader.text_list(path, list(value))
+                count = len(self.reader.matrix(path, value))  # an array file is read here once, then kept
+                return tuple(f"t{i + 1}" for i in range(count))
+        raise self.reader.error((), "problem.no_tokens")
+
+    def query_tokens(self, tokens: tuple[str, ...]) -> tuple[tuple[str, ...], bool]:
+        """The query names and whether they come from another sequence (cross-attention)."""
+        if "query_tokens" in self.data:
+            names = self.reader.text_list(("query_tokens",), self.data["query_tokens"])
+        else:
+            names = self.named_queries(tokens)
+            if names is None:
+                names = self.unnamed_queries(tokens)
+        return names, not set(names) <= set(tokens)
+
+    def named_queries(self, tokens: tuple[str, ...]) -> tuple[str, ...] | None:
+        """The names of the first head's queries written as a mapping token: row; each must be a token."""
+        for head in range(len(self.heads)):
+            found = self.heads.lookup(head, "queries")
+            if found and isinstance(found[1], dict) and "file" not in found[1]:
+                path, mapping = found
+                known = set(tokens)
+                stray = [name for name in mapping if name not in known]
+                if stray:
+                    raise self.reader.error((*path, stray[0]), "problem.unknown_query_name", name=stray[0])
+                return tuple(self.reader.plain_text((*path, name), name) for name in mapping)
+        return None
+
+    def unnamed_queries(self, tokens: tuple[str, ...]) -> tuple[str, ...]:
+        """Without any names, as with arrays from files, L ≠ S queries are named q1..qL (cross-attention)."""
+        found = self.heads.lookup(0, "queries")
+        if found is None and "x_query" in self.data:
+            found = ("x_query",), self.data["x_query"]
+        if "tokens" in self.data or found is None:
+            return tokens
+        count = len(self.reader.matrix(*found))
+        return tokens if count == len(tokens) else tuple(f"q{i + 1}" for i in range(count))
+
+    def inputs(self, positions: masks.Positions) -> Inputs:
+        """The inputs X (keys/values side) and X for the queries, when projections are used."""
+        x = x_query = None
+        if "x" in self.data:
+            x = self.reader.matrix(("x",), self.data["x"], positions.tokens, "tokens")
+        if "x_query" in self.data:
+            x_query = self.reader.matrix(("x_query",), self.data["x_query"], positions.query_tokens, "query_tokens")
+        elif x is not None and not positions.cross:
+            x_query = x[positions.query_indexes()]
+        return Inputs(x, x_query)
+
+    def output_projection(self, heads: tuple[Head, ...]) -> np.ndarray | None:
+        if "w_o" not in self.data:
+            return None
+        w_o = self.reader.matrix(("w_o",), self.data["w_o"])
+        d_concat = sum(width(head.values) for head in heads)
+        if w_o.shape[0] != d_concat:
+            raise self.reader.error(("w_o",), "problem.w_o_rows", count=w_o.shape[0], expected=d_concat)
+        return w_o
+
+    def check_memory(self, scores: list[Score | None], queries: int, keys: int) -> None:
+        """Refuse a problem whose calculation would not fit in memory, before any (L, S) matrix exists."""
+        needed = core.bytes_needed(scores, queries, keys, self.reader.dtype)
+        if needed > MEMORY_BUDGET:
+            raise fail(
+                "problem.too_large",
+                size=_size(needed),
+                limit=_size(MEMORY_BUDGET),
+                heads=len(self.heads),
+                queries=queries,
+                keys=keys,
+            ).at(source=self.reader.document.name)
+
+
+def base_folder(file: str | None) -> Path:
+    """Where the array files a problem names are found: beside its file; for stdin or flags, the working directory."""
+    return Path(file).parent if file not in (None, "-") else Path(".")
+
+
+def _size(count: float) -> str:
+    """A number of bytes as people read them: 6.0 GiB."""
+    units = ("KiB", "MiB", "GiB", "TiB")
+    power = min(len(units), max(1, int(math.log(max(count, 1), 1024))))
+    return f"{count / 1024**power:.1f} {units[power - 1]}"

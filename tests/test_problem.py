@@ -1,0 +1,131 @@
+"""The problem parser's own rules: which field a head uses when several could give it, and the memory budget."""
+
+from __future__ import annotations
+
+import itertools
+import tracemalloc
+
+import numpy as np
+import pytest
+
+from attncli import core, yamldoc
+from attncli.errors import AttnError
+from attncli.parsing import problem_file
+from attncli.parsing.heads import Level, Pick, pick
+from attncli.problem import GIVEN, KINDS, SCORE_KINDS, Head, Problem, Projection, Score
+
+PLACES = ("absent", "head", "top")
+VALUES = [[1, 2], [3, 4]]  # given directly
+X = [[1, 0], [0, 1]]
+W_V = [[5, 6], [7, 8]]  # projected: x·W_V
+SCORES = [[0.5, 0.25], [0.0, 1.0]]
+
+
+def document(fields: dict[str, tuple[str, object]], top: dict[str, object]) -> yamldoc.Document:
+    """A one-head problem over tokens a, b with each of `fields` placed in the head, at the top level, or left out."""
+    head = {name: value for name, (place, value) in fields.items() if place == "head"}
+    data = {"tokens": ["a", "b"], **top, "heads": [{"name": "h", **head}]}
+    data.update({name: value for name, (place, value) in fields.items() if place == "top"})
+    return yamldoc.Document(data=data, name="p.yaml")
+
+
+@pytest.mark.parametrize(("first", "second", "expected"), [
+    ("absent", "absent", Pick.NEITHER),
+    ("absent", "head", Pick.SECOND),
+    ("absent", "top", Pick.SECOND),
+    ("head", "absent", Pick.FIRST),
+    ("head", "head", Pick.BOTH),
+    ("head", "top", Pick.FIRST),
+    ("top", "absent", Pick.FIRST),
+    ("top", "head", Pick.SECOND),
+    ("top", "top", Pick.BOTH),
+])  # fmt: skip
+def test_the_nearer_field_wins(first: str, second: str, expected: Pick) -> None:
+    levels = {"absent": Level.ABSENT, "head": Level.HEAD, "top": Level.TOP}
+    assert pick(levels[first], levels[second]) is expected
+
+
+@pytest.mark.parametrize(("values_at", "w_v_at"), itertools.product(PLACES, PLACES))
+def test_values_or_their_projection(values_at: str, w_v_at: str) -> None:
+    """`values` and `w_v` in every placement: the head's own beats the top level; the same level is an error."""
+    fields = {"values": (values_at, VALUES), "w_v": (w_v_at, W_V)}
+    given = document(fields, {"x": X, "scores": SCORES})
+    if values_at == w_v_at:
+        with pytest.raises(AttnError) as caught:
+            problem_file.parse(given)
+        assert caught.value.key == "problem.missing" if values_at == "absent" else "problem.given_and_projected"
+        return
+    values = problem_file.parse(given).heads[0].values
+    uses_values = w_v_at == "absent" or (values_at == "head" and w_v_at == "top")
+    if uses_values:
+        np.testing.assert_array_equal(values, VALUES)
+    else:
+        assert isinstance(values, Projection)
+        np.testing.assert_array_equal(values.x, X)
+        np.testing.assert_array_equal(values.w, W_V)
+
+
+@pytest.mark.parametrize(("scores_at", "vectors_at"), itertools.product(PLACES, PLACES))
+def test_given_scores_or_the_vectors(scores_at: str, vectors_at: str) -> None:
+    """`scores` against queries and keys in every placement: the nearer wins, and given scores win a tie."""
+    vectors = [[1, 0], [0, 1]]
+    fields = {"scores": (scores_at, SCORES), "queries": (vectors_at, vectors), "keys": (vectors_at, vectors)}
+    given = document(fields, {"values": VALUES})
+    if scores_at == vectors_at == "absent":
+        with pytest.raises(AttnError) as caught:
+            problem_file.parse(given)
+        assert caught.value.key == "problem.missing"
+        return
+    head = problem_file.parse(given).heads[0]
+    uses_scores = vectors_at == "absent" or scores_at == vectors_at or (scores_at == "head" and vectors_at == "top")
+    if uses_scores:
+        assert head.score.kind == GIVEN and head.queries is None
+        np.testing.assert_array_equal(head.scores, SCORES)
+    else:
+        assert head.score.kind == "scaled_dot" and head.scores is None
+        np.testing.assert_array_equal(head.queries, vectors)
+
+
+def test_every_score_kind_is_declared() -> None:
+    assert set(KINDS) == {*SCORE_KINDS, GIVEN}
+    assert GIVEN not in SCORE_KINDS  # a file asks for scores by giving them, never by `score: given`
+    with pytest.raises(ValueError, match="dott"):
+        Score("dott", 1.0)
+
+
+@pytest.mark.parametrize("kind", SCORE_KINDS)
+def test_the_memory_budget_covers_what_the_core_allocates(kind: str) -> None:
+    """bytes_needed against the peak numpy allocation of `compute` (by tracemalloc) and the mask, give or take
+    the few vectors of L or S numbers that it leaves out."""
+    rng = np.random.default_rng(7)
+    n, d, d_a = 256, 4, 3
+    learned = {
+        "general": {"w": rng.standard_normal((d, d))},
+        "additive": {
+            "w_query": rng.standard_normal((d, d_a)),
+            "w_key": rng.standard_normal((d, d_a)),
+            "v": np.ones(d_a),
+        },
+    }.get(kind, {})
+    score = Score(kind, 0.5, **learned)
+    head = Head("h", score, rng.standard_normal((n, d)), rng.standard_normal((n, d)), rng.standard_normal((n, 2)))
+    tokens = tuple(f"t{i}" for i in range(n))
+    problem = Problem(tokens, tokens, False, (head,), np.ones((n, n), dtype=bool))
+    tracemalloc.start()
+    try:
+        core.compute(problem)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    needed = core.bytes_needed([score], n, n, np.dtype(np.float64))
+    assert problem.mask.nbytes + peak <= 1.05 * needed
+    assert needed < 2 * (problem.mask.nbytes + peak)  # and not wildly more
+
+
+def test_too_large_a_problem_is_refused_before_its_heads_are_read() -> None:
+    n = 20_000  # 6 matrices of 8 bytes and a mask byte: 20000² × 49 bytes ≈ 18.3 GiB
+    given = yamldoc.Document(data={"tokens": ",".join(f"t{i}" for i in range(n)), "values": "not read"}, name="p.yaml")
+    with pytest.raises(AttnError) as caught:
+        problem_file.parse(given)
+    assert caught.value.key == "problem.too_large"
+    assert caught.value.params["size"] == f"{n * n * 49 / 2**30:.1f} GiB"
