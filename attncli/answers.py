@@ -45,12 +45,16 @@ class Answer:
     columns: tuple[str, ...]  # key tokens, or coordinates "1", "2", ...
     cells: tuple[tuple[Entry | None, ...], ...]
     transposed: bool = False  # written with rows and columns swapped (a shape that only fits transposed)
+    written: tuple[tuple[Entry | None, ...], ...] | None = None  # the rows as written when no orientation fits
 
 
 @dataclass(frozen=True)
 class Answers:
     steps: tuple[Answer, ...]  # in the order of the calculation: each head's steps, then concat and final
     tolerance: float | None  # from `tolerance:` in the file
+    carry: int | None = None  # `carry:`: the decimals a careful student keeps from step to step
+    min_decimals: int | None = None  # `min_decimals:`: fewer decimals than this are too few
+    require: tuple[str, ...] = ()  # `require:`: the steps that must be answered
 
 
 @dataclass(frozen=True)

@@ -11,8 +11,8 @@ Pure functions of the calculation and the answers: no I/O.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -23,16 +23,30 @@ from attncli.problem import Projection
 CODES = (
     "missing_scale",
     "wrong_scale",
+    "scale_not_applicable",
     "no_exp",
     "unnormalized",
+    "not_normalized",
     "wrong_axis",
     "mask_ignored",
     "mask_inverted",
+    "causal_shifted",
+    "not_transposed",
+    "values_as_keys",
     "keys_as_values",
+    "cosine_no_norm",
+    "additive_no_tanh",
+    "wrong_row",
+    "other_head",
+    "concat_order",
+    "forgot_w_o",
     "transposed",
     "rounded_early",
+    "too_few_decimals",
 )
 RIGHT, CARRIED, WRONG = "right", "carried", "wrong"
+NOT_ANSWERED, MISSING, TOO_FEW_DECIMALS = "not_answered", "missing", "too_few_decimals"
+CARRY = 4  # decimals a careful student keeps from step to step, unless the key or --carry says otherwise
 EXACT = 1e-9  # relative tolerance for whole numbers and expressions, which are exact as written
 EXACT_ZERO = 1e-12  # ... and the absolute one, for true values that are zero up to floating-point noise
 ROUNDING = 1.5  # n decimals are right within 1.5·10⁻ⁿ: the rounding itself plus rounding carried from earlier steps
@@ -52,10 +66,12 @@ Key = tuple[str, int | None]  # (step, head); head None for concat and final
 class Cell:
     row: int
     column: int
-    entry: Entry
+    entry: Entry | None  # None: not answered
     expected: float  # the true value; -inf for a masked score
     masked: bool  # the mask excludes this cell
-    status: str  # RIGHT, CARRIED (follows from the student's own wrong inputs) or WRONG
+    status: str  # RIGHT, CARRIED (follows from the student's own wrong inputs), WRONG, NOT_ANSWERED, TOO_FEW_DECIMALS
+    own: float = 0.0  # half a unit of the last decimal written (0 for exact entries)
+    carried_in: float = 0.0  # the widening from the rounding the inputs carry in
 
 
 @dataclass(frozen=True)
@@ -65,17 +81,22 @@ class StepReport:
     head_name: str | None  # None for concat and final, and when the problem has one head
     rows: tuple[str, ...]
     columns: tuple[str, ...]
-    cells: tuple[Cell, ...]  # the answered cells
-    status: str  # RIGHT: every cell right; CARRIED: right method, wrong inputs; WRONG: the mistake is here
+    cells: tuple[Cell, ...]  # every cell the mask lets through, and the masked ones answered
+    status: str  # RIGHT; CARRIED: right method, wrong inputs; WRONG: the mistake is here; NOT_ANSWERED; MISSING
     diagnosis: tuple[str, ...]  # CODES that reproduce the step's numbers
+
+    def count(self, status: str) -> int:
+        """How many cells have `status`."""
+        return sum(cell.status == status for cell in self.cells)
 
     @property
     def correct(self) -> int:
-        return sum(cell.status == RIGHT for cell in self.cells)
+        return self.count(RIGHT)
 
     @property
     def total(self) -> int:
-        return len(self.cells)
+        """The answered cells."""
+        return sum(cell.entry is not None for cell in self.cells)
 
 
 @dataclass(frozen=True)
@@ -85,13 +106,18 @@ class Report:
 
     @property
     def ok(self) -> bool:
-        """Every answered cell is right."""
-        return all(step.status == RIGHT for step in self.steps)
+        """No step is wrong or missing, and something was answered: carried steps only inherit a mistake."""
+        return not self.wrong_steps and any(step.status != NOT_ANSWERED for step in self.steps)
 
     @property
-    def first_wrong(self) -> StepReport | None:
-        """The first step where a mistake was made (carried steps only inherit one)."""
-        return next((step for step in self.steps if step.status == WRONG), None)
+    def first_mistake(self) -> StepReport | None:
+        """The first step where a mistake was made, or that is missing."""
+        return next(iter(self.wrong_steps), None)
+
+    @property
+    def wrong_steps(self) -> tuple[StepReport, ...]:
+        """Every wrong or missing step, in the order of the calculation."""
+        return tuple(step for step in self.steps if step.status in (WRONG, MISSING))
 
 
 @dataclass(frozen=True)
@@ -131,8 +157,21 @@ class _Replay:
     excluded: dict[Key, np.ndarray]  # the cells this pass leaves out (masked); all False for unmaskable steps
 
 
-def grade(steps: Steps, answers: Answers, tolerance: float | None = None, file: str = "") -> Report:
-    """The report on `answers` to the problem whose calculation is `steps`; `tolerance` overrides the file's."""
+def grade(
+    steps: Steps,
+    answers: Answers,
+    *,
+    tolerance: float | None = None,
+    carry: int | None = None,
+    min_decimals: int | None = None,
+    require: Sequence[str] | None = None,
+    file: str = "-",
+) -> Report:
+    """The report on `answers` to the problem whose calculation is `steps`.
+
+    Keyword values (from the command line) win over the file's own `tolerance:`, `carry:`, `min_decimals:`
+    and `require:`.
+    """
     tol = tolerance if tolerance is not None else answers.tolerance
     given = {(answer.step, answer.head): _student(answer) for answer in answers.steps}
     truth = _replay(steps, Mistake(), {})
@@ -141,10 +180,37 @@ def grade(steps: Steps, answers: Answers, tolerance: float | None = None, file: 
     reports: dict[Key, StepReport] = {}
     for answer in answers.steps:
         key = (answer.step, answer.head)
-        name = steps.heads[answer.head].spec.name if answer.head is not None and len(steps.heads) > 1 else None
+        name = _head_name(steps, answer.head)
         upstream = [reports[dep].status for dep in _depends(key, len(steps.heads)) if dep in reports]
         reports[key] = _grade_step(answer, name, truth, carried, slips, upstream, tol)
-    return Report(file, tuple(reports.values()))
+    required = require if require is not None else answers.require
+    for key in _required(steps, required):
+        if key not in reports:
+            reports[key] = StepReport(key[0], key[1], _head_name(steps, key[1]), (), (), (), MISSING, ())
+    return Report(file, tuple(reports[key] for key in _order(steps) if key in reports))
+
+
+def _head_name(steps: Steps, head: int | None) -> str | None:
+    return steps.heads[head].spec.name if head is not None and len(steps.heads) > 1 else None
+
+
+def _order(steps: Steps) -> list[Key]:
+    """Every step of the calculation in order: each head's, then concat and final."""
+    return [*((step, h) for h in range(len(steps.heads)) for step in HEAD_STEPS), ("concat", None), ("final", None)]
+
+
+def _required(steps: Steps, names: Sequence[str]) -> list[Key]:
+    """The steps `names` asks for that this problem has (every head's; no dot for given scores, no lone concat)."""
+    keys = []
+    for step, head in _order(steps):
+        if step not in names:
+            continue
+        if head is not None and step in ("queries", "keys", "dot") and steps.heads[head].queries is None:
+            continue
+        if step == "concat" and steps.concat is None:
+            continue
+        keys.append((step, head))
+    return keys
 
 
 def _grade_step(
@@ -159,31 +225,39 @@ def _grade_step(
     key = (answer.step, answer.head)
     expected, excluded = truth.computed[key], truth.excluded[key]
     own, own_excluded = carried.computed[key], carried.excluded[key]
+    if answer.written is not None:
+        return _step(answer, head_name, [], WRONG, ())
     cells = []
-    for i, j, entry in _answered(answer):
-        if _agrees(entry, expected[i, j], excluded[i, j], tol):
+    for i, j, entry in _cells(answer, excluded):
+        if entry is None:
+            status = NOT_ANSWERED
+        elif _agrees(entry, expected[i, j], excluded[i, j], tol):
             status = RIGHT
         elif _agrees(entry, own[i, j], own_excluded[i, j], tol):
             status = CARRIED
         else:
             status = WRONG
-        cells.append(Cell(i, j, entry, float(expected[i, j]), bool(excluded[i, j]), status))
-    statuses = {cell.status for cell in cells}
+        allowance = 0.0 if entry is None or entry.decimals is None else 10.0**-entry.decimals
+        cells.append(Cell(i, j, entry, float(expected[i, j]), bool(excluded[i, j]), status, allowance / 2, allowance))
+    statuses = {cell.status for cell in cells} - {NOT_ANSWERED}
+    if not statuses:
+        return _step(answer, head_name, cells, NOT_ANSWERED, ())
     if statuses == {RIGHT} and not answer.transposed:
         return _step(answer, head_name, cells, RIGHT, ())
     if WRONG not in statuses and not answer.transposed:
         if any(status != RIGHT for status in upstream):
             return _step(answer, head_name, cells, CARRIED, ())
         return _step(answer, head_name, cells, WRONG, ("rounded_early",))  # right but for rounded inputs
+    answered = [cell for cell in cells if cell.entry is not None]
     candidates: list[tuple[str | None, np.ndarray, np.ndarray]] = [
         (code, replay.computed[key], replay.excluded[key]) for code, replay in slips
     ]
     if expected.shape[0] == expected.shape[1]:
         candidates += [("transposed", expected.T, excluded.T), ("transposed", own.T, own_excluded.T)]
     found = ["transposed"] if answer.transposed else []
-    found += [code for code, values, out in candidates if code and _reproduces(cells, values, out, tol)]
+    found += [code for code, values, out in candidates if code and _reproduces(answered, values, out, tol)]
     if answer.transposed:
-        cells = [Cell(c.row, c.column, c.entry, c.expected, c.masked, WRONG) for c in cells]
+        cells = [replace(cell, status=WRONG) if cell.entry is not None else cell for cell in cells]
     return _step(answer, head_name, cells, WRONG, tuple(code for code in CODES if code in found))
 
 
@@ -191,10 +265,11 @@ def _step(answer: Answer, head_name: str | None, cells: list[Cell], status: str,
     return StepReport(answer.step, answer.head, head_name, answer.rows, answer.columns, tuple(cells), status, diagnosis)
 
 
-def _answered(answer: Answer) -> Iterator[tuple[int, int, Entry]]:
+def _cells(answer: Answer, excluded: np.ndarray) -> Iterator[tuple[int, int, Entry | None]]:
+    """Every answered cell, and every cell left unanswered that the mask does not exclude."""
     for i, row in enumerate(answer.cells):
         for j, entry in enumerate(row):
-            if entry is not None:
+            if entry is not None or not excluded[i, j]:
                 yield i, j, entry
 
 

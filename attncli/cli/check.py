@@ -43,7 +43,7 @@ def check(
         try:
             document = yamldoc.read(file)
             steps = core.compute(problem_file.parse(document, None, problem_file.base_folder(file)))
-            results.append((file, grading.grade(steps, answers.parse(document, steps), tolerance, file)))
+            results.append((file, grading.grade(steps, answers.parse(document, steps), tolerance=tolerance, file=file)))
         except AttnError as error:
             message = describe(error)
             say(message)

@@ -8,12 +8,18 @@ import json
 import math
 from collections.abc import Sequence
 
-from attncli.grading import CARRIED, RIGHT, WRONG, Cell, Report, StepReport
+from attncli.grading import CARRIED, NOT_ANSWERED, RIGHT, TOO_FEW_DECIMALS, WRONG, Cell, Report, StepReport
 from attncli.i18n import t
 from attncli.render.layout import BLANK, Line, line, table
 from attncli.render.numbers import fixed
 
-MARKS = {RIGHT: ("✓", "green"), CARRIED: ("↷", "yellow"), WRONG: ("✗", "bold red")}
+MARKS = {
+    RIGHT: ("✓", "green"),
+    CARRIED: ("↷", "yellow"),
+    WRONG: ("✗", "bold red"),
+    TOO_FEW_DECIMALS: ("✗", "bold red"),
+    NOT_ANSWERED: ("?", "dim"),
+}
 CSV_HEADER = ("file", "step", "head", "correct", "total", "diagnosis")
 TOKEN_ROWS = ("keys", "values")  # steps whose rows are the key tokens; the others' rows are the queries
 Result = tuple[str, Report | str]  # a file and its report, or the error that kept it from being graded
@@ -22,7 +28,7 @@ Result = tuple[str, Report | str]  # a file and its report, or the error that ke
 def human(report: Report, precision: int, width: int) -> list[Line]:
     """Every answered step as a table of marked cells, its diagnosis, and the summary line."""
     out = [line((report.file, "bold underline")), line((t("check.legend"), "dim")), BLANK]
-    first = report.first_wrong
+    first = report.first_mistake
     for step in report.steps:
         title = f"{label(step)}: {t('check.count', correct=step.correct, total=step.total)}"
         if step is first:
@@ -31,7 +37,7 @@ def human(report: Report, precision: int, width: int) -> list[Line]:
         if step.status == CARRIED:
             out.append(line((t("check.carried_note"), "yellow")))
         for code in step.diagnosis:
-            out.append(line((f"{t(f'check.short_{code}')} ({code}): ", "bold"), t(f"check.hint_{code}")))
+            out.append(line((f"{t(f'check.diagnosis.{code}')} ({code}): ", "bold"), t(f"check.hint.{code}")))
         if step.status == WRONG and not step.diagnosis:
             out.append(line((t("check.no_diagnosis"), "dim")))
         out.append(BLANK)
@@ -50,11 +56,11 @@ def summary(report: Report) -> str:
     for step in report.steps:
         part = f"{label(step)}: {step.correct}/{step.total}"
         parts.append(part + t("check.carried_mark") if step.status == CARRIED else part)
-    first = report.first_wrong  # None exactly when all is right: a carried error always starts at a wrong step
+    first = report.first_mistake  # None exactly when all is right: a carried error always starts at a wrong step
     if first is None:
         verdict = t("check.all_right")
     elif first.diagnosis:
-        verdict = "; ".join(t(f"check.short_{code}") for code in first.diagnosis)
+        verdict = "; ".join(t(f"check.diagnosis.{code}") for code in first.diagnosis)
     else:
         verdict = t("check.first_mistake", step=label(first))
     return f"{', '.join(parts)} — {verdict}"
@@ -137,7 +143,7 @@ def _json_cell(step: StepReport, cell: Cell) -> dict:
         "column": cell.column,
         "row_name": step.rows[cell.row],
         "column_name": step.columns[cell.column],
-        "given": cell.entry.text,
+        "given": None if cell.entry is None else cell.entry.text,
         "expected": cell.expected if math.isfinite(cell.expected) else None,
         "masked": cell.masked,
         "status": cell.status,
@@ -155,6 +161,8 @@ def _table(step: StepReport, title: str, precision: int, width: int) -> list[Lin
 def _cell(cell: Cell, precision: int) -> Line:
     """The student's number as written, its mark in colour, and the right value when it is not right."""
     mark, style = MARKS[cell.status]
+    if cell.entry is None:
+        return line((mark, style))
     if cell.status == RIGHT:
         return line(f"{cell.entry.text} ", (mark, style))
     expected = t("render.masked") if math.isinf(cell.expected) else fixed(cell.expected, precision)
