@@ -8,22 +8,18 @@ integer vector (as the article's q = [√2, 0] with d_k = 2), so dividing q·k b
 
 from __future__ import annotations
 
-import json
 import math
 import random
-import re
 import shlex
-from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from fractions import Fraction
-
-import numpy as np
 
 from attncli import core, yamldoc
 from attncli.errors import fail
 from attncli.i18n import current_language, t
 from attncli.parsing import problem_file
 from attncli.render.numbers import fixed
+from attncli.templates import answer_lines, flow, quote
 
 SCORES = ("scaled_dot", "dot", "cosine")
 MASKS = ("none", "causal")
@@ -46,8 +42,6 @@ SENTENCES: dict[int, tuple[str, ...]] = {
     7: ("my sister reads old books every night", "a fisherman repaired his net beside rivers"),
     8: ("the old fisherman repaired his torn net yesterday", "my sister reads old books every single night"),
 }
-_PLAIN = re.compile(r"[A-Za-z][A-Za-z0-9_'-]*")
-_YAML_WORDS = {"true", "false", "null", "yes", "no", "on", "off", "y", "n"}
 
 
 @dataclass(frozen=True)
@@ -109,9 +103,9 @@ def exercise(options: Options, seed: int) -> str:
     lines = [
         f"# {t('generate.comment')}",
         f"#   {command(options, seed)}",
-        f"title: {_quote(t('generate.title', words=sentence))}",
-        f"notes: {_quote(t('generate.notes'))}",
-        f"tokens: {_flow(_quote(name) for name in tokens)}",
+        f"title: {quote(t('generate.title', words=sentence))}",
+        f"notes: {quote(t('generate.notes'))}",
+        f"tokens: {flow(quote(name) for name in tokens)}",
     ]
     if options.score != "scaled_dot":
         lines.append(f"score: {options.score}")
@@ -125,11 +119,11 @@ def exercise(options: Options, seed: int) -> str:
         lines.append("heads:")
         for index, head in enumerate(heads):
             fields = _head_lines(head, tokens, options.projections, 4)
-            lines += [f"  - name: {_quote(t('generate.head', number=index + 1))}", *fields]
+            lines += [f"  - name: {quote(t('generate.head', number=index + 1))}", *fields]
         w_o = _rows(rng, options.heads * d_v, d_v, (0, 1), nonzero=True)
-        lines += ["w_o:", *(f"  - {_flow(str(v) for v in row)}" for row in w_o)]
+        lines += ["w_o:", *(f"  - {flow(str(v) for v in row)}" for row in w_o)]
     text = "\n".join(lines) + "\n"
-    return text + _answers(text, tokens, options.projections) if options.answers else text
+    return text + _answers(text) if options.answers else text
 
 
 def worksheet(options: Options, seed: int, count: int) -> list[tuple[str, str]]:
@@ -268,7 +262,7 @@ def _head_lines(head: _Head, tokens: tuple[str, ...], projections: bool, indent:
         return [
             line
             for name, rows in (("w_q", head.queries), ("w_k", head.keys), ("w_v", head.values))
-            for line in (f"{pad}{name}:", *(f"{pad}  - {_flow(row)}" for row in rows))
+            for line in (f"{pad}{name}:", *(f"{pad}  - {flow(row)}" for row in rows))
         ]
     return [
         line
@@ -278,46 +272,14 @@ def _head_lines(head: _Head, tokens: tuple[str, ...], projections: bool, indent:
 
 
 def _mapping(names: tuple[str, ...], rows: list[list[str]], indent: int) -> list[str]:
-    return [f"{' ' * indent}{_quote(name)}: {_flow(row)}" for name, row in zip(names, rows)]
+    return [f"{' ' * indent}{quote(name)}: {flow(row)}" for name, row in zip(names, rows)]
 
 
-def _flow(items: Iterable[str]) -> str:
-    return "[" + ", ".join(items) + "]"
-
-
-def _quote(text: str) -> str:
-    """A YAML scalar for `text`: a bare word when that reads back as the same text, else double-quoted."""
-    if _PLAIN.fullmatch(text) and text.lower() not in _YAML_WORDS:
-        return text
-    return json.dumps(text, ensure_ascii=False)
-
-
-def _answers(text: str, tokens: tuple[str, ...], projections: bool) -> str:
+def _answers(text: str) -> str:
     """The answer key: every step as the core computes it, rounded to ANSWER_DECIMALS (whole numbers exact)."""
     steps = core.compute(problem_file.parse(yamldoc.load(text, "generate")))
-    mask = steps.problem.mask
-
-    def block(name: str, matrix: np.ndarray, masked: bool, indent: int) -> list[str]:
-        rows = [
-            [_answer(float(v)) if not masked or mask[i, j] else "masked" for j, v in enumerate(row)]
-            for i, row in enumerate(matrix)
-        ]
-        return [f"{' ' * indent}{name}:", *_mapping(tokens, rows, indent + 2)]
-
-    per_head = []
-    for head in steps.heads:
-        made = [("queries", head.queries, False), ("keys", head.keys, False), ("values", head.values, False)]
-        fields = [("dot", head.compatibility, True), ("scores", head.scores, True), ("weights", head.weights, True)]
-        per_head.append([*(made if projections else []), *fields, ("output", head.output, False)])
-    lines = [f"# {t('generate.answers_note', decimals=ANSWER_DECIMALS)}", "answers:"]
-    if steps.concat is None:
-        return "\n".join(lines + [line for field in per_head[0] for line in block(*field, 2)]) + "\n"
-    lines.append("  heads:")
-    for fields in per_head:
-        head_lines = [line for field in fields for line in block(*field, 6)]
-        lines += [f"    - {head_lines[0].lstrip()}", *head_lines[1:]]
-    lines += [*block("concat", steps.concat, False, 2), *block("final", steps.output, False, 2)]
-    return "\n".join(lines) + "\n"
+    lines = answer_lines(steps, lambda value, masked: "masked" if masked else _answer(value))
+    return "\n".join([f"# {t('generate.answers_note', decimals=ANSWER_DECIMALS)}", *lines]) + "\n"
 
 
 def _answer(value: float) -> str:

@@ -16,8 +16,8 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from attncli.answers import HEAD_STEPS, Answer, Answers, Entry
 from attncli.core import Steps, compatibility, softmax
+from attncli.parsing.answers import HEAD_STEPS, Answer, Answers, Entry
 from attncli.problem import Projection
 
 CODES = (

@@ -10,10 +10,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner, Result
 
-from attncli import answers, core, grading, yamldoc
+from attncli import core, grading, yamldoc
 from attncli.cli import app
 from attncli.exercises import Options, exercise
-from attncli.parsing import problem_file
+from attncli.parsing import answers, problem_file
 
 ENV = {"LC_ALL": None, "LC_MESSAGES": None, "LANG": None}
 

@@ -34,8 +34,8 @@ def check(
     debug: Debug = False,
 ) -> None:
     choose(format, FORMATS, "--format")
-    from attncli import answers, core, grading, yamldoc
-    from attncli.parsing import problem_file
+    from attncli import core, grading, yamldoc
+    from attncli.parsing import answers, problem_file
     from attncli.render import check_report
 
     results: list[tuple[str, grading.Report | str]] = []

@@ -18,7 +18,7 @@ from attncli.yamldoc import Document
 
 TOP_FIELDS = (
     "title", "notes", "tokens", "query_tokens", "x", "x_query", "heads", "w_o", "mask", "padding", "window",
-    "scale", "answers", "tolerance", *HEAD_FIELDS[1:],
+    "scale", "exercise", "answers", "tolerance", "carry", "min_decimals", "require", *HEAD_FIELDS[1:],
 )  # fmt: skip
 # A problem whose calculation would need more than this is refused before any (L, S) matrix exists.
 MEMORY_BUDGET = 4 * 2**30

@@ -1,0 +1,32 @@
+"""`attncli template`: the blank answers: section a student fills in for a problem."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from attncli.cli.app import Debug, Lang, Output, app, boundary, epilog
+from attncli.cli.output import write
+from attncli.i18n import t
+
+EXAMPLES = epilog(
+    "  attncli template samples/bank.yaml > answers.yaml",
+    "  attncli template exercise-07.yaml -o exercise-07-answers.yaml",
+)
+
+
+@app.command(help=t("help.template"), epilog=EXAMPLES)
+@boundary
+def template(
+    file: Annotated[str, typer.Argument(help=t("help.template.file"))],
+    output: Output = None,
+    lang: Lang = None,
+    debug: Debug = False,
+) -> None:
+    from attncli import core, submissions, templates, yamldoc
+    from attncli.parsing import problem_file
+
+    document = yamldoc.read(file)
+    steps = core.compute(problem_file.parse(document, None, problem_file.base_folder(file)))
+    write(templates.template(steps, submissions.exercise_id(document)), output)

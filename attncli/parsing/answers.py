@@ -1,0 +1,375 @@
+"""The `answers:` section of a homework file: what the student wrote, cell by cell, and how precisely.
+
+A number's precision lives in its text: 0.90 promises two decimals where 0.9
+promises one, so the text of each scalar comes from `Document.texts`. This is
+the only module that looks at the shape of answers. A step whose shape fits the
+true one neither as written nor transposed is kept as written, for the grader to
+mark wrong and diagnose; only answers that cannot be read at all are errors.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+from attncli.core import Steps
+from attncli.errors import AttnError, fail, listed
+from attncli.i18n import current_language, t
+from attncli.parsing.fields import FieldReader, row_label
+from attncli.yamldoc import Document, FieldPath, did_you_mean, kind_of
+
+HEAD_STEPS = ("queries", "keys", "values", "dot", "scores", "weights", "output")
+SHARED_STEPS = ("concat", "final")
+STEPS = (*HEAD_STEPS, *SHARED_STEPS)
+MASKABLE = ("dot", "scores", "weights")
+MASK_WORDS = ("masked", "-inf", "-∞", "-infinity")
+NOT_ANSWERED = "?"  # what a template holds in every cell; left there (or empty), the cell is not answered
+SETTINGS = ("tolerance", "carry", "min_decimals", "require")  # how the file asks to be graded
+MAX_DECIMALS = 17
+_DECIMAL = re.compile(r"[+-]?\d*\.(?P<fraction>\d*)(?:[eE](?P<exponent>[+-]?\d+))?|[+-]?\d+[eE](?P<power>[+-]?\d+)")
+_DECIMAL_COMMA = re.compile(r"[+-]?\d+,\d+")
+_SPACED = re.compile(r"[+-]?[\d.]+(?:\s+[+-]?[\d.]+)+")
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One number as the student wrote it."""
+
+    text: str
+    value: float | None  # None: marked as masked (-inf, masked or null)
+    decimals: int | None  # decimals written; None for whole numbers and expressions, which are taken as exact
+
+
+Written = tuple[tuple[Entry | None, ...], ...]
+
+
+@dataclass(frozen=True)
+class Answer:
+    """One answered matrix, held in the orientation of the true one; a None cell was not answered."""
+
+    step: str
+    head: int | None  # None for concat and final
+    rows: tuple[str, ...]
+    columns: tuple[str, ...]  # key tokens, or coordinates "1", "2", ...
+    cells: tuple[tuple[Entry | None, ...], ...]
+    transposed: bool = False  # written with rows and columns swapped (a shape that only fits transposed)
+    written: Written | None = None  # the rows as written when the shape fits neither way; `cells` is then all None
+
+
+@dataclass(frozen=True)
+class Settings:
+    """How a file asks to be graded; with a key, the key's settings are the ones that count."""
+
+    tolerance: float | None = None
+    carry: int | None = None
+    min_decimals: int | None = None
+    require: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Answers:
+    steps: tuple[Answer, ...]  # in the order of the calculation: each head's steps, then concat and final
+    tolerance: float | None  # from `tolerance:`
+    carry: int | None = None  # from `carry:`: the decimals inputs are carried at
+    min_decimals: int | None = None  # from `min_decimals:`
+    require: tuple[str, ...] = ()  # from `require:`: steps that must be answered
+
+
+@dataclass(frozen=True)
+class _Shape:
+    rows: tuple[str, ...]
+    columns: tuple[str, ...]
+    named_columns: bool  # columns are key tokens, so a row may be a mapping token: number
+    allowed: np.ndarray | None  # (rows, columns) for maskable steps: the cells the mask lets through
+
+
+def parse(document: Document, steps: Steps, settings: Settings | None = None) -> Answers:
+    """The validated `answers:` of a problem whose calculation is `steps`, graded with `settings` (else the file's)."""
+    reader = _Reader(document, steps)
+    return reader.answers(settings if settings is not None else reader.settings())
+
+
+def read_settings(document: Document) -> Settings:
+    """The validated `tolerance:`, `carry:`, `min_decimals:` and `require:` of a file (a key or a homework)."""
+    return _Reader(document, None).settings()
+
+
+def decimals(text: str) -> int | None:
+    """How many decimals a plain number shows (`0.0900` → 4, `1.5e-3` → 4); None for whole numbers and expressions."""
+    match = _DECIMAL.fullmatch(text.strip().replace("−", "-"))
+    if match is None:
+        return None
+    power = match["power"]
+    count = -int(power) if power is not None else len(match["fraction"]) - int(match["exponent"] or 0)
+    return count if count > 0 else None
+
+
+def is_mask_marker(value: object) -> bool:
+    """`-inf`, `masked`, `-∞` or null: the student says the mask excludes this cell."""
+    if value is None:
+        return True
+    if isinstance(value, float):
+        return value == -math.inf
+    return isinstance(value, str) and value.strip().lower().replace("−", "-").replace(" ", "") in MASK_WORDS
+
+
+def step_list(text: str) -> tuple[str, ...]:
+    """`--require dot,scores`: the step names, each one that can be answered (an AttnError otherwise)."""
+    names = tuple(name.strip() for name in text.split(",") if name.strip())
+    for name in names:
+        if name not in STEPS:
+            hint = did_you_mean(name, STEPS) or t("check.known_steps", names=", ".join(STEPS))
+            raise fail("check.unknown_step", name=name, hint=hint)
+    return names
+
+
+def _is_not_answered(value: object) -> bool:
+    return isinstance(value, str) and value.strip() in (NOT_ANSWERED, "")
+
+
+def _is_scalar(value: object) -> bool:
+    return not isinstance(value, (list, dict))
+
+
+class _Reader(FieldReader):
+    """Reads the answers against the shapes of the calculation, raising errors that say where."""
+
+    def __init__(self, document: Document, steps: Steps | None) -> None:
+        super().__init__(document)
+        self.steps = steps
+        self.data = document.data if isinstance(document.data, dict) else {}
+
+    def settings(self) -> Settings:
+        data = self.data
+        tolerance = self.tolerance(data["tolerance"]) if "tolerance" in data else None
+        carry = self.count("carry") if "carry" in data else None
+        min_decimals = self.count("min_decimals") if "min_decimals" in data else None
+        require = self.require(data["require"]) if "require" in data else ()
+        return Settings(tolerance, carry, min_decimals, require)
+
+    def tolerance(self, value: object) -> float:
+        number = self.number(("tolerance",), value) if not isinstance(value, bool) else None
+        if number is None or number < 0:
+            raise self.error(("tolerance",), "check.bad_tolerance", got=kind_of(value))
+        return number
+
+    def count(self, name: str) -> int:
+        value = self.data[name]
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_DECIMALS:
+            raise self.error((name,), "check.bad_decimals", got=kind_of(value), limit=MAX_DECIMALS)
+        return value
+
+    def require(self, value: object) -> tuple[str, ...]:
+        if isinstance(value, list) and all(isinstance(item, str) for item in value):
+            value = ",".join(value)
+        if not isinstance(value, str):
+            raise self.error(("require",), "check.bad_require", got=kind_of(value))
+        try:
+            return step_list(value)
+        except AttnError as error:
+            raise error.at(self.document.name, self.document.line(("require",)), "require") from None
+
+    def answers(self, settings: Settings) -> Answers:
+        assert self.steps is not None
+        if "answers" not in self.data:
+            raise fail("check.no_answers").at(self.document.name, field="answers")
+        section = self.data["answers"]
+        if not isinstance(section, dict) or not section:
+            raise self.error(("answers",), "check.answers_not_mapping", got=kind_of(section))
+        self.check_fields(section, ("answers",), (*STEPS, "heads"), "check.known_steps")
+        heads = len(self.steps.heads)
+        top = [name for name in HEAD_STEPS if name in section]
+        if "heads" in section:
+            if top:
+                raise self.error(("answers", top[0]), "check.heads_and_top")
+            per_head = self.head_list(section["heads"], heads)
+        elif top and heads > 1:
+            raise self.error(("answers", top[0]), "check.top_with_heads", count=heads)
+        else:
+            per_head = [(("answers",), section)]
+        found = [
+            self.answer((*path, step), fields[step], step, head)
+            for head, (path, fields) in enumerate(per_head)
+            for step in HEAD_STEPS
+            if step in fields
+        ]
+        found += [self.answer(("answers", step), section[step], step, None) for step in SHARED_STEPS if step in section]
+        if not found:
+            raise self.error(("answers",), "check.nothing_answered")
+        return Answers(tuple(found), settings.tolerance, settings.carry, settings.min_decimals, settings.require)
+
+    def head_list(self, value: object, heads: int) -> list[tuple[FieldPath, dict]]:
+        if not isinstance(value, list) or not value or not all(isinstance(item, dict) for item in value):
+            raise self.error(("answers", "heads"), "problem.bad_heads", got=kind_of(value))
+        if len(value) > heads:
+            raise self.error(("answers", "heads"), "check.too_many_heads", count=len(value), expected=heads)
+        for index, fields in enumerate(value):
+            self.check_fields(fields, ("answers", "heads", index), HEAD_STEPS, "check.known_steps")
+        return [(("answers", "heads", index), fields) for index, fields in enumerate(value)]
+
+    def shape(self, path: FieldPath, step: str, head: int | None) -> _Shape:
+        assert self.steps is not None
+        problem, steps = self.steps.problem, self.steps
+        queries, tokens = problem.query_tokens, problem.tokens
+        if head is None:
+            matrix = steps.concat if step == "concat" else steps.output
+            if matrix is None:
+                raise self.error(path, "check.no_concat")
+            return _Shape(queries, _coordinates(matrix.shape[1]), False, None)
+        head_steps = steps.heads[head]
+        if step in ("queries", "keys", "dot") and head_steps.queries is None:
+            raise self.error(path, "check.scores_given", step=step)
+        if step in MASKABLE:
+            return _Shape(queries, tokens, True, problem.mask)
+        matrix = {
+            "queries": head_steps.queries,
+            "keys": head_steps.keys,
+            "values": head_steps.values,
+            "output": head_steps.output,
+        }[step]
+        rows = queries if step in ("queries", "output") else tokens
+        return _Shape(rows, _coordinates(matrix.shape[1]), False, None)
+
+    def answer(self, path: FieldPath, value: object, step: str, head: int | None) -> Answer:
+        """One step in whatever form fits: rows, a mapping token: row, one query's row or column, or as written."""
+        shape = self.shape(path, step, head)
+        n, m = len(shape.rows), len(shape.columns)
+        if isinstance(value, dict):
+            if n == 1 and shape.named_columns and all(map(_is_scalar, value.values())):  # one query: {key: number}
+                return self.fitted(step, head, shape, [self.named_row(path, value, step, shape)])
+            return self.mapping(path, value, step, head, shape)
+        if not isinstance(value, list):
+            if value is None or not _is_scalar(value):
+                raise self.error(path, "problem.not_matrix", got=kind_of(value))
+            entry = self.entry(path, value, step)
+            return (
+                self.fitted(step, head, shape, [[entry]])
+                if n == m == 1
+                else self.as_written(step, head, shape, [[entry]])
+            )
+        if not value:
+            raise self.error(path, "problem.not_matrix", got=kind_of(value))
+        if all(map(_is_scalar, value)):  # one flat list: one query's row, or the column of a one-column step
+            cells = self.fit_row(path, path, value, step, shape, 0) if n == 1 else None
+            if cells is not None:
+                return self.fitted(step, head, shape, [cells])
+            if m == 1 and len(value) == n:
+                return self.fitted(step, head, shape, [[entry] for entry in self.cells(path, value, step)])
+            return self.as_written(step, head, shape, [self.cells(path, value, step)])
+        paths = [(*path, i) for i in range(len(value))]
+        for i, (row_path, row) in enumerate(zip(paths, value)):
+            if not (isinstance(row, dict) and shape.named_columns):
+                self.check_row(row_path, row, self.label(path, shape, i))
+        if n == 1 and len(value) == m and all(isinstance(row, list) and len(row) == 1 for row in value):
+            column = [self.entry((*row_path, 0), row[0], step) for row_path, row in zip(paths, value)]
+            return self.fitted(step, head, shape, [column])  # one query's row written as a column
+        if len(value) == n:
+            grid = [
+                self.fit_row(path, row_path, row, step, shape, i) for i, (row_path, row) in enumerate(zip(paths, value))
+            ]
+            if all(cells is not None for cells in grid):
+                return self.fitted(step, head, shape, grid)
+        elif len(value) == m and all(isinstance(row, list) and len(row) == n for row in value):
+            columns = [self.cells(row_path, row, step) for row_path, row in zip(paths, value)]
+            cells = tuple(tuple(column[i] for column in columns) for i in range(n))
+            return Answer(step, head, shape.rows, shape.columns, cells, transposed=True)
+        return self.as_written(step, head, shape, [self.cells(p, row, step) for p, row in zip(paths, value)])
+
+    def mapping(self, path: FieldPath, value: dict, step: str, head: int | None, shape: _Shape) -> Answer:
+        """A mapping token: row; a row that fits no width leaves the whole step as written."""
+        grid: list[list[Entry | None]] = [[None] * len(shape.columns) for _ in shape.rows]
+        fits = True
+        for name, row in value.items():
+            index = self.row_index((*path, name), name, shape.rows)
+            cells = self.fit_row(path, (*path, name), row, step, shape, index)
+            fits = fits and cells is not None
+            grid[index] = cells or grid[index]
+        if fits:
+            return self.fitted(step, head, shape, grid)
+        return self.as_written(step, head, shape, [self.cells((*path, name), row, step) for name, row in value.items()])
+
+    def fitted(self, step: str, head: int | None, shape: _Shape, grid: list[list[Entry | None]]) -> Answer:
+        return Answer(step, head, shape.rows, shape.columns, tuple(tuple(row) for row in grid))
+
+    def as_written(self, step: str, head: int | None, shape: _Shape, written: list[list[Entry | None]]) -> Answer:
+        empty = tuple((None,) * len(shape.columns) for _ in shape.rows)
+        return Answer(step, head, shape.rows, shape.columns, empty, written=tuple(tuple(row) for row in written))
+
+    def row_index(self, path: FieldPath, name: str, rows: tuple[str, ...]) -> int:
+        if name not in rows:
+            raise self.error(path, "check.unknown_row", name=name, names=listed(rows))
+        if rows.count(name) > 1:
+            raise self.error(path, "check.ambiguous_name", name=name)
+        return rows.index(name)
+
+    def label(self, matrix: FieldPath, shape: _Shape, index: int) -> str:
+        """`answers.weights, row 2 (river)`: where a row is, for messages."""
+        return row_label(matrix, index, shape.rows if index < len(shape.rows) else None)
+
+    def check_row(self, path: FieldPath, row: object, label: str) -> None:
+        """A row must be a non-empty list of numbers; `0.1 0.2 0.3` typed without commas gets its own message."""
+        if isinstance(row, str) and _SPACED.fullmatch(row.strip()):
+            raise self.error(path, "check.spaces", label, text=row.strip())
+        if not all(map(_is_scalar, self.row(path, row, label))):
+            raise self.error(path, "problem.not_row", label, got=kind_of(row))
+
+    def named_row(self, path: FieldPath, row: dict, step: str, shape: _Shape) -> list[Entry | None]:
+        cells: list[Entry | None] = [None] * len(shape.columns)
+        for name, cell in row.items():
+            cells[self.row_index((*path, name), name, shape.columns)] = self.entry((*path, name), cell, step)
+        return cells
+
+    def fit_row(
+        self, matrix: FieldPath, path: FieldPath, row: object, step: str, shape: _Shape, index: int
+    ) -> list[Entry | None] | None:
+        """One row: all its cells, a mapping token: number, or the unmasked cells; None if no width fits."""
+        if isinstance(row, dict) and shape.named_columns:
+            return self.named_row(path, row, step, shape)
+        label = self.label(matrix, shape, index)
+        self.check_row(path, row, label)
+        m = len(shape.columns)
+        entries = self.cells(path, row, step, label)
+        if len(entries) == m:
+            return entries
+        allowed = [] if shape.allowed is None else [j for j in range(m) if shape.allowed[index, j]]
+        if allowed and len(entries) == len(allowed):
+            cells: list[Entry | None] = [None] * m
+            for j, entry in zip(allowed, entries):
+                cells[j] = entry
+            return cells
+        return None
+
+    def cells(self, path: FieldPath, row: object, step: str, label: str | None = None) -> list[Entry | None]:
+        """A row as written, whatever its width (a mapping's cells in the order given)."""
+        if isinstance(row, dict):
+            return [self.entry((*path, name), cell, step, label) for name, cell in row.items()]
+        if not isinstance(row, list):
+            return [self.entry(path, row, step, label)]
+        return [self.entry((*path, j), cell, step, label) for j, cell in enumerate(row)]
+
+    def entry(self, path: FieldPath, value: object, step: str, label: str | None = None) -> Entry | None:
+        """One cell: a number, a masked mark, or None when left as `?`."""
+        if isinstance(value, (list, dict)):
+            raise self.error(path, "problem.not_number", got=kind_of(value))
+        if _is_not_answered(value):
+            return None
+        text = self.text_of(path, value)
+        if is_mask_marker(value):
+            if step not in MASKABLE:
+                raise self.error(path, "check.masked_here", label, text=text or "null", step=step)
+            return Entry(text or "masked", None, None)
+        if isinstance(value, str) and _DECIMAL_COMMA.fullmatch(value.strip()):
+            point = value.strip().replace(",", ".")
+            if current_language() != "es":
+                raise self.error(path, "check.decimal_comma", label, text=value.strip(), point=point)
+            return Entry(text, float(point), decimals(point))
+        if isinstance(value, str) and _SPACED.fullmatch(value.strip()):
+            raise self.error(path, "check.spaces", label, text=value.strip())
+        return Entry(text, self.number(path, value, label), decimals(text))
+
+
+def _coordinates(count: int) -> tuple[str, ...]:
+    return tuple(str(j + 1) for j in range(count))

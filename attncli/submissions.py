@@ -1,0 +1,236 @@
+"""Homework files graded one by one: each against its teacher's key (or against itself), one result per file.
+
+Whatever goes wrong with a file (unreadable, a problem that differs from the key,
+no key for its exercise) becomes that file's result, so a gradebook lists every
+student. A key is read and solved once, however many files it grades.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from attncli import core, grading, problem, yamldoc
+from attncli.errors import AttnError, fail, listed
+from attncli.parsing import answers, problem_file
+
+RIGHT, WRONG, PROBLEM_CHANGED, NOT_GRADED = "right", "wrong", "problem_changed", "not_graded"
+STATUSES = (RIGHT, WRONG, PROBLEM_CHANGED, NOT_GRADED)
+ANSWER_FIELDS = ("exercise", "title", "notes", "answers", *answers.SETTINGS)  # what a student's file may hold
+SAME = {"rtol": 1e-9, "atol": 1e-12}  # a problem copied into a homework must have these numbers, up to float noise
+KEY_SUFFIXES = (".yaml", ".yml", ".json")
+
+
+@dataclass(frozen=True)
+class Key:
+    """A teacher's problem, solved once, with the grading settings it asks for."""
+
+    file: str
+    steps: core.Steps
+    settings: answers.Settings
+    exercise: str | None
+
+
+@dataclass(frozen=True)
+class Options:
+    """Grading settings from the command line; each one given wins over the key's (or the file's)."""
+
+    tolerance: float | None = None
+    carry: int | None = None
+    min_decimals: int | None = None
+    require: tuple[str, ...] | None = None
+
+
+@dataclass(frozen=True)
+class Result:
+    """One file's verdict: its status, its report when it was graded, and why when it was not."""
+
+    file: str
+    status: str  # one of STATUSES
+    report: grading.Report | None = None
+    error: str | None = None  # not_graded: the one-line error
+    changed: tuple[str, ...] = field(default=())  # problem_changed: the fields that differ from the key
+
+
+def exercise_id(document: yamldoc.Document) -> str | None:
+    """The file's `exercise:` id, as text; None when it has none."""
+    data = document.data if isinstance(document.data, dict) else {}
+    if "exercise" not in data:
+        return None
+    value = data["exercise"]
+    if isinstance(value, bool) or not isinstance(value, (str, int)) or not str(value).strip():
+        raise fail("check.bad_exercise", got=yamldoc.kind_of(value)).at(
+            document.name, document.line(("exercise",)), "exercise"
+        )
+    return str(value).strip()
+
+
+def load_key(file: str) -> Key:
+    """The key in `file`: a problem, with or without answers:."""
+    document = yamldoc.read(file)
+    steps = core.compute(problem_file.parse(document, None, problem_file.base_folder(file)))
+    return Key(file, steps, answers.read_settings(document), exercise_id(document))
+
+
+def load_keys(folder: Path) -> dict[str, Key]:
+    """The keys in `folder` by exercise id: every problem there with an `exercise:` (answer templates are skipped).
+
+    generate writes each problem twice, as the sheet and as the key; the one with answers: is the key.
+    """
+    found: dict[str, list[tuple[bool, str]]] = {}
+    try:
+        names = sorted(path for path in folder.iterdir() if path.suffix in KEY_SUFFIXES and path.is_file())
+    except OSError as error:
+        raise fail("input.unreadable", reason=error.strerror or str(error)).at(source=str(folder)) from None
+    for path in names:
+        document = yamldoc.read(str(path))
+        ident = exercise_id(document)
+        if ident is not None and _problem_fields(document):
+            data = document.data if isinstance(document.data, dict) else {}
+            found.setdefault(ident, []).append(("answers" in data, str(path)))
+    keys = {}
+    for ident, files in found.items():
+        with_answers = [name for has, name in files if has] or [name for _, name in files]
+        if len(with_answers) > 1:
+            raise fail("check.several_keys", exercise=ident, files=listed(with_answers)).at(source=str(folder))
+        keys[ident] = load_key(with_answers[0])
+    if not keys:
+        raise fail("check.no_keys").at(source=str(folder))
+    return keys
+
+
+def grade_file(
+    file: str,
+    keys: Key | Mapping[str, Key] | None,
+    options: Options,
+    describe: Callable[[AttnError], str],
+) -> Result:
+    """`file` graded against `keys` (one key, keys by exercise id, or None to grade it against its own problem)."""
+    try:
+        document = yamldoc.read(file)
+        if keys is None:
+            return _self_check(file, document, options)
+        key = _key_for(document, keys)
+        if _problem_fields(document):
+            changed = changed_fields(key, document, problem_file.parse(document, None, problem_file.base_folder(file)))
+            if changed:
+                return Result(file, PROBLEM_CHANGED, changed=changed)
+        return _graded(file, key.steps, answers.parse(document, key.steps, key.settings), options)
+    except AttnError as error:
+        return Result(file, NOT_GRADED, error=describe(error))
+
+
+def _self_check(file: str, document: yamldoc.Document, options: Options) -> Result:
+    if not _problem_fields(document):
+        raise fail("check.needs_key").at(source=document.name)
+    steps = core.compute(problem_file.parse(document, None, problem_file.base_folder(file)))
+    return _graded(file, steps, answers.parse(document, steps), options)
+
+
+def _graded(file: str, steps: core.Steps, given: answers.Answers, options: Options) -> Result:
+    report = grading.grade(
+        steps,
+        given,
+        tolerance=options.tolerance,
+        carry=options.carry,
+        min_decimals=options.min_decimals,
+        require=options.require,
+        file=file,
+    )
+    return Result(file, RIGHT if report.ok else WRONG, report)
+
+
+def _key_for(document: yamldoc.Document, keys: Key | Mapping[str, Key]) -> Key:
+    """The key for this homework: the only one, or the one its `exercise:` names."""
+    ident = exercise_id(document)
+    if isinstance(keys, Key):
+        if ident is not None and keys.exercise is not None and ident != keys.exercise:
+            raise fail("check.other_exercise", exercise=ident, key=keys.exercise).at(
+                document.name, document.line(("exercise",)), "exercise"
+            )
+        return keys
+    if ident is None:
+        raise fail("check.no_exercise", names=listed(sorted(keys))).at(document.name, field="exercise")
+    if ident not in keys:
+        raise fail("check.unknown_exercise", exercise=ident, names=listed(sorted(keys))).at(
+            document.name, document.line(("exercise",)), "exercise"
+        )
+    return keys[ident]
+
+
+def _problem_fields(document: yamldoc.Document) -> list[str]:
+    """The fields of a file that are not answers: a problem (or a misspelt field, which parsing it reports)."""
+    data = document.data if isinstance(document.data, dict) else {}
+    return [name for name in data if name not in ANSWER_FIELDS and not str(name).startswith("x-")]
+
+
+def changed_fields(key: Key, document: yamldoc.Document, given: problem.Problem) -> tuple[str, ...]:
+    """The fields in which a problem copied into a homework differs from the key's, numerically."""
+    ours = key.steps.problem
+    changed = [
+        name
+        for name, a, b in (
+            ("tokens", ours.tokens, given.tokens),
+            ("query_tokens", ours.query_tokens, given.query_tokens),
+        )
+        if a != b
+    ]
+    if changed:
+        return tuple(changed)
+    if not _same(ours.mask, given.mask):
+        changed.append("mask")
+    if len(ours.heads) != len(given.heads):
+        return (*changed, "heads")
+    for index, (a, b) in enumerate(zip(ours.heads, given.heads)):
+        prefix = f"heads[{index + 1}]." if len(ours.heads) > 1 else ""
+        changed += [prefix + name for name in _head_changes(a, b)]
+    if not _same(ours.w_o, given.w_o):
+        changed.append("w_o")
+    mine = answers.read_settings(document)
+    data = document.data if isinstance(document.data, dict) else {}
+    changed += [
+        name for name in answers.SETTINGS if name in data and getattr(mine, name) != getattr(key.settings, name)
+    ]
+    return tuple(changed)
+
+
+def _head_changes(a: problem.Head, b: problem.Head) -> list[str]:
+    changed = []
+    if a.score.kind != b.score.kind:
+        return ["score"]
+    if not np.isclose(a.score.scale, b.score.scale, **SAME):
+        changed.append("scale")
+    if not all(_same(getattr(a.score, name), getattr(b.score, name)) for name in ("w", "w_query", "w_key", "v")):
+        changed.append("score")
+    for name, weight, x, ours, theirs in (
+        ("queries", "w_q", "x_query", a.queries, b.queries),
+        ("keys", "w_k", "x", a.keys, b.keys),
+        ("values", "w_v", "x", a.values, b.values),
+    ):
+        if isinstance(ours, problem.Projection) and isinstance(theirs, problem.Projection):
+            changed += [field for field, p, q in ((x, ours.x, theirs.x), (weight, ours.w, theirs.w)) if not _same(p, q)]
+        elif (ours is None) != (theirs is None) or (
+            ours is not None and theirs is not None and not _same(core.project(ours), core.project(theirs))
+        ):
+            changed.append(name)
+    if not _same(a.scores, b.scores):
+        changed.append("scores")
+    return list(dict.fromkeys(changed))
+
+
+def _same(a: np.ndarray | None, b: np.ndarray | None) -> bool:
+    if a is None or b is None:
+        return a is None and b is None
+    if a.shape != b.shape:
+        return False
+    return bool(np.array_equal(a, b)) if a.dtype == bool else bool(np.allclose(a, b, **SAME))
+
+
+def grade_files(
+    files: Sequence[str], keys: Key | Mapping[str, Key] | None, options: Options, describe: Callable[[AttnError], str]
+) -> list[Result]:
+    """Every file's result, in the order given."""
+    return [grade_file(file, keys, options, describe) for file in files]

@@ -1,0 +1,112 @@
+"""The `answers:` section of a problem, step by step: blank (`?` in every cell) for students, or filled as a key.
+
+Both come from the same walk through the calculation, so a template always has
+the shape the key has and the grader expects: rows are the queries (the tokens
+for keys and values), columns the keys or the coordinates.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+import numpy as np
+
+from attncli.core import Steps
+from attncli.i18n import t
+from attncli.parsing.answers import NOT_ANSWERED
+from attncli.problem import Projection
+
+Cell = Callable[[float, bool], str]  # (true value, masked) -> the text written in the cell
+_PLAIN = re.compile(r"[A-Za-z][A-Za-z0-9_'-]*")
+_YAML_WORDS = {"true", "false", "null", "yes", "no", "on", "off", "y", "n"}
+
+
+@dataclass(frozen=True)
+class _Block:
+    step: str
+    rows: tuple[str, ...]
+    matrix: np.ndarray
+    masked: np.ndarray | None  # (rows, columns) True where the mask leaves the cell out; None for unmaskable steps
+    columns: str  # what the columns are, for the template's comment
+
+
+def template(steps: Steps, exercise: str | None = None) -> str:
+    """A blank answers: section for the problem of `steps`: every step to compute, `?` in every cell."""
+    lines = [f"# {t('template.comment')}", f"# {t('template.rows')}"]
+    if exercise is not None:
+        lines.append(f"exercise: {quote(exercise)}")
+    return "\n".join([*lines, *answer_lines(steps, lambda value, masked: json.dumps(NOT_ANSWERED), True)]) + "\n"
+
+
+def answer_lines(steps: Steps, cell: Cell, comments: bool = False) -> list[str]:
+    """`answers:` and every step a student computes, each cell written by `cell`; with `comments`, what columns are."""
+    per_head = [_head_blocks(steps, h) for h in range(len(steps.heads))]
+    lines = ["answers:"]
+    if steps.concat is None:
+        return lines + [line for block in per_head[0] for line in _block(block, cell, 2, comments)]
+    lines.append("  heads:")
+    for blocks in per_head:
+        head_lines = [line for block in blocks for line in _block(block, cell, 6, comments)]
+        lines += [f"    - {head_lines[0].lstrip()}", *head_lines[1:]]
+    queries = steps.problem.query_tokens
+    for step, matrix in (("concat", steps.concat), ("final", steps.output)):
+        block = _Block(step, queries, matrix, None, _coordinates(True, matrix))
+        lines += _block(block, cell, 2, comments)
+    return lines
+
+
+def _head_blocks(steps: Steps, h: int) -> list[_Block]:
+    """One head's steps to compute: the projections (when the problem gives x and W), dot unless scores are given,
+    scores unless given, weights and output."""
+    head, problem = steps.heads[h], steps.problem
+    queries, tokens, masked = problem.query_tokens, problem.tokens, ~problem.mask
+    keys = t("template.keys", names=", ".join(tokens))
+
+    spec = head.spec
+    blocks = [
+        _Block(step, rows, matrix, None, _coordinates(step == "queries", matrix))
+        for step, rows, operand, matrix in (
+            ("queries", queries, spec.queries, head.queries),
+            ("keys", tokens, spec.keys, head.keys),
+            ("values", tokens, spec.values, head.values),
+        )
+        if isinstance(operand, Projection) and matrix is not None
+    ]
+    if head.queries is not None:
+        blocks += [_Block("dot", queries, head.compatibility, masked, keys)]
+        blocks += [_Block("scores", queries, head.scores, masked, keys)]
+    blocks += [_Block("weights", queries, head.weights, masked, keys)]
+    blocks += [_Block("output", queries, head.output, None, _coordinates(True, head.output))]
+    return blocks
+
+
+def _coordinates(per_query: bool, matrix: np.ndarray) -> str:
+    key = "template.query_coordinates" if per_query else "template.token_coordinates"
+    return t(key, count=matrix.shape[1])
+
+
+def _block(block: _Block, cell: Cell, indent: int, comments: bool) -> list[str]:
+    pad = " " * indent
+    title = f"{pad}{block.step}:" + (f"  # {block.columns}" if comments else "")
+    rows = [
+        [cell(float(value), block.masked is not None and bool(block.masked[i, j])) for j, value in enumerate(row)]
+        for i, row in enumerate(block.matrix)
+    ]
+    if len(set(block.rows)) == len(block.rows):  # names that read back as a mapping token: row
+        return [title, *(f"{pad}  {quote(name)}: {flow(row)}" for name, row in zip(block.rows, rows))]
+    return [title, *(f"{pad}  - {flow(row)}  # {name}" for name, row in zip(block.rows, rows))]
+
+
+def flow(items: Iterable[str]) -> str:
+    """A YAML flow sequence: [a, b, c]."""
+    return "[" + ", ".join(items) + "]"
+
+
+def quote(text: str) -> str:
+    """A YAML scalar for `text`: a bare word when that reads back as the same text, else double-quoted."""
+    if _PLAIN.fullmatch(text) and text.lower() not in _YAML_WORDS:
+        return text
+    return json.dumps(text, ensure_ascii=False)
