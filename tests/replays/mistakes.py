@@ -1,0 +1,344 @@
+"""The classic mistakes of issue 10 §5, each replayed in numpy at the step where a student makes it.
+
+A replay gets the student's own numbers so far (`Context.own`) and returns what they write for that
+step; the student then carries on correctly from it. A replay raises `NotApplicable` when the
+exercise cannot show the mistake (no mask to ignore, a division by a sum near zero, ...).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from tests.replays.student import Context, Problem, Slip, Written, text_of
+
+
+class NotApplicable(Exception):
+    """The mistake cannot be made on this exercise (said why)."""
+
+
+@dataclass(frozen=True)
+class Mistake:
+    name: str  # unique, e.g. "causal_shifted+1"
+    codes: tuple[str, ...]  # what `check` should name
+    step: str
+    slip: Slip
+    applies: Callable[[Problem], bool]
+    head: int | None = 0  # which head the slip is made in (None: concat or final)
+    what: str = ""
+
+
+def _scaled(p: Problem) -> bool:
+    return all(h.score == "scaled_dot" for h in p.heads)
+
+
+def _causal(p: Problem) -> bool:
+    return p.causal
+
+
+def _unmasked(p: Problem) -> bool:
+    return not p.causal
+
+
+def _any(p: Problem) -> bool:
+    return True
+
+
+def _d_k(c: Context) -> int:
+    return c.own["queries"].shape[1]
+
+
+def _scale_as_dot(c: Context, dot: np.ndarray, allowed: np.ndarray) -> np.ndarray:
+    head = c.work.problem.heads[c.head or 0]
+    return c.work.masked(c.work.scale(head, dot, _d_k(c)), allowed)
+
+
+def _mask(c: Context, allowed: np.ndarray) -> np.ndarray:
+    """The correct scores under another mask."""
+    return _scale_as_dot(c, c.own["dot"], allowed)
+
+
+def _shifted(p: Problem, by: int) -> np.ndarray:
+    allowed = np.tril(np.ones((p.n, p.n), dtype=bool), k=by)
+    allowed[0, 0] = True  # the strict triangle leaves the first query nothing: it keeps itself
+    return allowed
+
+
+def _no_exp(c: Context, axis: int) -> np.ndarray:
+    s = np.nan_to_num(c.own["scores"], nan=0.0)
+    total = s.sum(axis=axis, keepdims=True)
+    if np.any(np.abs(total) < 0.5):
+        raise NotApplicable("a sum of scores near 0: s/Σs is no number a student would write")
+    return np.where(np.isnan(c.own["scores"]), np.nan, c.work.r(s / total))
+
+
+def _dropped_term(c: Context) -> np.ndarray:
+    e = c.work.exp(c.own["scores"])
+    allowed = ~np.isnan(c.own["scores"])
+    last = allowed & (np.cumsum(allowed[:, ::-1], axis=1)[:, ::-1] == 1) & (allowed.sum(axis=1, keepdims=True) > 1)
+    total = np.round(e.sum(axis=1, keepdims=True) - np.where(last, e, 0).sum(axis=1, keepdims=True), 12)
+    return np.where(allowed, c.work.r(e / total), np.nan)
+
+
+def _swap(a: np.ndarray, axis: int) -> np.ndarray:
+    order = list(range(a.shape[axis]))
+    order[0], order[1] = 1, 0
+    return np.take(a, order, axis=axis)
+
+
+def _same_width(p: Problem) -> bool:
+    def width(h, name: str, w: str) -> int:
+        given = getattr(h, name)
+        return given.shape[1] if given is not None else getattr(h, w).shape[1]
+
+    return all(h.score != "given" and width(h, "keys", "w_k") == width(h, "values", "w_v") for h in p.heads)
+
+
+def _keys_as_values(c: Context) -> np.ndarray:
+    if np.array_equal(c.own["keys"], c.own["values"]):
+        raise NotApplicable("keys equal values")
+    return c.work.weighted(c.own["weights"], c.own["keys"])
+
+
+def _square_keys(p: Problem) -> bool:
+    """Q·K (without the transpose) can be multiplied only when d_k equals the number of keys."""
+
+    def d_k(h) -> int:
+        return h.keys.shape[1] if h.keys is not None else h.w_k.shape[1]
+
+    return all(h.score in ("scaled_dot", "dot") and d_k(h) == p.n for h in p.heads)
+
+
+def _transposed_shape(c: Context) -> Written:
+    right = c.careful()
+    if right.shape[0] == right.shape[1]:
+        raise NotApplicable("a square matrix has no transposed shape")
+    return Written(right, [[text_of(x) for x in row] for row in right.T])
+
+
+def _additive_no_tanh(c: Context) -> np.ndarray:
+    head = c.work.problem.heads[c.head or 0]
+    assert head.additive is not None
+    w_query, w_key, v = head.additive
+    hidden = (c.own["queries"] @ w_query)[:, None, :] + (c.own["keys"] @ w_key)[None, :, :]
+    return c.work.r(hidden @ v)
+
+
+def _other_head(step: str) -> Slip:
+    def slip(c: Context) -> np.ndarray:
+        return c.work.steps[(0, step)].values.copy()
+
+    return slip
+
+
+def _forgot_w_o(c: Context) -> Written:
+    concat = c.own["concat"]
+    if c.work.problem.w_o is not None and c.work.problem.w_o.shape[1] == concat.shape[1]:
+        raise NotApplicable("W_O keeps the width: forgetting it is not a shape")
+    return Written(concat.copy())
+
+
+def _rounded_early(step: str, digits: int) -> Slip:
+    """One step computed from its inputs rounded to `digits` decimals (while they were written at 4)."""
+
+    def slip(c: Context) -> np.ndarray:
+        w = c.work
+        if step == "scores":
+            return _scale_as_dot(c, np.round(c.own["dot"], digits), c.work.problem.allowed)
+        if step == "weights":
+            return w.softmax(np.round(c.own["scores"], digits))
+        if step == "exp":
+            e = np.where(np.isnan(c.own["scores"]), 0.0, np.round(np.exp(np.nan_to_num(c.own["scores"])), digits))
+            return w.normalize(e, c.own["scores"])
+        return w.weighted(np.round(c.own["weights"], digits), c.own["values"])
+
+    return slip
+
+
+def _several(p: Problem) -> bool:
+    return len(p.heads) > 1
+
+
+def _kind(kind: str) -> Callable[[Problem], bool]:
+    return lambda p: all(h.score == kind for h in p.heads)
+
+
+def _score_of_head(head: int, kind: str) -> Callable[[Problem], bool]:
+    return lambda p: len(p.heads) > head and p.heads[head].score == kind
+
+
+def _scale_not_applicable(c: Context) -> np.ndarray:
+    head = c.work.problem.heads[c.head or 0]
+    if head.score == "given":
+        assert head.given is not None
+        return c.work.masked(c.work.r(head.given / math.sqrt(2)), c.work.problem.allowed)
+    return c.work.masked(c.work.r(c.own["dot"] / math.sqrt(_d_k(c))), c.work.problem.allowed)
+
+
+CATALOGUE: tuple[Mistake, ...] = (
+    Mistake("missing_scale", ("missing_scale",), "scores", lambda c: _mask_all(c, scale=False), _scaled),
+    Mistake(
+        "wrong_scale",
+        ("wrong_scale",),
+        "scores",
+        lambda c: c.work.masked(c.work.r(c.own["dot"] * math.sqrt(_d_k(c))), c.work.problem.allowed),
+        _scaled,
+        what="multiplied by √d_k",
+    ),
+    Mistake("no_exp", ("no_exp",), "weights", lambda c: _no_exp(c, axis=1), _any, what="s/Σs"),
+    Mistake(
+        "unnormalized",
+        ("unnormalized",),
+        "weights",
+        lambda c: np.where(np.isnan(c.own["scores"]), np.nan, c.work.exp(c.own["scores"])),
+        _any,
+        what="e^s not divided by the sum",
+    ),
+    Mistake(
+        "wrong_axis",
+        ("wrong_axis",),
+        "weights",
+        lambda c: c.work.softmax(c.own["scores"], axis=0),
+        _any,
+        what="softmax over the queries",
+    ),
+    Mistake("not_normalized", ("not_normalized",), "weights", _dropped_term, _any, what="the sum leaves out a term"),
+    Mistake("mask_ignored", ("mask_ignored",), "scores", lambda c: _mask(c, np.ones_like(c.own["dot"], bool)), _causal),
+    Mistake(
+        "mask_inverted",
+        ("mask_inverted",),
+        "scores",
+        lambda c: _mask(c, np.triu(np.ones_like(c.own["dot"], bool))),
+        _causal,
+        what="query i sees keys i..n",
+    ),
+    Mistake(
+        "causal_shifted+1",
+        ("causal_shifted",),
+        "scores",
+        lambda c: _mask(c, _shifted(c.work.problem, 1)),
+        _causal,
+        what="query i sees keys 0..i+1",
+    ),
+    Mistake(
+        "causal_shifted-1",
+        ("causal_shifted",),
+        "scores",
+        lambda c: _mask(c, _shifted(c.work.problem, -1)),
+        _causal,
+        what="strict lower triangle (the first query keeps its own key)",
+    ),
+    Mistake("keys_as_values", ("keys_as_values",), "output", _keys_as_values, _same_width),
+    Mistake(
+        "values_as_keys",
+        ("values_as_keys",),
+        "dot",
+        lambda c: c.work.r(c.own["queries"] @ c.own["values"].T),
+        lambda p: _same_width(p) and all(h.score in ("scaled_dot", "dot") for h in p.heads),
+    ),
+    Mistake(
+        "not_transposed",
+        ("not_transposed",),
+        "dot",
+        lambda c: c.work.r(c.own["queries"] @ c.own["keys"]),
+        _square_keys,
+        what="Q·K",
+    ),
+    Mistake("transposed", ("transposed",), "dot", lambda c: c.careful().T, _unmasked, what="K·Qᵀ"),
+    Mistake("transposed_shape", ("transposed",), "output", _transposed_shape, _any, what="output written d_v × n"),
+    Mistake(
+        "wrong_row:dot", ("wrong_row",), "dot", lambda c: _swap(c.careful(), 0), _unmasked, what="two queries swapped"
+    ),
+    Mistake(
+        "wrong_row:weights",
+        ("wrong_row",),
+        "weights",
+        lambda c: _swap(c.careful(), 1),
+        _unmasked,
+        what="two keys swapped",
+    ),
+    Mistake(
+        "cosine_no_norm",
+        ("cosine_no_norm",),
+        "dot",
+        lambda c: c.work.r(c.own["queries"] @ c.own["keys"].T),
+        _kind("cosine"),
+    ),
+    Mistake("additive_no_tanh", ("additive_no_tanh",), "dot", _additive_no_tanh, _kind("additive")),
+    Mistake(
+        "scale_not_applicable:dot",
+        ("scale_not_applicable",),
+        "scores",
+        _scale_not_applicable,
+        _score_of_head(0, "dot"),
+        what="1/√d_k on score: dot",
+    ),
+    Mistake(
+        "scale_not_applicable:given",
+        ("scale_not_applicable",),
+        "scores",
+        _scale_not_applicable,
+        _score_of_head(1, "given"),
+        head=1,
+        what="1/√2 on given scores",
+    ),
+    Mistake("other_head:weights", ("other_head",), "weights", _other_head("weights"), _several, head=1),
+    Mistake("other_head:output", ("other_head",), "output", _other_head("output"), _several, head=1),
+    Mistake(
+        "concat_order",
+        ("concat_order",),
+        "concat",
+        lambda c: np.hstack(c.own["outputs"][::-1]),  # type: ignore[index]
+        _several,
+        head=None,
+    ),
+    Mistake(
+        "forgot_w_o",
+        ("forgot_w_o",),
+        "final",
+        _forgot_w_o,
+        lambda p: p.w_o is not None,
+        head=None,
+        what="final = concat",
+    ),
+    Mistake(
+        "missing_scale+mask_ignored",
+        ("missing_scale", "mask_ignored"),
+        "scores",
+        lambda c: _mask_all(c, scale=False, allowed=np.ones_like(c.own["dot"], bool)),
+        lambda p: _scaled(p) and p.causal,
+    ),
+    Mistake(
+        "no_exp+wrong_axis",
+        ("no_exp", "wrong_axis"),
+        "weights",
+        lambda c: _no_exp(c, axis=0),
+        _any,
+        what="s/Σs by column",
+    ),
+    Mistake(
+        "wrong_scale+mask_inverted",
+        ("wrong_scale", "mask_inverted"),
+        "scores",
+        lambda c: c.work.masked(c.work.r(c.own["dot"] * math.sqrt(_d_k(c))), np.triu(np.ones_like(c.own["dot"], bool))),
+        lambda p: _scaled(p) and p.causal,
+    ),
+    Mistake("rounded_early:dot", ("rounded_early",), "scores", _rounded_early("scores", 1), _scaled, what="q·k at 1"),
+    Mistake("rounded_early:scores", ("rounded_early",), "weights", _rounded_early("weights", 1), _any, what="s at 1"),
+    Mistake("rounded_early:exp", ("rounded_early",), "weights", _rounded_early("exp", 1), _any, what="e^s at 1"),
+    Mistake("rounded_early:weights", ("rounded_early",), "output", _rounded_early("output", 2), _any, what="α at 2"),
+)
+
+
+def _mask_all(c: Context, *, scale: bool, allowed: np.ndarray | None = None) -> np.ndarray:
+    """Scores from the student's dot, scaled or not, under `allowed` (default: the problem's mask)."""
+    dot = c.own["dot"]
+    mask = c.work.problem.allowed if allowed is None else allowed
+    return c.work.masked(c.work.scale(c.work.problem.heads[c.head or 0], dot, _d_k(c)) if scale else dot.copy(), mask)
+
+
+BY_NAME = {m.name: m for m in CATALOGUE}
+CODES = sorted({code for m in CATALOGUE for code in m.codes})

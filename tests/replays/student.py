@@ -1,0 +1,304 @@
+"""A careful student: reads a problem file and works every step at 4 decimals, carrying their own numbers.
+
+The problem is read with PyYAML and a tiny expression evaluator of our own (never attncli's), so
+the student's arithmetic is independent of the program it judges. `Work` computes the steps in the
+order a person does; a `Slip` replaces one step's computation (a classic mistake) and every later
+step is computed correctly from the slipped numbers. With `digits=None` nothing is rounded: the truth.
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+import operator
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import yaml
+
+MASKED = np.nan  # a masked cell in a student's matrix
+
+_BINARY = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv}
+_BINARY[ast.Pow] = operator.pow
+_FUNCTIONS = {"sqrt": math.sqrt}
+
+
+def number(text: object) -> float:
+    """A problem number: an int, a float, or an expression such as `-sqrt(2)` or `1/2`."""
+    if isinstance(text, (int, float)):
+        return float(text)
+
+    def value(node: ast.AST) -> float:
+        if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)):
+            return float(node.value)
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+            return -value(node.operand) if isinstance(node.op, ast.USub) else value(node.operand)
+        if isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
+            return _BINARY[type(node.op)](value(node.left), value(node.right))
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _FUNCTIONS:
+            return _FUNCTIONS[node.func.id](*(value(a) for a in node.args))
+        raise ValueError(f"not a number the student can read: {text!r}")
+
+    return value(ast.parse(str(text).replace("^", "**"), mode="eval").body)
+
+
+def matrix(data: object, tokens: Sequence[str]) -> np.ndarray:
+    """A matrix written as a list of rows, one flat row, or a mapping token: row (in token order)."""
+    if isinstance(data, Mapping):
+        rows = [data[t] for t in tokens]
+    elif isinstance(data, list) and data and not isinstance(data[0], list):
+        rows = [data]
+    else:
+        rows = data
+    return np.array([[number(x) for x in row] for row in rows], dtype=float)
+
+
+@dataclass(frozen=True)
+class Head:
+    """One head as the problem gives it: exact inputs (None where not given)."""
+
+    score: str  # scaled_dot, dot, cosine, additive, given
+    queries: np.ndarray | None = None
+    keys: np.ndarray | None = None
+    values: np.ndarray | None = None
+    x: np.ndarray | None = None
+    w_q: np.ndarray | None = None
+    w_k: np.ndarray | None = None
+    w_v: np.ndarray | None = None
+    given: np.ndarray | None = None  # scores given directly
+    additive: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # w_query, w_key, v
+
+    @property
+    def projected(self) -> bool:
+        return self.x is not None
+
+
+@dataclass(frozen=True)
+class Problem:
+    """Self-attention over `tokens` with an optional causal mask, one or more heads and an optional W_O."""
+
+    tokens: tuple[str, ...]
+    causal: bool
+    heads: tuple[Head, ...]
+    w_o: np.ndarray | None
+    several: bool  # answers go under `heads:` (the problem lists heads)
+
+    @property
+    def n(self) -> int:
+        return len(self.tokens)
+
+    @property
+    def allowed(self) -> np.ndarray:
+        """Which keys each query may attend to."""
+        full = np.ones((self.n, self.n), dtype=bool)
+        return np.tril(full) if self.causal else full
+
+
+def _score_of(data: Mapping[str, Any], inherited: object) -> tuple[str, tuple[np.ndarray, ...] | None]:
+    score = data.get("score", inherited)
+    if isinstance(score, Mapping):
+        params = tuple(np.atleast_2d(matrix(score[name], ())) for name in ("w_query", "w_key", "v"))
+        return str(score["type"]), (params[0], params[1], params[2].ravel())
+    return str(score or "scaled_dot"), None
+
+
+def read(text: str) -> Problem:
+    """The problem in a YAML text (the subset that `attncli generate` and this suite write)."""
+    data = yaml.safe_load(text)
+    tokens = tuple(str(t) for t in data["tokens"])
+    mask = data.get("mask", "none")
+    if mask not in ("none", "causal"):
+        raise ValueError(f"mask {mask!r} is not one the student knows")
+
+    def head(part: Mapping[str, Any]) -> Head:
+        merged = {**{k: v for k, v in data.items() if k != "heads"}, **part}
+        score, additive = _score_of(part, data.get("score"))
+        given = {name: matrix(merged[name], tokens) for name in ("queries", "keys", "values", "x") if name in merged}
+        weights = {name: matrix(merged[name], ()) for name in ("w_q", "w_k", "w_v") if name in merged}
+        scores = matrix(part["scores"], tokens) if "scores" in part else None
+        return Head(
+            score="given" if scores is not None else score,
+            given=scores,
+            additive=additive,
+            **given,
+            **weights,
+        )
+
+    heads = tuple(head(h) for h in data["heads"]) if "heads" in data else (head({}),)
+    w_o = matrix(data["w_o"], ()) if "w_o" in data else None
+    return Problem(tokens, mask == "causal", heads, w_o, "heads" in data)
+
+
+# --- the work -------------------------------------------------------------------------------------
+
+Key = tuple[int | None, str]  # (head index, step); None for concat and final
+HEAD_ORDER = ("queries", "keys", "values", "dot", "scores", "weights", "output")
+SHARED = ("concat", "final")
+
+
+@dataclass
+class Written:
+    """One step as the student writes it: the numbers carried on, and optionally the text written."""
+
+    values: np.ndarray  # NaN = masked
+    text: list[list[str]] | None = None  # rows as written, when not the plain 4-decimal form of `values`
+
+
+@dataclass
+class Context:
+    """What the student has at hand when making a step: the head, their own earlier numbers, the default."""
+
+    work: Work
+    head: int | None
+    step: str
+    own: dict[str, np.ndarray]  # the student's own numbers so far in this head (and `outputs` for concat)
+    careful: Callable[[], np.ndarray]  # the correct computation from `own`
+
+
+Slip = Callable[[Context], "np.ndarray | Written"]
+
+
+@dataclass(repr=False)
+class Work:
+    """A student's whole calculation of one problem; `slips` replace single steps."""
+
+    problem: Problem
+    digits: int | None = 4
+    slips: Mapping[Key, Slip] = field(default_factory=dict)
+    steps: dict[Key, Written] = field(default_factory=dict)
+    careful_alternative: dict[Key, np.ndarray] = field(default_factory=dict)  # slipped step, done right
+
+    def __post_init__(self) -> None:
+        self._run()
+
+    def r(self, x: np.ndarray) -> np.ndarray:
+        """Round as the student does (to `digits` decimals), or not at all for the truth."""
+        return np.asarray(x, dtype=float) if self.digits is None else np.round(x, self.digits) + 0.0
+
+    # the single operations, reused by the slips
+    def compatibility(self, head: Head, q: np.ndarray, k: np.ndarray) -> np.ndarray:
+        """q·k for every query and key (all cells: the mask comes at the scores)."""
+        if head.score == "cosine":
+            norms = np.linalg.norm(q, axis=1)[:, None] * np.linalg.norm(k, axis=1)[None, :]
+            return self.r((q @ k.T) / norms)
+        if head.score == "additive":
+            assert head.additive is not None
+            w_query, w_key, v = head.additive
+            hidden = (q @ w_query)[:, None, :] + (k @ w_key)[None, :, :]
+            return self.r(np.tanh(hidden) @ v)
+        return self.r(q @ k.T)
+
+    def scale(self, head: Head, dot: np.ndarray, d_k: int) -> np.ndarray:
+        """Scores before masking: dot/√d_k for scaled_dot, the dot itself otherwise."""
+        return self.r(dot / math.sqrt(d_k)) if head.score == "scaled_dot" else dot.copy()
+
+    def masked(self, scores: np.ndarray, allowed: np.ndarray) -> np.ndarray:
+        return np.where(allowed, scores, MASKED)
+
+    def exp(self, scores: np.ndarray) -> np.ndarray:
+        """e^s of every unmasked score, rounded; 0 where masked."""
+        return np.where(np.isnan(scores), 0.0, self.r(np.exp(np.nan_to_num(scores, nan=0.0))))
+
+    def normalize(self, e: np.ndarray, mask_like: np.ndarray, axis: int = 1) -> np.ndarray:
+        """Each e^s over the (exact) sum of the rounded e^s along `axis`; masked where `mask_like` is."""
+        total = np.round(e.sum(axis=axis, keepdims=True), 12)
+        return np.where(np.isnan(mask_like), MASKED, self.r(e / total))
+
+    def softmax(self, scores: np.ndarray, axis: int = 1) -> np.ndarray:
+        return self.normalize(self.exp(scores), scores, axis)
+
+    def weighted(self, weights: np.ndarray, values: np.ndarray) -> np.ndarray:
+        return self.r(np.nan_to_num(weights, nan=0.0) @ values)
+
+    # the calculation
+    def _step(self, key: Key, own: dict[str, np.ndarray], careful: Callable[[], np.ndarray]) -> np.ndarray:
+        slip = self.slips.get(key)
+        if slip is None:
+            written = Written(careful())
+        else:
+            self.careful_alternative[key] = careful()
+            result = slip(Context(self, key[0], key[1], own, careful))
+            written = result if isinstance(result, Written) else Written(np.asarray(result, dtype=float))
+        self.steps[key] = written
+        own[key[1]] = written.values
+        return written.values
+
+    def _run(self) -> None:
+        p = self.problem
+        outputs: list[np.ndarray] = []
+        for h, head in enumerate(p.heads):
+            own: dict[str, np.ndarray] = {}
+            exact = {"queries": head.queries, "keys": head.keys, "values": head.values}
+            if head.projected:
+                for name, w in (("queries", head.w_q), ("keys", head.w_k), ("values", head.w_v)):
+                    if exact[name] is None:
+                        assert head.x is not None and w is not None
+                        self._step((h, name), own, lambda w=w, x=head.x: self.r(x @ w))
+            for name, given in exact.items():
+                own.setdefault(name, given)  # type: ignore[arg-type]
+            if head.given is not None:
+                self._step((h, "scores"), own, lambda head=head: self.masked(head.given, p.allowed))
+            else:
+                self._step(
+                    (h, "dot"), own, lambda head=head, own=own: self.compatibility(head, own["queries"], own["keys"])
+                )
+                d_k = own["queries"].shape[1]
+                self._step(
+                    (h, "scores"),
+                    own,
+                    lambda head=head, own=own, d_k=d_k: self.masked(self.scale(head, own["dot"], d_k), p.allowed),
+                )
+            self._step((h, "weights"), own, lambda own=own: self.softmax(own["scores"]))
+            outputs.append(self._step((h, "output"), own, lambda own=own: self.weighted(own["weights"], own["values"])))
+        if p.several or p.w_o is not None:
+            shared: dict[str, np.ndarray] = {"outputs": outputs}  # type: ignore[dict-item]
+            concat = self._step((None, "concat"), shared, lambda: np.hstack(outputs))
+            if p.w_o is not None:
+                self._step((None, "final"), shared, lambda: self.r(concat @ p.w_o))
+
+
+# --- writing the answers -------------------------------------------------------------------------
+
+
+def text_of(x: float, digits: int = 4) -> str:
+    """A number as the student writes it: `masked`, or with `digits` decimals (never `-0.0000`)."""
+    if math.isnan(x):
+        return "masked"
+    written = f"{x:.{digits}f}"
+    return written[1:] if written.startswith("-") and float(written) == 0 else written
+
+
+def _rows(problem: Problem, written: Written) -> str:
+    """Rows as `token: [...]`, or as a plain list of rows when the student wrote another number of rows."""
+    text = written.text or [[text_of(x) for x in row] for row in written.values]
+    if len(text) != problem.n:
+        return "\n".join(f"  - [{', '.join(row)}]" for row in text)
+    return "\n".join(f"  {token}: [{', '.join(row)}]" for token, row in zip(problem.tokens, text))
+
+
+def answers_yaml(work: Work, steps: Sequence[Key] | None = None) -> str:
+    """The `answers:` section of everything the student wrote (or only `steps`)."""
+    p = work.problem
+    chosen = [k for k in work.steps if steps is None or k in steps]
+
+    def block(key: Key, indent: str) -> str:
+        body = _rows(p, work.steps[key])
+        return f"{indent}{key[1]}:\n" + "\n".join(indent + "  " + line[2:] for line in body.splitlines())
+
+    lines = ["answers:"]
+    if p.several:
+        lines.append("  heads:")
+        for h in range(len(p.heads)):
+            mine = [k for k in chosen if k[0] == h]
+            if not mine:
+                lines.append("    - {}")
+                continue
+            for i, key in enumerate(mine):
+                text = block(key, "      ")
+                lines.append(("    - " + text[6:]) if i == 0 else text)
+    else:
+        lines.extend(block(k, "  ") for k in chosen if k[0] is not None)
+    lines.extend(block(k, "  ") for k in chosen if k[0] is None)
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,437 @@
+"""The replayed-mistake suite: exercises, students' files, one `check` run, and the verdict on each case.
+
+`build(directory)` makes the exercises (`attncli generate --count`, plus additive and given-scores
+problems of our own), writes one file per case — a careful student, the same student making each
+applicable mistake of the catalogue, and wrong roundings — runs `python -m attncli check --format json`
+once over all of them, and judges each file from its JSON object alone.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import subprocess
+import sys
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import yaml
+
+from tests.replays.mistakes import CATALOGUE, Mistake, NotApplicable
+from tests.replays.student import HEAD_ORDER, SHARED, Key, Problem, Work, Written, answers_yaml, read, text_of
+
+ROOT = Path(__file__).resolve().parents[2]
+PER_MISTAKE = 6  # cases of each mistake (the suite's time is mostly `check` reading the files)
+ROUNDINGS = tuple(
+    (step, how, digits) for digits in (1, 2, 3) for step, how in (("weights", "truncated"), ("output", "off_by_one"))
+)
+CLEAR = 3e-3  # a step off the truth by more than this (scaled by W_O for final) is clearly not a rounding
+
+
+@dataclass(frozen=True)
+class ExerciseSet:
+    """One `attncli generate --count` call."""
+
+    name: str
+    options: tuple[str, ...]
+    count: int
+    seed: int
+
+
+SETS = (
+    ExerciseSet("plain", (), 8, 1),
+    ExerciseSet("causal4", ("--tokens", "4", "--mask", "causal"), 6, 101),
+    ExerciseSet("five", ("--tokens", "5", "--dk", "3"), 4, 201),
+    ExerciseSet("heads", ("--heads", "2"), 6, 301),
+    ExerciseSet("projections", ("--projections",), 4, 401),
+    ExerciseSet("heads-proj-causal", ("--heads", "2", "--projections", "--mask", "causal", "--tokens", "4"), 4, 501),
+    ExerciseSet("cosine", ("--score", "cosine"), 5, 601),
+    ExerciseSet("dot-causal", ("--score", "dot", "--mask", "causal"), 5, 701),
+    ExerciseSet("square", ("--tokens", "3", "--dk", "3"), 4, 801),
+)
+OWN = {"additive": 5, "given": 3}  # problems this suite writes itself (generate has neither)
+
+
+@dataclass(frozen=True, repr=False)
+class Exercise:
+    id: str  # set/NN
+    text: str  # the problem as the student gets it (the sheet)
+    problem: Problem
+    key: Path  # a key file for `check --key`: the problem, with or without answers
+
+
+@dataclass(repr=False)
+class Case:
+    id: str  # exercise id / what the student did
+    exercise: Exercise
+    kind: str  # careful, mistake, rounding
+    work: Work
+    code: str = ""  # the catalogue's codes joined by "+" (mistake cases)
+    mistake: Mistake | None = None
+    step: Key | None = None  # where the mistake or wrong rounding is
+    path: Path | None = None
+    form: str = "self"  # self: problem and answers in one file; key: answers alone, graded with --key
+    result: dict | None = None  # the file's JSON object from `check`
+
+    def __repr__(self) -> str:  # short: pytest shows it in failures
+        return f"Case({self.id!r})"
+
+
+@dataclass(repr=False)
+class Suite:
+    cases: list[Case] = field(default_factory=list)
+    skipped: Counter = field(default_factory=Counter)  # (code, reason) -> count
+    exercises: list[Exercise] = field(default_factory=list)
+    returncodes: dict[str, int] = field(default_factory=dict)  # exit code of each `check` run
+
+    def __repr__(self) -> str:  # short: pytest shows it in failures
+        return f"Suite({len(self.cases)} cases)"
+
+
+def env() -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": str(ROOT), "NO_COLOR": "1", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8"}
+
+
+def attncli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "attncli", *args], capture_output=True, text=True, env=env())
+
+
+def check_options() -> str:
+    """`check --help`: which options the command line on this tree has (a feature probe)."""
+    return attncli("check", "--help").stdout
+
+
+def names_code(code: str) -> bool:
+    """Whether the catalogue has a hint for `code` (the probe for a diagnosis being on this tree)."""
+    pattern = re.compile(rf'"check\.hint[._]{re.escape(code)}"')
+    return any(pattern.search(p.read_text(encoding="utf-8")) for p in (ROOT / "attncli" / "i18n").glob("*.py"))
+
+
+# --- exercises ------------------------------------------------------------------------------------
+
+
+def _generate(directory: Path) -> list[Exercise]:
+    """Every set at once (the calls run side by side), read back from the written sheets."""
+    running = []
+    for s in SETS:
+        out = directory / "sets" / s.name
+        command = ["generate", *s.options, "--count", str(s.count), "--seed", str(s.seed), "-o", str(out)]
+        process = subprocess.Popen(
+            [sys.executable, "-m", "attncli", *command],
+            env=env(),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        running.append((s, out, process))
+    exercises = []
+    for s, out, process in running:
+        _, stderr = process.communicate()
+        if process.returncode != 0:
+            raise RuntimeError(f"attncli generate {' '.join(s.options)} failed: {stderr.strip()}")
+        for number in range(1, s.count + 1):
+            sheet = out / f"exercise-{number:02d}.yaml"
+            text = sheet.read_text(encoding="utf-8")
+            exercises.append(
+                Exercise(f"{s.name}/{number:02d}", text, read(text), out / f"exercise-{number:02d}-key.yaml")
+            )
+    return exercises
+
+
+def _ints(rng: np.random.Generator, shape: tuple[int, ...], low: int = -1, high: int = 2) -> list:
+    return rng.integers(low, high + 1, size=shape).tolist()
+
+
+def _own_problems(directory: Path) -> list[Exercise]:
+    """Additive problems and two-head problems with given scores, from a fixed seed."""
+    rng = np.random.default_rng(10)
+    tokens = ["the", "bank", "flooded"]
+    out = directory / "sets" / "own"
+    out.mkdir(parents=True)
+    texts = []
+    for _ in range(OWN["additive"]):
+        score = {
+            "type": "additive",
+            "w_query": _ints(rng, (2, 2)),
+            "w_key": _ints(rng, (2, 2)),
+            "v": _ints(rng, (2,), 1, 2),
+        }
+        data = {
+            "tokens": tokens,
+            "queries": _ints(rng, (3, 2)),
+            "keys": _ints(rng, (3, 2)),
+            "values": _ints(rng, (3, 2)),
+        }
+        texts.append(("additive", {**data, "score": score}))
+    for _ in range(OWN["given"]):
+        queries = [[f"{a}*sqrt(2)" for a in row] for row in _ints(rng, (3, 2))]
+        heads = [
+            {"name": "head 1", "queries": queries, "keys": _ints(rng, (3, 2))},
+            {"name": "head 2", "scores": _ints(rng, (3, 3), -2, 2)},
+        ]
+        texts.append(
+            ("given", {"tokens": tokens, "values": _ints(rng, (3, 2)), "heads": heads, "w_o": _ints(rng, (4, 2), 0, 1)})
+        )
+    exercises = []
+    for i, (name, data) in enumerate(texts, start=1):
+        text = yaml.safe_dump(data, sort_keys=False, default_flow_style=None)
+        path = out / f"{name}-{i:02d}.yaml"
+        path.write_text(text, encoding="utf-8")
+        exercises.append(Exercise(f"{name}/{i:02d}", text, read(text), path))
+    return exercises
+
+
+# --- what each case should show ---------------------------------------------------------------------
+
+
+def _order(work: Work) -> list[Key]:
+    return list(work.steps)
+
+
+def clear_limit(problem: Problem, key: Key) -> float:
+    """How far a step may be from the truth and still be, for this suite, a matter of rounding."""
+    if key[1] == "final" and problem.w_o is not None:
+        return CLEAR * max(1.0, float(np.abs(problem.w_o).sum(axis=0).max()))
+    return CLEAR
+
+
+def differs(a: Written, b: np.ndarray, limit: float) -> float:
+    """How clearly a written step differs from `b`: inf for another shape or mask, else the largest gap."""
+    written_shape = (len(a.text), len(a.text[0])) if a.text else a.values.shape
+    if written_shape != b.shape or not np.array_equal(np.isnan(a.values), np.isnan(b)):
+        return math.inf
+    gaps = np.abs(np.nan_to_num(a.values) - np.nan_to_num(b))
+    return float(gaps.max()) / limit if gaps.size else 0.0
+
+
+def _interleaved(exercises: Sequence[Exercise]) -> list[Exercise]:
+    """The exercises taken one from each set in turn, so a capped list still spans every set."""
+    by_set: dict[str, list[Exercise]] = {}
+    for e in exercises:
+        by_set.setdefault(e.id.split("/")[0], []).append(e)
+    return [e for i in range(max(map(len, by_set.values()))) for group in by_set.values() for e in group[i : i + 1]]
+
+
+def _mistake_cases(exercises: Sequence[Exercise], suite: Suite) -> list[Case]:
+    """Up to PER_MISTAKE cases of every mistake, on the exercises where it shows."""
+    cases = []
+    for mistake in CATALOGUE:
+        code = "+".join(mistake.codes)
+        taken = 0
+        for exercise in _interleaved(exercises):
+            if taken == PER_MISTAKE:
+                break
+            if not mistake.applies(exercise.problem):
+                continue
+            key: Key = (mistake.head, mistake.step)
+            try:
+                work = Work(exercise.problem, slips={key: mistake.slip})
+            except NotApplicable as reason:
+                suite.skipped[(code, str(reason))] += 1
+                continue
+            gap = differs(work.steps[key], work.careful_alternative[key], clear_limit(exercise.problem, key))
+            if gap == 0:
+                suite.skipped[(code, "coincides with the right numbers on this exercise")] += 1
+            elif gap <= 1:
+                suite.skipped[(code, f"within {CLEAR} of the right numbers: too close to tell from rounding")] += 1
+            else:
+                cases.append(Case(f"{exercise.id}/{mistake.name}", exercise, "mistake", work, code, mistake, key))
+                taken += 1
+    return cases
+
+
+def _careful_cases(exercise: Exercise) -> list[Case]:
+    """The careful student; on masked exercises also one who writes `masked` in dot and 0 in weights."""
+    cases = [Case(f"{exercise.id}/careful", exercise, "careful", Work(exercise.problem))]
+    if exercise.problem.causal:
+        work = Work(exercise.problem)
+        hidden = ~exercise.problem.allowed
+        for key, written in work.steps.items():
+            if key[1] in ("dot", "weights"):
+                word = "masked" if key[1] == "dot" else "0"
+                text = [
+                    [word if h else text_of(x) for x, h in zip(row, mask)] for row, mask in zip(written.values, hidden)
+                ]
+                work.steps[key] = Written(written.values, text)
+        cases.append(Case(f"{exercise.id}/careful-masked", exercise, "careful", work))
+    return cases
+
+
+def _rounding_bound(work: Work, truth: Work, key: Key) -> np.ndarray:
+    """First-order widening of each cell of `key` from inputs carried at 4 decimals (weights or output)."""
+    h = key[0]
+    w = np.nan_to_num(truth.steps[(h, "weights")].values)
+    if key[1] == "weights":
+        allowed = ~np.isnan(truth.steps[(h, "weights")].values)
+        total = np.exp(np.nan_to_num(truth.steps[(h, "scores")].values)) * allowed
+        s = total.sum(axis=1, keepdims=True)
+        from_scores = 2 * w * (1 - w)
+        from_exp = (1 - w + (allowed.sum(axis=1, keepdims=True) - 1) * w) / s
+        return 0.5e-4 * (from_scores + from_exp)
+    values = truth.steps[(h, "values")].values if (h, "values") in truth.steps else work.problem.heads[h or 0].values
+    return 0.5e-4 * (np.abs(values).sum(axis=0)[None, :] + w.sum(axis=1, keepdims=True))
+
+
+def _rounding_cases(exercise: Exercise, index: int, suite: Suite) -> list[Case]:
+    """Weights truncated to 1–3 decimals, or one output number off by one unit at 1–3 decimals (in turn)."""
+    step, how, digits = ROUNDINGS[index % len(ROUNDINGS)]
+    truth, work = Work(exercise.problem, digits=None), Work(exercise.problem)
+    key: Key = (0, step)
+    t = truth.steps[key].values
+    bound = _rounding_bound(work, truth, key)
+    unit = 10.0**-digits
+    if how == "truncated":
+        wrong = np.trunc(np.nan_to_num(t) / unit) * unit
+    else:
+        right = np.round(np.nan_to_num(t), digits)
+        away = np.where(right >= t, 1.0, -1.0)
+        margin = np.where(np.isnan(t), -np.inf, np.abs(right + away * unit - t) - bound)
+        cell = np.unravel_index(np.argmax(margin), t.shape)
+        wrong = right.copy()
+        wrong[cell] += away[cell] * unit
+    clear = np.abs(wrong - np.nan_to_num(t)) > 0.5 * unit + 1.5 * bound + 1e-9
+    if not np.any(clear & ~np.isnan(t)):
+        suite.skipped[(f"rounding:{how}", "no number wrongly rounded beyond the carried rounding")] += 1
+        return []
+    text = [["masked" if math.isnan(x) else text_of(y, digits) for x, y in zip(a, b)] for a, b in zip(t, wrong)]
+    work.steps[key] = Written(work.steps[key].values, text)
+    return [Case(f"{exercise.id}/{how}:{step}:{digits}", exercise, "rounding", work, f"rounding:{how}", step=key)]
+
+
+def build(directory: Path, *, key_form: bool = False) -> Suite:
+    """Every case written to `directory` and graded: careful students, mistakes, wrong roundings.
+
+    With `key_form`, the careful students of the first set also hand in answers alone, graded with
+    `check --key` against the exercise's key. The `check` runs go side by side.
+    """
+    suite = Suite(exercises=_generate(directory) + _own_problems(directory))
+    careful = [c for e in suite.exercises for c in _careful_cases(e)]
+    wrong = _mistake_cases(suite.exercises, suite)
+    wrong += [c for i, e in enumerate(suite.exercises) for c in _rounding_cases(e, i, suite)]
+    keyed = []
+    if key_form:
+        for c in careful:
+            if c.exercise.id.startswith(SETS[0].name + "/"):
+                keyed.append(Case(c.id + "-key", c.exercise, c.kind, c.work, form="key"))
+    suite.cases = careful + wrong + keyed
+    files = directory / "files"
+    files.mkdir()
+    for i, case in enumerate(suite.cases):
+        case.path = files / f"{i:04d}.yaml"
+        case.path.write_text(student_file(case), encoding="utf-8")
+    batches = {"careful": (careful, []), "mistakes": (wrong, [])}
+    batches |= {c.id: ([c], ["--key", str(c.exercise.key)]) for c in keyed}
+    _grade(suite, batches)
+    return suite
+
+
+def student_file(case: Case) -> str:
+    """Problem and answers (self-check), or the answers alone (and the exercise id) for `check --key`."""
+    answers = answers_yaml(case.work)
+    if case.form == "self":
+        return case.exercise.text.rstrip("\n") + "\n" + answers
+    exercise = yaml.safe_load(case.exercise.text).get("exercise")
+    return (f"exercise: {json.dumps(exercise)}\n" if exercise is not None else "") + answers
+
+
+def _grade(suite: Suite, batches: dict[str, tuple[Sequence[Case], list[str]]]) -> None:
+    """Run `check --format json` once per batch, side by side, and give each case its file's object."""
+    running = {}
+    for name, (cases, options) in batches.items():
+        command = [sys.executable, "-m", "attncli", "check", "--format", "json", *options]
+        command += [str(c.path) for c in cases]
+        running[name] = subprocess.Popen(command, env=env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    for name, process in running.items():
+        stdout, stderr = process.communicate()
+        suite.returncodes[name] = process.returncode
+        results = {}
+        for line in stdout.splitlines():
+            if line.startswith("{"):
+                obj = json.loads(line)
+                results[obj.get("file")] = obj
+        for case in batches[name][0]:
+            case.result = results.get(str(case.path), {"error": stderr.strip()[:300] or "no result", "steps": []})
+
+
+# --- verdicts ---------------------------------------------------------------------------------------
+
+GOOD = "good"
+FALSE_ALARM = "false_alarm"  # a right step failed (a careful file, or a step the mistake does not touch)
+MISSED = "missed"  # the file passed, or the step with the mistake was not failed
+UNNAMED = "unnamed"  # wrong at the right step, the code not named (nothing named)
+MISNAMED = "misnamed"  # wrong at the right step, other codes named
+NOT_CARRIED = "not_carried"  # a later step computed right from the slipped numbers was failed
+NOT_GRADED = "not_graded"
+
+
+def _steps(result: dict) -> dict[Key, dict]:
+    return {(s.get("head"), s["step"]): s for s in result.get("steps", [])}
+
+
+def file_ok(result: dict) -> bool:
+    if "status" in result:
+        return result["status"] == "right"
+    return bool(result.get("ok")) and "error" not in result
+
+
+def _depends(key: Key, on: Key) -> bool:
+    """Whether step `key` is computed from step `on` (so a slip at `on` is carried into it)."""
+    if key[0] is None:
+        return on[0] is not None or SHARED.index(key[1]) > SHARED.index(on[1])
+    return key[0] == on[0] and HEAD_ORDER.index(key[1]) > HEAD_ORDER.index(on[1])
+
+
+def verdict(case: Case) -> tuple[str, str]:
+    """(outcome, detail) of one case, from its JSON alone."""
+    result = case.result or {}
+    if "error" in result or result.get("status") in ("not_graded", "problem_changed"):
+        return NOT_GRADED, str(result.get("error", result.get("status")))[:200]
+    steps = _steps(result)
+    if case.kind == "careful":
+        if file_ok(result):
+            return GOOD, ""
+        bad = [
+            f"{k[1]}@{k[0]}:{s['status']}{s.get('diagnosis') or ''}" for k, s in steps.items() if s["status"] != "right"
+        ]
+        return FALSE_ALARM, ", ".join(bad)
+    assert case.step is not None
+    here = steps.get(case.step)
+    if file_ok(result) or here is None or here["status"] != "wrong":
+        return MISSED, f"{case.step[1]}@{case.step[0]} is {here and here['status']}"
+    diagnosis = list(here.get("diagnosis") or [])
+    if case.mistake is not None and not set(case.mistake.codes) <= set(diagnosis):
+        return (MISNAMED if diagnosis else UNNAMED), f"named {diagnosis}"
+    truth = Work(case.exercise.problem, digits=None)
+    for key, written in case.work.steps.items():
+        if key == case.step:
+            continue
+        status = steps.get(key, {}).get("status")
+        limit = clear_limit(case.exercise.problem, key)
+        if not _depends(key, case.step):
+            if status != "right":
+                return FALSE_ALARM, f"{key[1]}@{key[0]} is {status}{steps.get(key, {}).get('diagnosis') or ''}"
+        elif status not in (
+            ("carried",) if differs(written, truth.steps[key].values, limit) > 1 else ("right", "carried")
+        ):
+            return NOT_CARRIED, f"{key[1]}@{key[0]} is {status}"
+    return GOOD, ""
+
+
+def label(case: Case) -> str:
+    """The row of the figures a case counts in: its code, `careful` (self-check) or `careful --key`."""
+    return case.code or ("careful --key" if case.form == "key" else "careful")
+
+
+def figures(suite: Suite) -> dict[str, Counter]:
+    """Per row (see `label`): how many cases ended how, and how many were skipped."""
+    table: dict[str, Counter] = {}
+    for case in suite.cases:
+        table.setdefault(label(case), Counter())[verdict(case)[0]] += 1
+    for (code, _), n in suite.skipped.items():
+        table.setdefault(code, Counter())["skipped"] += n
+    return table

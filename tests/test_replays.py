@@ -1,0 +1,117 @@
+"""The replayed-mistake suite of issue 10: `attncli check` judged by students it does not know.
+
+Every expectation comes from tests/replays (numpy, no attncli import); `check` is only run as a
+command. A row whose feature is not on this tree yet (the exact rounding rule `--carry`, a
+diagnosis code, `--key`) is a strict xfail keyed on a probe of the tree, so it turns into a real
+test the moment the feature lands. `python benchmarks/grading_figures.py` prints the same figures.
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from tests.replays import suite as replays
+from tests.replays.mistakes import CATALOGUE
+from tests.replays.student import MASKED, Work, matrix
+
+
+@functools.cache
+def _help() -> str:
+    return replays.check_options()
+
+
+CARRY = "--carry" in _help()
+KEY = "--key" in _help()
+NO_RULE = "the exact rounding rule (check --carry) is not on this tree yet"
+CODES = sorted({"+".join(m.codes) for m in CATALOGUE})
+PASS_WITHOUT_THE_RULE = {"no_exp"}  # rows whose every case the old rule already judges right (main at 0829ecc)
+
+
+def _pending(row: str) -> str | None:
+    """Why a row of the figures cannot pass on this tree yet (None: it must pass)."""
+    missing = [code for code in row.split("+") if not replays.names_code(code)]
+    if missing:
+        return f"check does not name {', '.join(missing)} yet"
+    return None if CARRY or row in PASS_WITHOUT_THE_RULE else NO_RULE
+
+
+@pytest.fixture(scope="module")
+def suite(tmp_path_factory: pytest.TempPathFactory) -> replays.Suite:
+    return replays.build(tmp_path_factory.mktemp("replays"), key_form=KEY)
+
+
+def _assert_all_good(suite: replays.Suite, row: str) -> None:
+    """Every case of `row` ended as it should (the message lists the first that did not)."""
+    cases = [c for c in suite.cases if replays.label(c) == row]
+    assert cases, f"no case of {row}: every exercise skipped it"
+    failures = [f"{c.id}: {v[0]} {v[1]}" for c in cases for v in [replays.verdict(c)] if v[0] != replays.GOOD]
+    assert not failures, f"{len(failures)} of {len(cases)}:\n" + "\n".join(failures[:8])
+
+
+def _key_answers(path: Path, tokens: tuple[str, ...]) -> dict[tuple[int | None, str], np.ndarray]:
+    """The answers of a key that `attncli generate --answers` wrote, `masked` as NaN."""
+    answers = yaml.safe_load(path.read_text(encoding="utf-8"))["answers"]
+
+    def read(data: object) -> np.ndarray:
+        rows = [data[t] for t in tokens] if isinstance(data, dict) else data
+        return matrix([[MASKED if x == "masked" else x for x in row] for row in rows], ())
+
+    heads = answers.pop("heads", [{k: v for k, v in answers.items() if k not in ("concat", "final")}])
+    steps = {(h, step): read(rows) for h, head in enumerate(heads) for step, rows in head.items()}
+    return steps | {(None, step): read(answers[step]) for step in ("concat", "final") if step in answers}
+
+
+def test_students_read_every_exercise_as_generate_means_it(suite: replays.Suite) -> None:
+    """The simulator's exact numbers round to the key that `generate --answers` printed (the judge is sound)."""
+    compared = 0
+    for exercise in suite.exercises:
+        if not exercise.key.name.endswith("-key.yaml"):
+            continue
+        truth = Work(exercise.problem, digits=None)
+        for key, given in _key_answers(exercise.key, exercise.problem.tokens).items():
+            mine = truth.steps[key].values
+            shown = ~np.isnan(given)
+            assert np.array_equal(np.isnan(mine), np.isnan(given) & (key[1] != "dot")), (exercise.id, key)
+            assert np.all(np.abs(mine[shown] - given[shown]) <= 0.5e-4 + 1e-9), (exercise.id, key)
+            compared += 1
+    assert compared >= 200
+
+
+def test_the_suite_has_every_case_the_issue_asks_for(suite: replays.Suite) -> None:
+    careful = [c for c in suite.cases if replays.label(c) == "careful"]
+    assert len({c.exercise.id for c in careful}) >= 40
+    shown = {replays.label(c) for c in suite.cases}
+    assert set(CODES) | {"rounding:truncated", "rounding:off_by_one"} <= shown
+
+
+@pytest.mark.xfail(not CARRY, reason=NO_RULE, strict=True)
+def test_careful_students_carrying_4_decimals_pass(suite: replays.Suite) -> None:
+    _assert_all_good(suite, "careful")
+    assert suite.returncodes["careful"] == 0
+
+
+@pytest.mark.xfail(not (KEY and CARRY), reason="check --key is not on this tree yet", strict=True, run=False)
+def test_careful_students_pass_against_the_key(suite: replays.Suite) -> None:
+    _assert_all_good(suite, "careful --key")
+    assert all(code == 0 for name, code in suite.returncodes.items() if name.endswith("-key"))
+
+
+@pytest.mark.parametrize(
+    "row",
+    [pytest.param(r, marks=pytest.mark.xfail(bool(_pending(r)), reason=_pending(r) or "", strict=True)) for r in CODES],
+)
+def test_each_mistake_is_named_where_it_is_made(suite: replays.Suite, row: str) -> None:
+    """Caught at its step with its code, later steps carried, nothing else failed."""
+    _assert_all_good(suite, row)
+
+
+@pytest.mark.xfail(not CARRY, reason=NO_RULE, strict=True)
+@pytest.mark.parametrize("row", ["rounding:truncated", "rounding:off_by_one"])
+def test_wrong_roundings_fail(suite: replays.Suite, row: str) -> None:
+    _assert_all_good(suite, row)
+    assert suite.returncodes["mistakes"] == 1
