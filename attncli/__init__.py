@@ -1,18 +1,20 @@
 """attncli: the attention mechanism of Transformers, calculated step by step.
 
-`from attncli import attention` gives the blocked numpy kernel (see attncli.kernel);
-it is imported lazily so that the command line starts without numpy.
+The library's front door is attncli.pipeline: `load` a problem, `solve` it, `grade` answers
+to it, or run the blocked `attention` kernel. They are imported lazily, so that the command
+line starts without numpy.
 """
 
 from __future__ import annotations
 
 __version__ = "0.1.0"
-__all__ = ["__version__", "attention"]
+__all__ = ["__version__", "attention", "grade", "load", "solve"]
+_PIPELINE = ("attention", "grade", "load", "solve")
 
 
 def __getattr__(name: str) -> object:
-    if name == "attention":
-        from attncli.kernel import attention
+    if name in _PIPELINE:
+        from attncli import pipeline
 
-        return attention
+        return getattr(pipeline, name)
     raise AttributeError(f"module 'attncli' has no attribute {name!r}")

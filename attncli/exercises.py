@@ -14,10 +14,9 @@ import shlex
 from dataclasses import dataclass, replace
 from fractions import Fraction
 
-from attncli import core, yamldoc
+from attncli import pipeline
 from attncli.errors import fail
 from attncli.i18n import current_language, t
-from attncli.parsing import problem_file
 from attncli.render.numbers import fixed
 from attncli.templates import answer_lines, flow, quote
 
@@ -277,7 +276,7 @@ def _mapping(names: tuple[str, ...], rows: list[list[str]], indent: int) -> list
 
 def _answers(text: str) -> str:
     """The answer key: every step as the core computes it, rounded to ANSWER_DECIMALS (whole numbers exact)."""
-    steps = core.compute(problem_file.parse(yamldoc.load(text, "generate")))
+    steps = pipeline.solve(pipeline.load(text=text, name="generate"))
     lines = answer_lines(steps, lambda value, masked: "masked" if masked else _answer(value))
     return "\n".join([f"# {t('generate.answers_note', decimals=ANSWER_DECIMALS)}", *lines]) + "\n"
 

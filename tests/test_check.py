@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner, Result
 
-from attncli import core, grading
+from attncli import grading, pipeline
 from attncli.cli import app
-from attncli.parsing import answers, problem_file
+from attncli.parsing import answers
 from tests.conftest import SAMPLES
 
 CASES = Path(__file__).parent / "check_cases"
@@ -56,9 +56,7 @@ def run(*args: str) -> Result:
 def grade_text(text: str, tolerance: float | None = None) -> grading.Report:
     from attncli import yamldoc
 
-    document = yamldoc.load(text, "homework.yaml")
-    steps = core.compute(problem_file.parse(document))
-    return grading.grade(steps, answers.parse(document, steps), tolerance=tolerance, file="homework.yaml")
+    return pipeline.grade(yamldoc.load(text, "homework.yaml"), tolerance=tolerance)
 
 
 def grade_file(path: Path) -> grading.Report:

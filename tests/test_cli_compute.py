@@ -23,9 +23,8 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner, Result
 
-from attncli import core, yamldoc
+from attncli import pipeline
 from attncli.cli import app
-from attncli.parsing import problem_file
 from tests.conftest import ROOT, SAMPLES
 
 GOLDEN = Path(__file__).parent / "golden" / "bank.en.txt"
@@ -183,7 +182,7 @@ def test_a_scale_flag_replaces_the_scale() -> None:
 def test_json_equals_the_core_to_the_last_bit(sample: str) -> None:
     doc = run_json(str(SAMPLES / sample))
     path = SAMPLES / sample
-    steps = core.compute(problem_file.parse(yamldoc.read(str(path)), base=path.parent))
+    steps = pipeline.solve(pipeline.load(path))
     assert doc["tokens"] == list(steps.problem.tokens)
     assert doc["query_tokens"] == list(steps.problem.query_tokens)
     assert doc["mask"] == steps.problem.mask.tolist()

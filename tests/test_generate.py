@@ -10,10 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner, Result
 
-from attncli import core, grading, yamldoc
+from attncli import core, grading, pipeline, yamldoc
 from attncli.cli import app
 from attncli.exercises import Options, exercise
-from attncli.parsing import answers, problem_file
 
 ENV = {"LC_ALL": None, "LC_MESSAGES": None, "LANG": None}
 
@@ -23,13 +22,11 @@ def run(*args: str) -> Result:
 
 
 def steps_of(text: str) -> core.Steps:
-    return core.compute(problem_file.parse(yamldoc.load(text, "exercise.yaml")))
+    return pipeline.solve(pipeline.load(text=text, name="exercise.yaml"))
 
 
 def grade(text: str) -> grading.Report:
-    document = yamldoc.load(text, "exercise.yaml")
-    steps = core.compute(problem_file.parse(document))
-    return grading.grade(steps, answers.parse(document, steps))
+    return pipeline.grade(yamldoc.load(text, "exercise.yaml"))
 
 
 def test_same_arguments_and_seed_give_the_same_bytes() -> None:

@@ -16,11 +16,10 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner, Result
 
-from attncli import core, probes, yamldoc
+from attncli import core, pipeline, probes
 from attncli.cli import app
 from attncli.errors import AttnError
 from attncli.i18n import en
-from attncli.parsing import problem_file
 from tests.conftest import SAMPLES
 
 E = math.e
@@ -34,11 +33,11 @@ SHORT_AND_LONG = "tokens: [sep, word]\nquery_tokens: [word]\nscores: [[1, 0]]\nv
 
 def solve(name: str) -> core.Steps:
     path = SAMPLES / name
-    return core.compute(problem_file.parse(yamldoc.read(str(path)), base=path.parent))
+    return pipeline.solve(pipeline.load(path))
 
 
 def solve_text(text: str) -> core.Steps:
-    return core.compute(problem_file.parse(yamldoc.load(text, "test.yaml")))
+    return pipeline.solve(pipeline.load(text=text, name="test.yaml"))
 
 
 def run(*args: str, stdin: str | None = None) -> Result:

@@ -13,8 +13,7 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from attncli import core, yamldoc
-from attncli.parsing import problem_file
+from attncli import core, pipeline
 from attncli.problem import Head, MaskRule, Problem, Projection, Score
 from attncli.render import human, json_doc
 from attncli.render.layout import fit, to_text, width_of
@@ -283,7 +282,7 @@ def test_the_yaml_route_gives_the_same_result(p: Problem) -> None:
         f"mask: {_yaml_rows(p.mask.astype(int))}",
         f"score: {{type: {head.score.kind}, scale: {_yaml_number(head.score.scale)}}}",
     ]
-    parsed = problem_file.parse(yamldoc.load("\n".join(lines) + "\n", "random.yaml"))
+    parsed = pipeline.load(text="\n".join(lines) + "\n", name="random.yaml")
     assert parsed.cross == p.cross
     direct, via_yaml = core.compute(p), core.compute(parsed)
     assert via_yaml.heads[0].weights.tolist() == direct.heads[0].weights.tolist()

@@ -8,13 +8,11 @@ running the program.
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-from attncli import core, yamldoc
-from attncli.parsing import problem_file
+from attncli import core, pipeline
 from tests.conftest import SAMPLES
 
 E = math.e
@@ -24,7 +22,7 @@ TOLERANCE = 1e-12
 
 def solve(name: str) -> core.Steps:
     path = SAMPLES / name
-    return core.compute(problem_file.parse(yamldoc.read(str(path)), base=Path(path).parent))
+    return pipeline.solve(pipeline.load(path))
 
 
 def close(got: np.ndarray | list, want: list) -> None:

@@ -10,10 +10,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner, Result
 
-from attncli import core, yamldoc
+from attncli import core, pipeline
 from attncli.cli import app
 from attncli.exercises import Options, exercise
-from attncli.parsing import problem_file
 from attncli.render import latex, markdown
 from tests.conftest import SAMPLES
 
@@ -37,11 +36,11 @@ def run(*args: str) -> Result:
 
 
 def steps_of(text: str) -> core.Steps:
-    return core.compute(problem_file.parse(yamldoc.load(text, "problem.yaml")))
+    return pipeline.solve(pipeline.load(text=text, name="problem.yaml"))
 
 
 def sample(name: str) -> core.Steps:
-    return core.compute(problem_file.parse(yamldoc.read(str(SAMPLES / name))))
+    return pipeline.solve(pipeline.load(str(SAMPLES / name)))
 
 
 def documents() -> list[tuple[str, str]]:

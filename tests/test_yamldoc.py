@@ -7,9 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from attncli import yamldoc
+from attncli import pipeline, yamldoc
 from attncli.errors import AttnError
-from attncli.parsing import problem_file
 
 BANK = """\
 title: bank
@@ -34,7 +33,7 @@ def load_error(text: str) -> AttnError:
 
 def parse_error(text: str) -> AttnError:
     with pytest.raises(AttnError) as caught:
-        problem_file.parse(yamldoc.load(text, "p.yaml"))
+        pipeline.load(text=text, name="p.yaml")
     return caught.value
 
 
@@ -169,7 +168,7 @@ def test_a_merge_key_must_name_a_mapping() -> None:
 
 def test_merge_keys_work_in_a_problem() -> None:
     text = "x-shared: &shared\n  tokens: [a, b]\n  values: [[1], [2]]\n<<: *shared\nscores: [[0, 0], [1, 0]]\n"
-    parsed = problem_file.parse(yamldoc.load(text, "p.yaml"))
+    parsed = pipeline.load(text=text, name="p.yaml")
     assert parsed.tokens == ("a", "b")
     assert parsed.heads[0].values.tolist() == [[1.0], [2.0]]
 
@@ -185,7 +184,7 @@ def test_on_no_yes_work_as_token_names_in_a_problem() -> None:
     text = (
         "tokens: [yes, no, on]\nqueries: {yes: [1], no: [0], on: [1]}\nkeys: [[1], [0], [1]]\nvalues: [[1], [2], [3]]"
     )
-    parsed = problem_file.parse(yamldoc.load(text, "p.yaml"))
+    parsed = pipeline.load(text=text, name="p.yaml")
     assert parsed.tokens == ("yes", "no", "on")
     assert parsed.query_tokens == ("yes", "no", "on")
 

@@ -34,16 +34,13 @@ def check(
     debug: Debug = False,
 ) -> None:
     choose(format, FORMATS, "--format")
-    from attncli import core, grading, yamldoc
-    from attncli.parsing import answers, problem_file
+    from attncli import grading, pipeline
     from attncli.render import check_report
 
     results: list[tuple[str, grading.Report | str]] = []
     for file in files:
         try:
-            document = yamldoc.read(file)
-            steps = core.compute(problem_file.parse(document, None, problem_file.base_folder(file)))
-            results.append((file, grading.grade(steps, answers.parse(document, steps), tolerance=tolerance, file=file)))
+            results.append((file, pipeline.grade(file, tolerance=tolerance)))
         except AttnError as error:
             message = describe(error)
             say(message)

@@ -31,13 +31,10 @@ def compare(
     debug: Debug = False,
 ) -> None:
     choose(format, FORMATS, "--format")
-    from attncli import core, probes, yamldoc
-    from attncli.parsing import problem_file
+    from attncli import pipeline, probes
     from attncli.render import analysis
 
-    first, second = (
-        core.compute(problem_file.parse(yamldoc.read(name), base=problem_file.base_folder(name))) for name in (a, b)
-    )
+    first, second = (pipeline.solve(pipeline.load(name)) for name in (a, b))
     record = probes.compare(first, second)
     if format == "json":
         from attncli.render import json_doc

@@ -86,20 +86,16 @@ def compute(
     analysing = norms or bool(ablate or ablate_head or weights)
     if analysing and format in DOCUMENT_FORMATS and format != "json":
         raise fail("analysis.needs_human_or_json", format=format)
-    import numpy as np
+    from attncli import pipeline, render
 
-    from attncli import core, render, yamldoc
-    from attncli.parsing import problem_file
-
-    document = yamldoc.read(file) if file is not None else yamldoc.Document(data={}, name="flags")
-    parsed = problem_file.parse(document, flags, problem_file.base_folder(file), dtype=getattr(np, dtype))
+    parsed = pipeline.load(file, flags, dtype=dtype)
     cells = len(parsed.heads) * parsed.mask.size
     if format in DOCUMENT_FORMATS and format not in BINARY_FORMATS and cells > MAX_DOCUMENT_CELLS and not quiet:
         raise fail("cli.too_many_cells", format=format, cells=cells, limit=MAX_DOCUMENT_CELLS).at(source="--format")
     for name in follow or ():
         if name not in parsed.query_tokens:
             raise fail("cli.unknown_follow", name=name, names=listed(parsed.query_tokens))
-    steps = core.compute(parsed)
+    steps = pipeline.solve(parsed)
     norm_record, interventions = _analyse(steps, norms, ablate, ablate_head, weights) if analysing else (None, ())
     from attncli.render import analysis, human
 

@@ -100,6 +100,7 @@ MESSAGES: dict[str, str] = {
     "cli.usage": "{message} (see '{command} -h')",
     "cli.bad_lang": "unknown language '{name}' (known: {known})",
     # Errors: the calculation
+    "api.attention": "attention(): {reason}",
     "core.overflow": "a result passes the range of floating-point numbers (about ±1.8e308); use smaller numbers",
     # Human output
     "render.head_title": " {name} ",

@@ -104,6 +104,7 @@ MESSAGES: dict[str, str] = {
     "cli.usage": "{message} (consulta '{command} -h')",
     "cli.bad_lang": "idioma desconocido '{name}' (se conocen: {known})",
     # Errores: el cálculo
+    "api.attention": "attention(): {reason}",
     "core.overflow": "un resultado supera el rango de los números de coma flotante (unos ±1.8e308); usa números más pequeños",
     # Salida para personas
     "render.head_title": " {name} ",

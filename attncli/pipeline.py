@@ -1,0 +1,117 @@
+"""The library's front door: load a problem, solve it, grade answers to it, or run the blocked kernel.
+
+The command line is one client of these four, a script another:
+
+    from attncli import load, solve
+    steps = solve(load("samples/bank.yaml"))
+
+A source is a file path (str or os.PathLike), "-" for standard input, or a `yamldoc.Document`
+already read; YAML text goes by keyword: `load(text="tokens: [a, b] ...")`. Every function
+raises only AttnError (attncli.errors), the one error a user can cause, carrying file, line
+and field.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+import numpy as np
+
+import attncli.parsing.answers
+from attncli import core, grading, kernel, yamldoc
+from attncli.core import Steps
+from attncli.errors import fail
+from attncli.grading import Report
+from attncli.parsing import problem_file
+from attncli.problem import Problem
+from attncli.yamldoc import Document
+
+Source = str | os.PathLike | Document
+DTYPES = ("float64", "float32")
+
+
+def load(
+    source: Source | None = None,
+    flags: Mapping[str, object] | None = None,
+    *,
+    text: str | None = None,
+    name: str = "<text>",
+    dtype: str = "float64",
+) -> Problem:
+    """The validated problem in `source`, or in the YAML `text` (called `name` in errors).
+
+    `flags` (field -> value, spelled as on the command line: `{"keys": "2,0; 1,1"}`) are laid
+    over the file, or make the whole problem without one. Array files a problem names are
+    found beside its file, else in the working directory. Every matrix is of `dtype`.
+    """
+    if dtype not in DTYPES:
+        raise fail("cli.bad_dtype", name=dtype, known=", ".join(DTYPES)).at(source="dtype")
+    document = yamldoc.load(text, name) if text is not None else _document(source)
+    return problem_file.parse(document, flags, _base(source), dtype=getattr(np, dtype))
+
+
+def solve(problem: Problem) -> Steps:
+    """Every step of the calculation: each head's scores, weights and output, then the heads combined."""
+    return core.compute(problem)
+
+
+def grade(
+    key_or_problem: Problem | Steps | Source,
+    answers: Source | None = None,
+    *,
+    text: str | None = None,
+    name: str = "<text>",
+    **options: object,
+) -> Report:
+    """The report on the `answers:` section of the source `answers`, or of the YAML `text`, to `key_or_problem`.
+
+    A homework file holds both, so the answers default to the problem's own source; an answer
+    key (`attncli generate --answers`), a problem or its solution serves as the problem for a
+    student's answers. `options` are attncli.grading.grade's (`tolerance=`, ...), which win over
+    the ones the answers give.
+    """
+    if text is not None:
+        answers = yamldoc.load(text, name)
+    source = key_or_problem if answers is None else answers
+    if isinstance(source, (Problem, Steps)):
+        raise fail("check.no_answers").at(source=_problem(source).source, field="answers")
+    document = _document(source)
+    if isinstance(key_or_problem, Steps):
+        steps = key_or_problem
+    elif isinstance(key_or_problem, Problem):
+        steps = solve(key_or_problem)
+    elif answers is None:  # the answers' own file is the problem: read it once
+        steps = solve(problem_file.parse(document, None, _base(source)))
+    else:
+        steps = solve(load(key_or_problem))
+    file = document.name if isinstance(source, Document) else os.fspath(source)
+    return grading.grade(steps, attncli.parsing.answers.parse(document, steps), file=file, **options)
+
+
+@functools.wraps(kernel.attention)
+def attention(*arrays: np.ndarray, **options: object) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
+    """attncli.kernel.attention, its signature and semantics; arrays that do not fit are an AttnError."""
+    try:
+        return kernel.attention(*arrays, **options)
+    except ValueError as error:
+        raise fail("api.attention", reason=str(error)) from None
+
+
+def _document(source: Source | None) -> Document:
+    if isinstance(source, Document):
+        return source
+    if source is None:
+        return Document(data={}, name="flags")
+    return yamldoc.read(os.fspath(source))
+
+
+def _base(source: Source | None) -> Path:
+    """Where array files are found: beside the problem's file; for stdin, text or flags, the working directory."""
+    return problem_file.base_folder(os.fspath(source) if isinstance(source, (str, os.PathLike)) else None)
+
+
+def _problem(record: Problem | Steps) -> Problem:
+    return record.problem if isinstance(record, Steps) else record
