@@ -55,7 +55,7 @@ def test_float32_is_kept_and_an_unknown_dtype_is_an_attn_error() -> None:
 
 def test_grade_reads_a_homework_file_once_or_answers_against_a_key() -> None:
     own = pipeline.grade(CASES / "no_exp.yaml")
-    assert (own.file, own.ok, own.first_wrong.diagnosis) == (str(CASES / "no_exp.yaml"), False, ("no_exp",))
+    assert (own.file, own.ok, own.first_mistake.diagnosis) == (str(CASES / "no_exp.yaml"), False, ("no_exp",))
     answers = yamldoc.load("answers: {weights: [0.6652, 0.2447, 0.0900]}", "student.yaml")
     against_key = pipeline.grade(CASES / "bank_right.yaml", answers)
     assert (against_key.file, against_key.ok) == ("student.yaml", True)
