@@ -33,9 +33,9 @@ class HeadSteps:
     compatibility: np.ndarray  # (L, S) before the scale: q·k, cosine, q·W·kᵀ, additive, or the given scores
     hidden: np.ndarray | None  # (L, S, d_a) additive only: tanh(q·W_query + k·W_key)
     scores: np.ndarray  # (L, S) compatibility × scale; -inf where masked
-    shift: np.ndarray  # (L,) subtracted before exp in `exp`: 0 unless e^s would overflow
+    shift: np.ndarray  # (L,) subtracted before exp in `exp`: 0 unless e^s would overflow or lose digits
     exp: np.ndarray  # (L, S) e^(scores - shift); 0 where masked
-    weights: np.ndarray  # (L, S) softmax over keys; exactly 0 where masked
+    weights: np.ndarray  # (L, S) exp / its row sum: softmax over keys; exactly 0 where masked
     output: np.ndarray  # (L, d_v) weights · values
 
 
@@ -95,7 +95,18 @@ def _attend(problem: Problem, index: int) -> HeadSteps:
 
 @np.errstate(over="ignore", invalid="ignore")
 def attend(head: Head, mask: np.ndarray) -> HeadSteps:
-    """One head: compatibility, scale, mask, softmax, weighted sum of values."""
+    """One head: compatibility, scale, mask, softmax, weighted sum of values — every step kept.
+
+    Two paths compute softmax(q·kᵀ·scale + mask)·v. This one (the CLI's) builds each (L, S)
+    intermediate in float64 or the problem's dtype, for display and grading, and takes every
+    score kind. `attncli.kernel.attention` (the library's) takes dot-product scores only and
+    keeps nothing: blocks of query rows, threads, O(L + S) memory. Given the same dot-product
+    problem they agree within float64 rounding (tests/test_kernel.py), not to the bit: the
+    kernel scales q before q·kᵀ and sums the weights inside its last matrix product.
+
+    Softmax is computed once: the e^s shown (shifted only as `display_shift` says) are the
+    very numbers divided by their sum to give the weights, so e^s / Σ = weight exactly as shown.
+    """
     values = _finite(project(head.values), "values")  # (S, d_v)
     if head.scores is not None:
         queries = keys = hidden = None
@@ -107,13 +118,26 @@ def attend(head: Head, mask: np.ndarray) -> HeadSteps:
         _finite(compat, "scores")
     scaled = _finite(compat * head.score.scale, "scores")  # (L, S)
     scores = np.where(mask, scaled, -np.inf)  # (L, S)
-    weights = softmax(scores)  # (L, S)
-    row_max = scores.max(axis=1)  # (L,)
-    limit = EXP_DISPLAY_SHARE * np.log(np.finfo(scores.dtype).max)
-    shift = np.where(np.abs(row_max) > limit, row_max, 0).astype(scores.dtype)  # (L,)
+    shift = display_shift(scores)  # (L,)
     exp = np.exp(scores - shift[:, None])  # (L, S)
+    weights = exp / exp.sum(axis=1, keepdims=True)  # (L, S)
     output = _finite(weights @ values, "output")  # (L, d_v)
     return HeadSteps(head, queries, keys, values, compat, hidden, scores, shift, exp, weights, output)
+
+
+def display_shift(scores: np.ndarray) -> np.ndarray:
+    """What each row subtracts before e^s (L,): 0, so that e^s is shown as it is, unless that loses digits.
+
+    A row is shifted by its maximum when that maximum passes the display limit (e^s, or their
+    sum, would overflow), or when some e^s would be subnormal although its weight is not
+    (scores far below zero): the weights are e^s / Σ e^s and must be as exact as softmax's.
+    """
+    row_max = scores.max(axis=1)  # (L,)
+    info = np.finfo(scores.dtype)
+    limit = EXP_DISPLAY_SHARE * np.log(info.max)
+    floor = np.log(info.tiny)  # e^s below e^floor is subnormal: fewer significant digits
+    lost = ((scores < floor) & (scores - row_max[:, None] >= floor)).any(axis=1)  # (L,)
+    return np.where((np.abs(row_max) > limit) | lost, row_max, 0).astype(scores.dtype)
 
 
 def project(operand: Operand) -> np.ndarray:

@@ -5,11 +5,27 @@ display and grading; this module keeps none of them and works on blocks of query
 like PyTorch's scaled_dot_product_attention (its semantics: boolean masks True = may attend,
 additive float masks, causal top-left, scale 1/√E by default). tests/test_kernel.py checks
 that the two agree.
+
+Blocks are shared among threads, one per core: numpy lets go of the GIL inside its matrix
+products and ufuncs, so a second thread computes e^s while the first multiplies. BLAS is
+held to one thread meanwhile (threadpoolctl), so the cores are not asked for twice over.
 """
 
 from __future__ import annotations
 
+import os
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
 import numpy as np
+
+if TYPE_CHECKING:
+    from threadpoolctl import ThreadpoolController
+
+BLOCK_CELLS = 1 << 20  # scores per block of query rows: a few MiB, so a block stays in cache
 
 
 def attention(
@@ -21,6 +37,8 @@ def attention(
     causal: bool = False,
     scale: float | None = None,
     return_weights: bool = False,
+    block_rows: int | None = None,
+    threads: int | None = None,
 ) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
     """softmax(q·kᵀ·scale + mask)·v, like torch's scaled_dot_product_attention, in O(L + S) memory.
 
@@ -28,8 +46,10 @@ def attention(
     `mask` is boolean (True = may attend, as in SDPA) or additive floats, and broadcasts
     to (..., L, S). `causal` lets query i see keys 0..i (top-left aligned). The scale
     defaults to 1/√E. The dtype of the inputs is kept: float32 in, float32 out.
-    Queries are processed a block of rows at a time, so the (L, S) score matrix is
-    never built unless `return_weights` asks for it.
+    Queries are processed a block of rows at a time (`block_rows`, by default as many as
+    make BLOCK_CELLS scores), so the (L, S) score matrix is never built unless
+    `return_weights` asks for it. `threads` defaults to the cores this process may use;
+    the result does not depend on either.
     """
     q, k, v = np.asarray(q), np.asarray(k), np.asarray(v)
     dtype = np.result_type(q.dtype, k.dtype, v.dtype, np.float16)
@@ -48,71 +68,190 @@ def attention(
     out = np.empty((*batch, n_q, d_v), dtype=dtype)  # (..., L, E_v)
     weights = np.empty((*batch, n_q, n_k), dtype=dtype) if return_weights else None  # (..., L, S)
     q, k, v = (np.broadcast_to(a, (*batch, *a.shape[-2:])) for a in (q, k, v))
-    for index in np.ndindex(*batch):
-        _attend_blocks(
+    heads = [
+        _Head.of(
             q[index] * factor,
             k[index],
             v[index],
             None if mask is None else mask[index],
-            causal,
             out[index],
             None if weights is None else weights[index],
         )
+        for index in np.ndindex(*batch)
+    ]
+    rows = block_rows or max(1, min(n_q, BLOCK_CELLS // max(n_k, 1)))
+    blocks = [(head, start, min(n_q, start + rows)) for head in heads for start in range(0, n_q, rows)]
+    workers = min(len(blocks), threads or _cores())
+    if workers <= 1:
+        scratch = _Scratch(rows, n_k, d_v, dtype, causal)
+        for head, start, stop in blocks:
+            _attend_block(head, start, stop, causal, scratch)
+    else:
+        _in_threads(blocks, workers, lambda: _Scratch(rows, n_k, d_v, dtype, causal), causal)
     return (out, weights) if return_weights else out
 
 
-BLOCK_CELLS = 1 << 20  # scores per block of query rows: a few MiB, so a block stays in cache
+@dataclass(frozen=True)
+class _Head:
+    """One (L, S) problem, ready for its blocks: `q` already scaled, `v` with a column of ones."""
+
+    q: np.ndarray  # (L, E)
+    k: np.ndarray  # (S, E)
+    v_ones: np.ndarray  # (S, E_v + 1): the last column sums the weights
+    mask: np.ndarray | None  # (L, S)
+    shift: bool  # subtract each row's maximum before e^s
+    out: np.ndarray  # (L, E_v)
+    weights: np.ndarray | None  # (L, S)
+
+    @classmethod
+    def of(
+        cls,
+        q: np.ndarray,
+        k: np.ndarray,
+        v: np.ndarray,
+        mask: np.ndarray | None,
+        out: np.ndarray,
+        weights: np.ndarray | None,
+    ) -> _Head:
+        """Softmax is shift-invariant, and subtracting the row maximum only guards e^s against overflow.
+
+        When |q·k| ≤ ‖q‖·max‖k‖ (Cauchy–Schwarz) is small enough for e^s to stay a normal
+        float, the shift and the pass that finds the maximum are skipped; the result is the
+        same softmax, rounded no worse.
+        """
+        safe = 0.7 * np.log(np.finfo(q.dtype).max)  # e^±safe is a normal float of this dtype
+        bound = np.sqrt((q * q).sum(axis=1).max() * (k * k).sum(axis=1).max())  # ≥ every |q·k|
+        shift = not (bound < safe and (mask is None or mask.dtype == np.bool_))
+        v_ones = np.concatenate([v, np.ones((v.shape[0], 1), dtype=v.dtype)], axis=1)
+        return cls(q, k, v_ones, mask, shift, out, weights)
 
 
-def _attend_blocks(
-    q: np.ndarray,
-    k: np.ndarray,
-    v: np.ndarray,
-    mask: np.ndarray | None,
-    causal: bool,
-    out: np.ndarray,
-    weights: np.ndarray | None,
-) -> None:
-    """One (L, S) problem, a block of query rows at a time; `q` is already scaled.
+class _Scratch:
+    """One thread's buffers, allocated once per call: a block's scores and its weighted sums."""
 
-    Softmax is shift-invariant, and subtracting the row maximum only guards e^s
-    against overflow. When |q·k| ≤ ‖q‖·max‖k‖ (Cauchy–Schwarz) is small enough for
-    e^s to stay a normal float, the shift and the pass that finds the maximum are
-    skipped; the result is the same softmax, rounded no worse.
+    def __init__(self, rows: int, n_k: int, d_v: int, dtype: np.dtype, causal: bool) -> None:
+        self._scores = np.empty(rows * n_k, dtype=dtype)
+        self._mixed = np.empty(rows * (d_v + 1), dtype=dtype)
+        self.d_v = d_v
+        # above[r, c]: key c is after query r within a diagonal block
+        self.above = np.triu(np.ones((rows, rows), dtype=bool), 1) if causal else None
+
+    def scores(self, rows: int, width: int) -> np.ndarray:
+        return self._scores[: rows * width].reshape(rows, width)  # contiguous, as BLAS writes it
+
+    def mixed(self, rows: int) -> np.ndarray:
+        return self._mixed[: rows * (self.d_v + 1)].reshape(rows, self.d_v + 1)
+
+
+def _attend_block(head: _Head, start: int, stop: int, causal: bool, scratch: _Scratch) -> None:
+    """Query rows start..stop of `head`, into its `out` (and `weights`).
+
+    Causal rows never see keys past `stop - 1`, so those columns are not computed, and
+    keys before `start` are visible to every row of the block: only the square on the
+    diagonal needs a mask.
     """
-    L, S = q.shape[0], k.shape[0]
-    safe = 0.7 * np.log(np.finfo(q.dtype).max)  # e^±safe is a normal float of this dtype
-    bound = np.sqrt((q * q).sum(axis=1).max() * (k * k).sum(axis=1).max())  # ≥ every |q·k|
-    shift = not (bound < safe and (mask is None or mask.dtype == np.bool_))
-    v_ones = np.concatenate([v, np.ones((S, 1), dtype=v.dtype)], axis=1)  # (S, E_v + 1): last column sums weights
-    rows = max(1, min(L, BLOCK_CELLS // max(S, 1)))
-    for start in range(0, L, rows):
-        stop = min(L, start + rows)
-        width = min(S, stop) if causal else S  # causal rows never see keys past `stop - 1`
-        s = q[start:stop] @ k[:width].T  # (B, S')
-        if causal:
-            s[np.arange(start, stop)[:, None] < np.arange(width)[None, :]] = -np.inf
-        if mask is not None:
-            block = mask[start:stop, :width]  # (B, S')
-            if block.dtype == np.bool_:
-                s[~block] = -np.inf
-            else:
-                s += block
-        if shift:
-            top = s.max(axis=1, keepdims=True)  # (B, 1)
-            _check_rows(np.isfinite(top[:, 0]), start)
-            s -= top
-        np.exp(s, out=s)  # (B, S') unnormalised weights
-        mixed = s @ v_ones[:width]  # (B, E_v + 1)
-        total = mixed[:, -1:]  # (B, 1)
-        _check_rows(total[:, 0] > 0, start)
-        out[start:stop] = mixed[:, :-1] / total  # (B, E_v)
-        if weights is not None:
-            weights[start:stop, :width] = s / total
-            weights[start:stop, width:] = 0
+    width = min(head.k.shape[0], stop) if causal else head.k.shape[0]
+    s = np.matmul(head.q[start:stop], head.k[:width].T, out=scratch.scores(stop - start, width))  # (B, S')
+    if causal and start < width:
+        np.copyto(s[:, start:width], -np.inf, where=scratch.above[: stop - start, : width - start])
+    if head.mask is not None:
+        block = head.mask[start:stop, :width]  # (B, S')
+        if block.dtype == np.bool_:
+            np.copyto(s, -np.inf, where=~block)
+        else:
+            s += block
+    if head.shift:
+        top = s.max(axis=1, keepdims=True)  # (B, 1)
+        _check_rows(np.isfinite(top[:, 0]), start)
+        s -= top
+    np.exp(s, out=s)  # (B, S') unnormalised weights
+    mixed = np.matmul(s, head.v_ones[:width], out=scratch.mixed(stop - start))  # (B, E_v + 1)
+    total = mixed[:, -1:]  # (B, 1)
+    _check_rows(total[:, 0] > 0, start)
+    np.divide(mixed[:, :-1], total, out=head.out[start:stop])  # (B, E_v)
+    if head.weights is not None:
+        np.divide(s, total, out=head.weights[start:stop, :width])
+        head.weights[start:stop, width:] = 0
 
 
 def _check_rows(ok: np.ndarray, start: int) -> None:
     if not ok.all():
         row = start + int(np.argmin(ok))
         raise ValueError(f"query row {row} has no key to attend to: every key is masked")
+
+
+def _in_threads(
+    blocks: list[tuple[_Head, int, int]], workers: int, scratch: Callable[[], _Scratch], causal: bool
+) -> None:
+    """Every block, taken in order by whichever of `workers` threads is free (this one included).
+
+    The first failing block's error is raised, whichever thread met it, so the message
+    does not depend on the scheduling.
+    """
+    lock = threading.Lock()
+    tasks = enumerate(blocks)
+    failures: list[tuple[int, BaseException]] = []
+
+    def work() -> None:
+        buffers = scratch()
+        while not failures:
+            with lock:
+                position, (head, start, stop) = next(tasks, (-1, (None, 0, 0)))
+            if head is None:
+                return
+            try:
+                _attend_block(head, start, stop, causal, buffers)
+            except BaseException as error:
+                failures.append((position, error))
+
+    helpers = [threading.Thread(target=work, daemon=True) for _ in range(workers - 1)]
+    with _BLAS.one():
+        for helper in helpers:
+            helper.start()
+        try:
+            work()
+        finally:
+            for helper in helpers:
+                helper.join()
+    if failures:
+        raise min(failures, key=lambda failure: failure[0])[1]
+
+
+def _cores() -> int:
+    """The cores this process may run on (its affinity where the system says, else all)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+class _BlasThreads:
+    """BLAS at one thread while any call here runs threads of its own; restored when the last one ends.
+
+    threadpoolctl is imported on first use, so `import attncli` stays cheap; its controller
+    (a scan of the loaded libraries) is kept for later calls.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._users = 0
+        self._controller: ThreadpoolController | None = None
+        self._restore: Callable[[], None] | None = None
+
+    @contextmanager
+    def one(self) -> Iterator[None]:
+        with self._lock:
+            if self._users == 0:
+                if self._controller is None:
+                    from threadpoolctl import ThreadpoolController
+
+                    self._controller = ThreadpoolController()
+                self._restore = self._controller.limit(limits=1, user_api="blas").restore_original_limits
+            self._users += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._users -= 1
+                if self._users == 0 and self._restore is not None:
+                    self._restore()
+
+
+_BLAS = _BlasThreads()

@@ -1,29 +1,36 @@
-"""Benchmarks of attncli, each figure a ratio measured side by side in one run.
+"""Benchmarks of attncli: every comparison interleaved (A, B, A, B, …) in one run, min and median of each.
 
     pip install '.[bench]'
     env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE python benchmarks/bench.py
 
-(Some machines here set OPENBLAS_CORETYPE, which slows a current numpy; unset it
-for this command only.) `--toy` runs every measurement at a tiny size, to check
-that the script works; its figures mean nothing.
+(Some machines here set OPENBLAS_CORETYPE, which slows a current numpy; unset it for
+this command only.) The contenders of a comparison take turns, so a burst of load from
+the rest of the machine falls on all of them; each ratio is of medians. `--quick` runs
+every measurement at a toy size, to check that the script works: its figures mean nothing.
 
-Targets (issue 5): speed ≥ 2× torch's scaled_dot_product_attention (2 threads,
-float32, n = 4096, d = 64) and ≤ 2.5× a float32 matrix product of the same FLOPs;
-peak memory ≤ 512 MiB above the inputs at n = 32768; `attncli compute
-samples/bank.yaml` ≤ 1.3× `python -c "import numpy, yaml, rich.table"`;
-`attncli --help` without numpy.
+Targets: attention at n = 4096, d = 64 ≤ 1.5× a matrix product of the same FLOPs
+(float32 and float64) and ≥ 1.5× faster than torch's scaled_dot_product_attention with
+(1, 1, L, E) inputs (2 threads, float32: plain, causal, 8 heads × 2048), and no slower
+than it at n = 256; peak memory ≤ 512 MiB above the inputs at n = 32768; `attncli compute
+samples/bank.yaml` ≤ 1.15× and `attncli --help` ≤ 1.0× `python -c "import numpy, yaml,
+rich.table"`; `attncli compute -f npy` on 4096 tokens ≤ 1.3× a Python script doing the
+same, the human summary ≤ 2×.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
+from types import ModuleType
 
 import numpy as np
 
@@ -31,52 +38,131 @@ ROOT = Path(__file__).resolve().parent.parent
 THREADS = 2
 
 
-def best_time(run: Callable[[], object], repeats: int) -> float:
-    """The fastest of `repeats` runs after one warm-up: the least disturbed by the rest of the machine."""
-    run()
-    best = float("inf")
-    for _ in range(repeats):
-        start = time.perf_counter()
+@dataclass(frozen=True)
+class Row:
+    """One line of the report: a time (s), a ratio of two, or another figure."""
+
+    name: str
+    minimum: float
+    median: float
+    note: str = ""
+    missing: bool = False  # a contender that is not installed: NaN, not a failure
+
+
+Contenders = dict[str, Callable[[], object]]
+
+
+def interleaved(contenders: Contenders, repeats: int, warm_up: bool = True) -> dict[str, list[float]]:
+    """Wall times of each contender, taking turns `repeats` times (after one warm-up round)."""
+    for run in contenders.values() if warm_up else ():
         run()
-        best = min(best, time.perf_counter() - start)
-    return best
+    times: dict[str, list[float]] = {name: [] for name in contenders}
+    for _ in range(repeats):
+        for name, run in contenders.items():
+            start = time.perf_counter()
+            run()
+            times[name].append(time.perf_counter() - start)
+    return times
 
 
-def speed(n: int, d: int, repeats: int) -> list[tuple[str, float, str]]:
-    from attncli import attention
+def timed(name: str, times: list[float], note: str = "") -> Row:
+    return Row(name, min(times), statistics.median(times), note)
 
-    rng = np.random.default_rng(0)
-    q, k, v = (rng.standard_normal((n, d)).astype(np.float32) for _ in range(3))
-    side = round((2 * n * n * d) ** (1 / 3))  # a side³ product costs 2·side³ = 4·n²·d FLOPs
-    a = rng.standard_normal((side, side)).astype(np.float32)
-    ours = best_time(lambda: attention(q, k, v), repeats)
-    matmul = best_time(lambda: a @ a, repeats)
-    rows = [
-        ("attncli.attention (s)", ours, f"n={n}, d={d}, float32"),
-        (f"square matmul {side}³, same FLOPs (s)", matmul, "the machine's limit"),
-        ("attention / matmul", ours / matmul, "target ≤ 2.5"),
-    ]
+
+def ratio(name: str, top: list[float], bottom: list[float], note: str = "") -> Row:
+    """top / bottom, of the minima and of the medians."""
+    return Row(name, min(top) / min(bottom), statistics.median(top) / statistics.median(bottom), note)
+
+
+def _torch(wanted: bool) -> ModuleType | None:
+    """torch at THREADS threads, or None when it is not installed or not wanted (it is only a rival here)."""
+    if not wanted:
+        return None
     try:
         import torch
     except ImportError:
-        return [*rows, ("torch", float("nan"), "not installed: pip install '.[bench]'")]
+        return None
     torch.set_num_threads(THREADS)
-    sdpa = torch.nn.functional.scaled_dot_product_attention
+    return torch
+
+
+def kernel(n: int, small_n: int, d: int, heads: int, repeats: int, torch: ModuleType | None) -> list[Row]:
+    """`attention` against a matrix product of the same FLOPs and against torch's fused SDPA."""
+    from attncli import attention
+
+    rng = np.random.default_rng(0)
+    rows: list[Row] = []
+    cases = [("float32", np.float32, False, 1, n), ("float64", np.float64, False, 1, n)]
+    cases += [("float32 causal", np.float32, True, 1, n), (f"float32 {heads} heads", np.float32, False, heads, n // 2)]
+    for label, dtype, causal, count, length in cases:
+        q, k, v = (rng.standard_normal((1, count, length, d)).astype(dtype) for _ in range(3))
+        flops = 4 * count * length * length * d // (2 if causal else 1)  # q·kᵀ and weights·v
+        side = round((flops / 2) ** (1 / 3))  # a side³ product costs 2·side³ FLOPs
+        square = rng.standard_normal((side, side)).astype(dtype)
+        contenders: Contenders = {
+            "attncli": partial(attention, q, k, v, causal=causal),
+            "matmul": partial(np.matmul, square, square),
+        }
+        if torch is not None:
+            tq, tk, tv = (torch.from_numpy(x) for x in (q, k, v))
+            sdpa = torch.nn.functional.scaled_dot_product_attention
+            contenders["torch"] = partial(sdpa, tq, tk, tv, is_causal=causal)
+        times = interleaved(contenders, repeats)
+        size = f"n={length}, d={d}" + (f", {count} heads" if count > 1 else "")
+        rows += [
+            timed(f"attncli.attention, {label} (s)", times["attncli"], size),
+            timed(f"square matmul {side}³, {label} (s)", times["matmul"], "same FLOPs"),
+            ratio(f"attention / matmul, {label}", times["attncli"], times["matmul"], "target ≤ 1.5"),
+        ]
+        if torch is None:
+            rows.append(Row(f"torch / attncli, {label}", np.nan, np.nan, "torch not installed", missing=True))
+        elif dtype == np.float32:
+            rows += [
+                timed(f"torch SDPA (1, {count}, L, E), {label} (s)", times["torch"], f"{THREADS} threads"),
+                ratio(f"torch / attncli, {label}", times["torch"], times["attncli"], "target ≥ 1.5"),
+            ]
+    return rows + small(small_n, d, 20 * repeats, torch) + errors(min(n, 2048), d, torch)
+
+
+def small(n: int, d: int, repeats: int, torch: ModuleType | None) -> list[Row]:
+    """A short sequence (n = 256): per-call overhead, where torch's fused kernel is at its best."""
+    from attncli import attention
+
+    rng = np.random.default_rng(1)
+    q, k, v = (rng.standard_normal((1, 1, n, d)).astype(np.float32) for _ in range(3))
+    if torch is None:
+        return [Row(f"torch / attncli, float32 n={n}", np.nan, np.nan, "torch not installed", missing=True)]
     tq, tk, tv = (torch.from_numpy(x) for x in (q, k, v))
-    flat = best_time(lambda: sdpa(tq, tk, tv), repeats)
-    batched = best_time(lambda: sdpa(tq[None, None], tk[None, None], tv[None, None]), repeats)
-    reference = sdpa(tq.double(), tk.double(), tv.double()).numpy()
-    error = float(np.abs(attention(q, k, v) - reference).max())
-    torch_error = float(np.abs(sdpa(tq, tk, tv).numpy() - reference).max())
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+    times = interleaved({"attncli": partial(attention, q, k, v), "torch": partial(sdpa, tq, tk, tv)}, repeats)
     return [
-        *rows,
-        ("torch SDPA, (L, E) inputs (s)", flat, f"torch {torch.__version__}, {THREADS} threads"),
-        ("torch SDPA (L, E) / attncli", flat / ours, "target ≥ 2"),
-        ("torch SDPA, (1, 1, L, E) inputs (s)", batched, "torch's fused CPU kernel"),
-        ("torch SDPA (1, 1, L, E) / attncli", batched / ours, "for comparison"),
-        ("max |error| vs float64, attncli", error, "float32"),
-        ("max |error| vs float64, torch", torch_error, "float32"),
+        timed(f"attncli.attention, float32 n={n} (s)", times["attncli"]),
+        timed(f"torch SDPA (1, 1, L, E), float32 n={n} (s)", times["torch"]),
+        ratio(f"torch / attncli, float32 n={n}", times["torch"], times["attncli"], "target ≥ 1"),
     ]
+
+
+def errors(n: int, d: int, torch: ModuleType | None) -> list[Row]:
+    """Largest |error| of float32 against float64 on the same inputs, plain and causal."""
+    from attncli import attention
+
+    rng = np.random.default_rng(2)
+    q, k, v = (rng.standard_normal((1, 1, n, d)) for _ in range(3))
+    rows = []
+    for causal in (False, True):
+        label = "causal" if causal else "plain"
+        exact = attention(q, k, v, causal=causal)
+        ours = attention(*(x.astype(np.float32) for x in (q, k, v)), causal=causal)
+        rows.append(_figure(f"max |error| float32, attncli, {label}", float(np.abs(ours - exact).max()), f"n={n}"))
+        if torch is not None:
+            sdpa = torch.nn.functional.scaled_dot_product_attention
+            theirs = sdpa(*(torch.from_numpy(x.astype(np.float32)) for x in (q, k, v)), is_causal=causal).numpy()
+            rows.append(_figure(f"max |error| float32, torch, {label}", float(np.abs(theirs - exact).max())))
+    return rows
+
+
+def _figure(name: str, value: float, note: str = "") -> Row:
+    return Row(name, value, value, note)
 
 
 MEMORY_PROBE = """
@@ -92,67 +178,104 @@ print(tracemalloc.get_traced_memory()[1] / 2**20)
 """
 
 
-def memory(n: int, d: int) -> list[tuple[str, float, str]]:
+def memory(n: int, d: int) -> list[Row]:
     """Peak memory one call allocates on top of its inputs (numpy buffers included, via tracemalloc)."""
     result = subprocess.run(
         [sys.executable, "-c", MEMORY_PROBE, str(n), str(d)], capture_output=True, text=True, check=True
     )
-    full = n * n * 4 / 2**20
     return [
-        (f"peak above inputs, n={n} (MiB)", float(result.stdout), "target ≤ 512"),
-        ("the full score matrix would be (MiB)", full, "never built"),
+        _figure(f"peak above inputs, n={n} (MiB)", float(result.stdout), "target ≤ 512"),
+        _figure("the full score matrix would be (MiB)", n * n * 4 / 2**20, "never built"),
     ]
 
 
-def startup(repeats: int) -> list[tuple[str, float, str]]:
-    """Wall time of the CLI on the worked example against importing its heavy libraries."""
-    baseline_command = [sys.executable, "-c", "import numpy, yaml, rich.table"]
-    compute_command = [sys.executable, "-m", "attncli", "compute", str(ROOT / "samples" / "bank.yaml")]
-    runs = {"baseline": float("inf"), "compute": float("inf")}
-    for _ in range(repeats):  # interleaved, so both see the same machine
-        for name, command in (("baseline", baseline_command), ("compute", compute_command)):
-            start = time.perf_counter()
-            subprocess.run(command, capture_output=True, check=True)
-            runs[name] = min(runs[name], time.perf_counter() - start)
-    imports = subprocess.run(
-        [sys.executable, "-X", "importtime", "-m", "attncli", "--help"], capture_output=True, text=True, check=True
-    ).stderr
-    numpy_loaded = any(line.rstrip().endswith(" numpy") for line in imports.splitlines())
+def _command(command: list[str]) -> Callable[[], object]:
+    return partial(subprocess.run, command, capture_output=True, check=True)
+
+
+def startup(repeats: int, warm_up: bool) -> list[Row]:
+    """Wall time of the CLI on the worked example, and of --help, against importing its heavy libraries."""
+    cli = [sys.executable, "-m", "attncli"]
+    times = interleaved(
+        {
+            "baseline": _command([sys.executable, "-c", "import numpy, yaml, rich.table"]),
+            "compute": _command([*cli, "compute", str(ROOT / "samples" / "bank.yaml")]),
+            "help": _command([*cli, "--help"]),
+        },
+        repeats,
+        warm_up,
+    )
     return [
-        ("python -c 'import numpy, yaml, rich.table' (s)", runs["baseline"], "baseline"),
-        ("attncli compute samples/bank.yaml (s)", runs["compute"], ""),
-        ("compute / baseline", runs["compute"] / runs["baseline"], "target ≤ 1.3"),
-        ("attncli --help imports numpy", float(numpy_loaded), "target 0"),
+        timed("python -c 'import numpy, yaml, rich.table' (s)", times["baseline"], "baseline"),
+        timed("attncli compute samples/bank.yaml (s)", times["compute"], "piped"),
+        ratio("compute / baseline", times["compute"], times["baseline"], "target ≤ 1.15"),
+        timed("attncli --help (s)", times["help"]),
+        ratio("--help / baseline", times["help"], times["baseline"], "target ≤ 1.0"),
     ]
 
 
-def large_cli(n: int, d: int) -> list[tuple[str, float, str]]:
-    """`attncli compute` on n tokens from .npy files, human summary output."""
+SCRIPT = """
+import sys
+import numpy as np
+from attncli import attention
+q, k, v = (np.load(path) for path in sys.argv[1:4])
+np.save(sys.argv[4], attention(q, k, v))
+"""
+
+
+def large_cli(n: int, d: int, repeats: int, warm_up: bool) -> list[Row]:
+    """`attncli compute` on n tokens from .npy files against a Python script that loads, computes and saves."""
     rng = np.random.default_rng(0)
     with tempfile.TemporaryDirectory() as folder:
-        names = []
-        for name in ("q", "k", "v"):
-            path = os.path.join(folder, f"{name}.npy")
+        paths = [os.path.join(folder, f"{name}.npy") for name in ("q", "k", "v")]
+        for path in paths:
             np.save(path, rng.standard_normal((n, d)).astype(np.float32))
-            names.append(f"@{path}")
-        command = [sys.executable, "-m", "attncli", "compute", "--dtype", "float32"]
-        command += ["--queries", names[0], "--keys", names[1], "--values", names[2]]
-        start = time.perf_counter()
-        subprocess.run(command, capture_output=True, check=True)
-        elapsed = time.perf_counter() - start
-    return [(f"attncli compute, {n} tokens from .npy (s)", elapsed, "a few seconds")]
+        out = os.path.join(folder, "out.npy")
+        cli = [sys.executable, "-m", "attncli", "compute", "--dtype", "float32"]
+        cli += ["--queries", f"@{paths[0]}", "--keys", f"@{paths[1]}", "--values", f"@{paths[2]}"]
+        times = interleaved(
+            {
+                "script": _command([sys.executable, "-c", SCRIPT, *paths, out]),
+                "npy": _command([*cli, "-f", "npy", "-o", out]),
+                "summary": _command(cli),
+            },
+            repeats,
+            warm_up,
+        )
+    return [
+        timed(f"python script: load, attention(), save, {n} tokens (s)", times["script"]),
+        timed(f"attncli compute -f npy, {n} tokens (s)", times["npy"]),
+        ratio("compute -f npy / script", times["npy"], times["script"], "target ≤ 1.3"),
+        timed(f"attncli compute (summary), {n} tokens (s)", times["summary"]),
+        ratio("summary / script", times["summary"], times["script"], "target ≤ 2"),
+    ]
 
 
-def main(argv: list[str] | None = None) -> list[tuple[str, float, str]]:
+def blas() -> str:
+    """The BLAS numpy calls, as threadpoolctl finds it: library, version, CPU kernel, threads."""
+    from threadpoolctl import threadpool_info
+
+    found = [lib for lib in threadpool_info() if lib.get("user_api") == "blas"]
+    return "; ".join(
+        f"{lib['internal_api']} {lib.get('version')} ({lib.get('architecture', '?')} kernel, "
+        f"{lib['num_threads']} threads)"
+        for lib in found
+    )
+
+
+def main(argv: list[str] | None = None) -> list[Row]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--toy", action="store_true", help="tiny sizes: checks the script, measures nothing")
+    parser.add_argument("--quick", action="store_true", help="toy sizes: checks the script, measures nothing")
+    parser.add_argument("--without-torch", action="store_true", help="leave torch out even if it is installed")
     args = parser.parse_args(argv)
-    n, big, repeats = (64, 256, 1) if args.toy else (4096, 32768, 7)
-    rows = speed(n, 64, repeats) + memory(big, 64) + startup(1 if args.toy else 10) + large_cli(n, 64)
-    print(f"{'measure':<48} {'value':>12}  note")
-    for name, value, note in rows:
-        print(f"{name:<48} {value:>12.4g}  {note}")
-    print(f"OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', '(unset)')}, cores={os.cpu_count()}")
+    n, small_n, big, repeats, runs = (64, 32, 256, 2, 1) if args.quick else (4096, 256, 32768, 15, 15)
+    rows = kernel(n, small_n, 64, 8, repeats, _torch(not args.without_torch)) + memory(big, 64)
+    rows += startup(runs, not args.quick) + large_cli(n, 64, max(1, runs // 3), not args.quick)
+    print(f"{'measure':<58} {'min':>10} {'median':>10}  note")
+    for row in rows:
+        print(f"{row.name:<58} {row.minimum:>10.4g} {row.median:>10.4g}  {row.note}")
+    print(f"BLAS: {blas()}")
+    print(f"numpy {np.__version__}, cores={os.cpu_count()}, OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE')}")
     return rows
 
 

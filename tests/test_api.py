@@ -1,57 +1,14 @@
-"""The blocked `attncli.attention` against the direct formula, PyTorch's mask convention and dtypes."""
+"""The public `attncli.attention` by hand: PyTorch's mask, causal and scale conventions, dtypes, batches, errors."""
 
 from __future__ import annotations
 
 import math
-from unittest import mock
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
-from attncli import attention, kernel
+from attncli import attention
 from attncli.errors import AttnError
-
-
-def direct(q: np.ndarray, k: np.ndarray, v: np.ndarray, allowed: np.ndarray | None, scale: float) -> np.ndarray:
-    """softmax(q·kᵀ·scale) · v with the full score matrix, in float64."""
-    s = (q.astype(np.float64) @ k.astype(np.float64).T) * scale
-    if allowed is not None:
-        s = np.where(allowed, s, -np.inf)
-    w = np.exp(s - s.max(axis=1, keepdims=True))
-    return (w / w.sum(axis=1, keepdims=True)) @ v.astype(np.float64)
-
-
-@settings(max_examples=60, deadline=None)
-@given(
-    n_q=st.integers(1, 40),
-    n_k=st.integers(1, 40),
-    d=st.integers(1, 8),
-    d_v=st.integers(1, 5),
-    causal=st.booleans(),
-    use_mask=st.booleans(),
-    block=st.sampled_from([1, 7, 64, 1 << 20]),
-    magnitude=st.sampled_from([1.0, 30.0]),
-    seed=st.integers(0, 2**32 - 1),
-)
-def test_blocked_matches_direct_formula(
-    n_q: int, n_k: int, d: int, d_v: int, causal: bool, use_mask: bool, block: int, magnitude: float, seed: int
-) -> None:
-    rng = np.random.default_rng(seed)
-    q, k = rng.standard_normal((n_q, d)) * magnitude, rng.standard_normal((n_k, d)) * magnitude
-    v = rng.standard_normal((n_k, d_v))
-    allowed = np.ones((n_q, n_k), dtype=bool)
-    if causal:
-        allowed &= np.arange(n_q)[:, None] >= np.arange(n_k)[None, :]
-    if use_mask:
-        allowed &= rng.random((n_q, n_k)) < 0.7
-    allowed[:, 0] = True  # every query keeps one key
-    mask = allowed if use_mask else None
-    with mock.patch.object(kernel, "BLOCK_CELLS", block):
-        got = attention(q, k, v, mask=mask, causal=causal)
-    expected = direct(q, k, v, allowed if (causal or use_mask) else None, 1 / math.sqrt(d))
-    np.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-12)
 
 
 def test_mask_convention_true_means_may_attend() -> None:

@@ -143,18 +143,6 @@ def test_help_documents_exit_codes_and_does_not_import_numpy() -> None:
     assert "130" in result.stdout and "70" in result.stdout
 
 
-def test_benchmark_script_runs_at_toy_size() -> None:
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    try:
-        import bench
-    finally:
-        sys.path.pop(0)
-    rows = bench.main(["--toy"])
-    names = [name for name, _, _ in rows]
-    assert "attention / matmul" in names and "compute / baseline" in names
-    assert all(value == value for name, value, _ in rows if name != "torch")  # no NaN but the torch placeholder
-
-
 def test_text_formats_refuse_more_cells_than_they_can_print(tmp_path: Path) -> None:
     rng = np.random.default_rng(4)
     for name in ("q", "k", "v"):
