@@ -1,19 +1,29 @@
-"""compute --format markdown and latex: the article's numbers, sound tables, LaTeX that is well-formed and compiles."""
+"""compute --format markdown and latex: the article's numbers, sound tables, LaTeX that is well-formed and compiles.
+
+The terminal, Markdown and LaTeX are three backends of one walk (attncli/render/walk.py); the
+tests at the end read all three outputs and fail if they show different sections or numbers.
+"""
 
 from __future__ import annotations
 
+import math
 import re
 import shutil
 import subprocess
 from pathlib import Path
 
+import numpy as np
 import pytest
 from typer.testing import CliRunner, Result
 
 from attncli import core, pipeline
 from attncli.cli import app
 from attncli.exercises import Options, exercise
-from attncli.render import latex, markdown
+from attncli.i18n import t
+from attncli.problem import Projection
+from attncli.render import human, latex, markdown
+from attncli.render.layout import fit, to_text
+from attncli.render.walk import View
 from tests.conftest import SAMPLES
 
 ENV = {"LC_ALL": None, "LC_MESSAGES": None, "LANG": None}
@@ -164,3 +174,204 @@ def test_every_human_format_tells_the_usual_scale_alike() -> None:
     default = CliRunner().invoke(app, ["compute", "-", "--format", "text"], input=given, env=ENV).stdout
     assert "s = q·k × 1/√2 = 0.7071" in default
     assert screen == default
+
+
+# The three backends of one walk
+
+
+FORMATS = ("terminal", "markdown", "latex")
+SCORE_KINDS = """\
+tokens: [time, flies, fast]
+queries: [[1, 2, 0], [0, 1, -1], [2, 0.5, 1]]
+keys: [[2, 0, 1], [1, 1, 1], [0, -3, 2]]
+values: [[1, 0], [0, 1], [1, 1]]
+mask: causal
+"""
+ADDITIVE_ONE_QUERY = """\
+tokens: [a, b, c]
+query_tokens: [a]
+queries: [[1, 0]]
+keys: [[1, 0, 0], [0, 1, 0], [0, 0, 1]]
+values: [[1, 0], [0, 1], [1, 1]]
+score: {type: additive, w_query: [[1, -1], [0, 1]], w_key: [[0, 1], [1, 0], [-1, 1]], v: [1, 2]}
+"""
+SCORES = {  # a score function → what the document adds to SCORE_KINDS, each kind's arithmetic different
+    "scaled_dot": "",
+    "halved": "scale: 0.5\n",
+    "dot": "score: dot\n",
+    "cosine": "score: cosine\n",
+    "cosine_scaled": "score: {type: cosine, scale: 3}\n",
+    "general": "score: {type: general, w: [[1, 0, 0], [0.5, 1, 0], [0, 0, 2]]}\n",
+    "long_dot": None,  # d_k = 5: q·k not written term by term
+}
+LONG_DOT = """\
+tokens: [a, b]
+queries: [[1, 2, 0, 1, 1], [0, 1, -1, 2, 0]]
+keys: [[2, 0, 1, 1, 1], [1, 1, 1, 0, -1]]
+values: [[1, 0], [0, 1]]
+"""
+
+
+def score_kind(name: str) -> core.Steps:
+    return steps_of(LONG_DOT if SCORES[name] is None else SCORE_KINDS + SCORES[name])
+
+
+def outputs(steps: core.Steps, follow: tuple[str, ...] | None, precision: int = 4) -> dict[str, str]:
+    """The same steps as the terminal (wide enough for every table), Markdown and LaTeX write them."""
+    screen = to_text(fit(human.render(steps, View(precision, follow), 400), 400))
+    return {
+        "terminal": screen,
+        "markdown": markdown.render(steps, precision, follow),
+        "latex": latex.render(steps, precision, follow),
+    }
+
+
+def sections(fmt: str, source: str, steps: core.Steps) -> list[tuple[str, ...]]:
+    """The sections of one output in order, each told by its heading in that format's own syntax."""
+    in_format = {
+        "terminal": {"title": "{}", "head": " {}", "query": "{}", "part": "{}", "subsection": "{}"},
+        "markdown": {"title": "**{}**", "head": "## {}", "query": "### {}", "part": "**{}**", "subsection": "**{}**"},
+        "latex": {
+            "title": r"\paragraph{{{}}}",
+            "head": r"\subsection*{{{}}}",
+            "query": r"\subsubsection*{{{}}}",
+            "part": "{}",
+            "subsection": r"\subsection*{{{}}}",
+        },
+    }[fmt]
+    text = latex.text if fmt == "latex" else str
+    names = " ‖ ".join(head.spec.name for head in steps.heads)
+    concat = {"terminal": t("render.concat_title", names=names), "markdown": f"{t('writeup.concat_title')}: {names}"}
+    headings = {
+        in_format["title"].format(text(t("render.weight_matrix_title"))): ("matrix",),
+        in_format["title"].format(text(t("render.outputs_title"))): ("outputs",),
+        in_format["subsection"].format(text(concat.get(fmt, t("writeup.concat_title")))): ("concat",),
+        in_format["subsection"].format(text(t("render.final_title"))): ("final",),
+    }
+    for head in steps.heads:
+        headings[in_format["head"].format(head.spec.name)] = ("head", head.spec.name)
+    for name in "QKV":
+        projection = rf"{name} = X\,W_{{{name}}}" if fmt == "latex" else f"{name} = X·W_{name}"
+        headings[in_format["part"].format(projection)] = ("projection", name)
+    for query in steps.problem.query_tokens:
+        headings[in_format["query"].format(t("render.query_heading", name=query))] = ("query", query)
+    found = []
+    for line in source.splitlines():
+        line = line.split("  q = ")[0] if fmt == "terminal" else line.split(r" = \begin{bmatrix}")[0]
+        if line in headings:
+            found.append(headings[line])
+    return found
+
+
+def expected_sections(steps: core.Steps, follow: tuple[str, ...] | None) -> list[tuple[str, ...]]:
+    """The walk's rule said plainly: the weight matrix with every head of several queries, followed or not."""
+    problem = steps.problem
+    queries = problem.query_tokens
+    shown = follow or (queries if len(queries) <= 3 else ())
+    out: list[tuple[str, ...]] = []
+    for head in steps.heads:
+        out += [("head", head.spec.name)] if len(steps.heads) > 1 else []
+        operands = zip("QKV", (head.spec.queries, head.spec.keys, head.spec.values))
+        out += [("projection", name) for name, operand in operands if isinstance(operand, Projection)]
+        out += [("query", name) for name in shown]
+        out += [("matrix",), ("outputs",)] if len(queries) > 1 else []
+    out += [("concat",)] if steps.concat is not None else []
+    return out + ([("final",)] if problem.w_o is not None else [])
+
+
+def follow_options(steps: core.Steps) -> list[tuple[str, ...] | None]:
+    queries = steps.problem.query_tokens
+    return [None, queries[:1], queries[-1:], tuple(reversed(queries))]
+
+
+CASES = [(name, sample(name)) for name in SAMPLE_NAMES] + [(kind, score_kind(kind)) for kind in SCORES]
+CASES.append(("additive_one_query", steps_of(ADDITIVE_ONE_QUERY)))
+
+
+@pytest.mark.parametrize(("name", "steps"), CASES, ids=[name for name, _ in CASES])
+def test_every_format_shows_the_same_sections_in_the_same_order(name: str, steps: core.Steps) -> None:
+    for follow in follow_options(steps):
+        expected = expected_sections(steps, follow)
+        for fmt, source in outputs(steps, follow).items():
+            assert sections(fmt, source, steps) == expected, (fmt, follow)
+
+
+NUMBER = r"-?\d+(?:\.\d+)?"
+_TERMS = rf"{NUMBER}×{NUMBER}(?: \+ {NUMBER}×{NUMBER})*"
+TEXT_ARITHMETIC = {  # terminal and Markdown: `a×b + c×d = v`, `dot / (‖q‖×‖k‖) = v`, `v·[h, ...] = v`
+    "terms": rf"(?<![\d.])({_TERMS}) = ({NUMBER})",
+    "cosine": rf"({NUMBER}) / \(({NUMBER})×({NUMBER})\) = ({NUMBER})",
+    "additive": rf"v·\[({NUMBER}(?:, {NUMBER})*)\] = ({NUMBER})",
+}
+_SCALED = rf"(?:\}}\{{\\sqrt\{{\d+\}}\}}|\\right\) \\times {NUMBER})? = (?:\\frac\{{|\\left\()?({NUMBER})"
+LATEX_ARITHMETIC = {  # the same in math: a \times b + ..., \frac{dot}{‖q‖ \times ‖k‖}, \mathbf{v}\cdot[h ...]
+    "terms": rf"(?<![\d.])({NUMBER} \\times {NUMBER}(?: \+ {NUMBER} \\times {NUMBER})*){_SCALED}",
+    "cosine": rf"\\frac\{{({NUMBER})\}}\{{({NUMBER}) \\times ({NUMBER})\}}{_SCALED}",
+    "additive": rf"\\mathbf\{{v\}}\\cdot\\begin\{{bmatrix\}} ({NUMBER}(?: & {NUMBER})*) \\end\{{bmatrix\}}{_SCALED}",
+}
+
+
+def numbers(text: str) -> list[float]:
+    return [float(number) for number in re.findall(NUMBER, text.replace(r" \times ", "×"))]
+
+
+def written_out(fmt: str, source: str) -> list[tuple[str, list[float]]]:
+    """Every written-out compatibility in an output, in order: its kind and its numbers as written."""
+    patterns = LATEX_ARITHMETIC if fmt == "latex" else TEXT_ARITHMETIC
+    found = []
+    for kind, pattern in patterns.items():
+        for match in re.finditer(pattern, source):
+            found.append((match.start(), kind, [x for group in match.groups() for x in numbers(group)]))
+    return [(kind, values) for _, kind, values in sorted(found)]
+
+
+def replayed(steps: core.Steps, follow: tuple[str, ...] | None, fmt: str) -> list[tuple[str, list[float]]]:
+    """What each followed query's arithmetic must say, recomputed with numpy from q, k and the score's weights.
+
+    The terminal and Markdown write out every key (a masked one too: its score is what the mask removes);
+    LaTeX only the keys a query may use.
+    """
+    problem = steps.problem
+    queries = problem.query_tokens
+    rows = [queries.index(name) for name in follow or (queries if len(queries) <= 3 else ())]
+    out = []
+    for head in steps.heads:
+        score = head.spec.score
+        if score.kind == "given":
+            continue
+        for row in rows:
+            for j in range(len(problem.tokens)):
+                if fmt == "latex" and not problem.mask[row, j]:
+                    continue
+                q, k = np.asarray(head.queries[row], float), np.asarray(head.keys[j], float)
+                if score.kind in ("scaled_dot", "dot") and len(k) <= 4:
+                    out.append(("terms", [x for pair in zip(q, k) for x in pair] + [float(np.dot(q, k))]))
+                elif score.kind == "cosine":
+                    norms = [float(np.sqrt(np.sum(q * q))), float(np.sqrt(np.sum(k * k)))]
+                    out.append(("cosine", [float(np.dot(q, k)), *norms, float(np.dot(q, k)) / (norms[0] * norms[1])]))
+                elif score.kind == "additive":
+                    hidden = np.tanh(q @ np.asarray(score.w_query) + k @ np.asarray(score.w_key))
+                    out.append(("additive", [*hidden, float(np.dot(np.asarray(score.v), hidden))]))
+    return out
+
+
+@pytest.mark.parametrize(("name", "steps"), CASES, ids=[name for name, _ in CASES])
+@pytest.mark.parametrize("precision", [4, 2])
+def test_written_out_arithmetic_is_the_steps_recomputed(name: str, steps: core.Steps, precision: int) -> None:
+    for follow in follow_options(steps):
+        for fmt, source in outputs(steps, follow, precision).items():
+            shown, expected = written_out(fmt, source), replayed(steps, follow, fmt)
+            assert [kind for kind, _ in shown] == [kind for kind, _ in expected], (fmt, follow)
+            for (_, written), (_, exact) in zip(shown, expected):
+                assert np.allclose(written, exact, rtol=0, atol=0.5 * 10.0**-precision + 1e-12), (fmt, written, exact)
+
+
+VALUES = "values: [[1], [2], [3]]\nscore: dot\n"
+
+
+def test_a_tiny_exponential_is_not_written_as_zero_in_any_format() -> None:
+    """e^−20 shows as 2.0612e-09 (not 0.0000) and e^30 as 1.0686e+13 in every format alike."""
+    steps = steps_of("tokens: [a, b, c]\nquery_tokens: [a]\nqueries: [[1]]\nkeys: [[-20], [0], [30]]\n" + VALUES)
+    tiny, large = f"{math.exp(-20):.4e}", f"{math.exp(30):.4e}"
+    for fmt, source in outputs(steps, None).items():
+        assert tiny in source and large in source, fmt

@@ -13,7 +13,7 @@ from attncli.core import HeadSteps, Steps
 from attncli.i18n import t
 from attncli.render.layout import BLANK, Line, line, table
 from attncli.render.numbers import fixed, vector
-from attncli.render.writeup import AUTO_FOLLOW
+from attncli.render.walk import AUTO_FOLLOW
 
 MAX_KEYS = 16  # more keys than this, or more queries than MAX_QUERIES, and the summary replaces the tables
 MAX_QUERIES = 64

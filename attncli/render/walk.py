@@ -1,0 +1,394 @@
+"""The one walk through a calculation that every human format follows: what is shown, in what order, how.
+
+`walk` decides once, from a `Steps` record and the reader's `View`, everything the
+terminal (`human`), Markdown and LaTeX show: the facts of the problem, each head's
+projections, the followed queries step by step (scores with their arithmetic
+written out, softmax, weighted sum), the weight matrix whenever there are several
+queries, and how the heads combine. It returns small frozen records whose numbers
+carry the way they are written (`Num`, `Vec`); the three backends only turn them
+into their syntax, so they cannot disagree on what is shown or on any number.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import numpy as np
+
+from attncli.core import HeadSteps, Steps
+from attncli.i18n import t
+from attncli.problem import Problem, Projection
+from attncli.render.numbers import entry, fixed
+
+AUTO_FOLLOW = 3  # every query in detail up to this many; beyond, the weight matrix and the outputs
+WRITE_OUT = 4  # q·k written term by term up to this many coordinates
+FIXED, ENTRY, EXP = "fixed", "entry", "exp"  # how a number is written: see `Num`
+
+
+class Spelling(NamedTuple):
+    """A score function's compatibility before the scale: in text, in text written out, and in LaTeX."""
+
+    text: str
+    spelled: str
+    latex: str
+
+
+_DOT = Spelling("q·k", "q·k", r"\mathbf{q}\cdot\mathbf{k}_j")
+FORMULAS = {
+    "scaled_dot": _DOT,
+    "dot": _DOT,
+    "cosine": Spelling(
+        "cos(q, k)",
+        "q·k / (‖q‖‖k‖)",
+        r"\frac{\mathbf{q}\cdot\mathbf{k}_j}{\lVert\mathbf{q}\rVert\,\lVert\mathbf{k}_j\rVert}",
+    ),
+    "general": Spelling("q·W·k", "q·W·k", r"\mathbf{q}\,W\,\mathbf{k}_j^{\top}"),
+    "additive": Spelling(
+        "v·tanh(q·W_query + k·W_key)",
+        "v·tanh(q·W_query + k·W_key)",
+        r"\mathbf{v}^{\top}\tanh(\mathbf{q}\,W_{\mathrm{query}} + \mathbf{k}_j\,W_{\mathrm{key}})",
+    ),
+}
+
+
+@dataclass(frozen=True)
+class View:
+    """What the reader asked to see: how many decimals, and which queries in detail."""
+
+    precision: int = 4
+    follow: tuple[str, ...] | None = None
+    heatmap: bool = False  # the weight map even when there is only one query
+
+
+@dataclass(frozen=True)
+class Num:
+    """A number and how it is written: FIXED with `precision` decimals, ENTRY as an input (2, not 2.0000),
+    EXP as e^s (scientific when fixed notation would show 0 or more than twelve digits)."""
+
+    value: float
+    style: str = FIXED
+
+    def text(self, precision: int) -> str:
+        if self.style == ENTRY:
+            return entry(self.value, precision)
+        if self.style == EXP and self.value != 0 and (abs(self.value) >= 1e12 or abs(self.value) < 10.0**-precision):
+            return f"{self.value:.{precision}e}"
+        return fixed(self.value, precision)
+
+
+@dataclass(frozen=True)
+class Vec:
+    """A row of numbers written alike: [1, 0] or [1.4205, 0.5795]."""
+
+    values: tuple[float, ...]
+    style: str = FIXED
+
+    def text(self, precision: int) -> str:
+        return "[" + ", ".join(cell.text(precision) for cell in self.cells) + "]"
+
+    @property
+    def cells(self) -> tuple[Num, ...]:
+        return tuple(Num(value, self.style) for value in self.values)
+
+
+def vec(values: np.ndarray, style: str = FIXED) -> Vec:
+    return Vec(tuple(float(v) for v in values), style)
+
+
+def rows(matrix: np.ndarray, style: str = FIXED) -> tuple[Vec, ...]:
+    return tuple(vec(row, style) for row in matrix)
+
+
+# The written-out compatibility of one query and one key, for each kind of score
+
+
+@dataclass(frozen=True)
+class Terms:
+    """q·k term by term, the inputs as written: 1.4142×2 + 0×0 = 2.8284."""
+
+    pairs: tuple[tuple[Num, Num], ...]
+    value: Num
+
+
+@dataclass(frozen=True)
+class Cosine:
+    """cos(q, k) = q·k / (‖q‖×‖k‖): 2.0000 / (1.4142×2.0000) = 0.7071."""
+
+    dot: Num
+    norms: tuple[Num, Num]
+    value: Num
+
+
+@dataclass(frozen=True)
+class Additive:
+    """v·tanh(q·W_query + k·W_key) with the tanh written out: v·[0.7616, 0] = 0.7616."""
+
+    hidden: Vec
+    value: Num
+
+
+@dataclass(frozen=True)
+class Plain:
+    """The compatibility alone, when writing it out would not help (general scores, long dot products)."""
+
+    value: Num
+
+
+Arithmetic = Terms | Cosine | Additive | Plain
+
+
+def arithmetic(head: HeadSteps, row: int, j: int) -> Arithmetic:
+    """How query `row` and key `j` become their compatibility, as far as it can be followed by hand."""
+    kind = head.spec.score.kind
+    value = Num(float(head.compatibility[row, j]))
+    if kind == "additive":
+        return Additive(vec(head.hidden[row, j]), value)
+    q, k = head.queries[row], head.keys[j]
+    if kind in ("scaled_dot", "dot") and len(k) <= WRITE_OUT:
+        return Terms(tuple((Num(float(a), ENTRY), Num(float(b), ENTRY)) for a, b in zip(q, k)), value)
+    if kind == "cosine":
+        norms = (Num(float(np.linalg.norm(q))), Num(float(np.linalg.norm(k))))
+        return Cosine(Num(float(q @ k)), norms, value)
+    return Plain(value)
+
+
+def arithmetic_text(written: Arithmetic, precision: int) -> str:
+    """The arithmetic as plain text (terminal, Markdown); LaTeX writes the same records in math."""
+    p = precision
+    value = written.value.text(p)
+    match written:
+        case Terms(pairs=pairs):
+            return " + ".join(f"{a.text(p)}×{b.text(p)}" for a, b in pairs) + f" = {value}"
+        case Cosine(dot=dot, norms=(left, right)):
+            return f"{dot.text(p)} / ({left.text(p)}×{right.text(p)}) = {value}"
+        case Additive(hidden=hidden):
+            return f"v·{hidden.text(p)} = {value}"
+    return value
+
+
+# The records of the walk, in the order they come
+
+
+@dataclass(frozen=True)
+class Formula:
+    """A head's score function: its kind, the factor, the widths; `root` is d_k when the factor is the usual 1/√d_k."""
+
+    kind: str
+    scale: float
+    root: int | None
+    d_k: int | None  # None when the scores are given
+    d_v: int
+
+    def words(self, written: str = "") -> str:
+        """The score function in words, then the `written` formula when one is given, then the widths."""
+        widths = f"d_v = {self.d_v}" if self.d_k is None else f"d_k = {self.d_k}, d_v = {self.d_v}"
+        name = t(f"writeup.score_{self.kind}")
+        return f"{name}, {written} ({widths})" if written else f"{name} ({widths})"
+
+
+@dataclass(frozen=True)
+class Facts:
+    """The problem in a few lines: tokens, queries, each head's score (head name None for a single head), mask."""
+
+    title: str | None
+    notes: str | None
+    tokens: tuple[str, ...]
+    query_tokens: tuple[str, ...]
+    cross: bool
+    scores: tuple[tuple[str | None, Formula], ...]
+    mask: str  # in words
+    access: tuple[tuple[bool, ...], ...] | None  # which keys each query may use; None when no mask was asked for
+
+
+@dataclass(frozen=True)
+class HeadTitle:
+    """The start of one head's steps, when there are several."""
+
+    name: str
+
+
+@dataclass(frozen=True)
+class Projected:
+    """One of Q, K, V made from the inputs: name, its weight matrix's name, X, W, the result, the rows' tokens."""
+
+    name: str
+    weight: str
+    x: tuple[Vec, ...]
+    w: tuple[Vec, ...]
+    result: tuple[Vec, ...]
+    tokens: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class KeyStep:
+    """One key in a followed query's steps; masked keys (not `allowed`) have score −∞ and weight 0."""
+
+    key: str
+    allowed: bool
+    k: Vec | None  # None when the scores are given
+    compatibility: Arithmetic | None  # None when the scores are given
+    score: Num
+    exp: Num  # e^(s − shift)
+    weight: Num
+    value: Vec
+    contribution: Vec  # weight × value
+
+
+@dataclass(frozen=True)
+class Query:
+    """One followed query from its scores to its output: q, each key's steps, and the sums."""
+
+    name: str
+    q: Vec | None
+    formula: Formula
+    keys: tuple[KeyStep, ...]
+    shift: Num  # subtracted from every score before e^s; 0 unless e^s would overflow
+    total: Num  # Σ e^(s − shift)
+    weight_sum: Num
+    best: int  # the key with the largest weight
+    output: Vec
+
+
+@dataclass(frozen=True)
+class WeightMatrix:
+    """A head's weights for every query (None where masked) and every query's output."""
+
+    head: HeadSteps  # and `problem`: what the terminal's shaded map (render.analysis.heatmap) reads
+    problem: Problem
+    tokens: tuple[str, ...]
+    weights: tuple[tuple[str, tuple[Num | None, ...]], ...]
+    outputs: tuple[tuple[str, Vec], ...]
+
+
+@dataclass(frozen=True)
+class Combination:
+    """How the heads become one result: their outputs side by side, then W_O when there is one."""
+
+    names: tuple[str, ...]
+    query_tokens: tuple[str, ...]
+    concat: tuple[Vec, ...]
+    w_o: tuple[Vec, ...] | None
+    output: tuple[Vec, ...]
+
+
+Item = Facts | HeadTitle | Projected | Query | WeightMatrix | Combination
+
+
+def items(steps: Steps, view: View) -> list[Item]:
+    """Everything a human format shows, in order: facts; per head its projections, the followed queries and,
+    with several queries (or `view.heatmap`), the weight matrix; then the combination of the heads."""
+    problem = steps.problem
+    followed_rows = followed(problem, view.follow)
+    items: list[Item] = [_facts(steps)]
+    for head in steps.heads:
+        if len(steps.heads) > 1:
+            items.append(HeadTitle(head.spec.name))
+        items += projections(head, problem)
+        items += [_query(head, row, problem) for row in followed_rows]
+        if view.heatmap or len(problem.query_tokens) > 1:
+            items.append(_matrix(head, problem))
+    if steps.concat is not None:
+        items.append(_combination(steps))
+    return items
+
+
+def followed(problem: Problem, follow: tuple[str, ...] | None) -> list[int]:
+    """The rows of the queries written out in detail: those named, else all of them when there are only a few."""
+    if follow:
+        return [problem.query_tokens.index(name) for name in follow]
+    return list(range(len(problem.query_tokens))) if len(problem.query_tokens) <= AUTO_FOLLOW else []
+
+
+def projections(head: HeadSteps, problem: Problem) -> Iterator[Projected]:
+    """Those of the head's Q, K and V that are projected from inputs, in that order."""
+    parts = (
+        ("Q", "W_Q", head.spec.queries, head.queries, problem.query_tokens),
+        ("K", "W_K", head.spec.keys, head.keys, problem.tokens),
+        ("V", "W_V", head.spec.values, head.values, problem.tokens),
+    )
+    for name, weight, operand, result, tokens in parts:
+        if isinstance(operand, Projection):
+            yield Projected(name, weight, rows(operand.x, ENTRY), rows(operand.w, ENTRY), rows(result), tokens)
+
+
+def formula(head: HeadSteps) -> Formula:
+    score = head.spec.score
+    d_k = None if score.kind == "given" else int(head.keys.shape[1])
+    usual = score.kind == "scaled_dot" and math.isclose(score.scale, 1 / math.sqrt(d_k), rel_tol=1e-12)
+    return Formula(score.kind, float(score.scale), d_k if usual else None, d_k, int(head.values.shape[1]))
+
+
+def _facts(steps: Steps) -> Facts:
+    problem = steps.problem
+    rule = problem.mask_rule
+    masked = rule.kind != "none" or rule.window is not None or bool(rule.padding)
+    parts = [t(f"render.mask_{rule.kind}")]
+    if rule.window is not None:
+        parts.append(t("render.mask_window", window=rule.window))
+    if rule.padding:
+        parts.append(t("render.mask_padding", tokens=", ".join(rule.padding)))
+    several = len(steps.heads) > 1
+    return Facts(
+        title=problem.title,
+        notes=problem.notes,
+        tokens=problem.tokens,
+        query_tokens=problem.query_tokens,
+        cross=problem.cross,
+        scores=tuple((head.spec.name if several else None, formula(head)) for head in steps.heads),
+        mask="; ".join(parts),
+        access=tuple(tuple(bool(ok) for ok in row) for row in problem.mask) if masked else None,
+    )
+
+
+def _query(head: HeadSteps, row: int, problem: Problem) -> Query:
+    given = head.spec.score.kind == "given"
+    keys = []
+    for j, key in enumerate(problem.tokens):
+        weight = float(head.weights[row, j])
+        keys.append(
+            KeyStep(
+                key=key,
+                allowed=bool(problem.mask[row, j]),
+                k=None if given else vec(head.keys[j], ENTRY),
+                compatibility=None if given else arithmetic(head, row, j),
+                score=Num(float(head.scores[row, j])),
+                exp=Num(float(head.exp[row, j]), EXP),
+                weight=Num(weight),
+                value=vec(head.values[j], ENTRY),
+                contribution=vec(weight * head.values[j]),
+            )
+        )
+    return Query(
+        name=problem.query_tokens[row],
+        q=None if head.queries is None else vec(head.queries[row], ENTRY),
+        formula=formula(head),
+        keys=tuple(keys),
+        shift=Num(float(head.shift[row])),
+        total=Num(float(head.exp[row].sum()), EXP),
+        weight_sum=Num(float(head.weights[row].sum())),
+        best=int(np.argmax(head.weights[row])),
+        output=vec(head.output[row]),
+    )
+
+
+def _matrix(head: HeadSteps, problem: Problem) -> WeightMatrix:
+    weights = tuple(
+        (name, tuple(Num(float(w)) if ok else None for w, ok in zip(head.weights[i], problem.mask[i])))
+        for i, name in enumerate(problem.query_tokens)
+    )
+    outputs = tuple((name, vec(out)) for name, out in zip(problem.query_tokens, head.output))
+    return WeightMatrix(head, problem, problem.tokens, weights, outputs)
+
+
+def _combination(steps: Steps) -> Combination:
+    problem = steps.problem
+    return Combination(
+        names=tuple(head.spec.name for head in steps.heads),
+        query_tokens=problem.query_tokens,
+        concat=rows(steps.concat),
+        w_o=None if problem.w_o is None else rows(problem.w_o, ENTRY),
+        output=rows(steps.output),
+    )
