@@ -26,6 +26,7 @@ from attncli.render.numbers import entry, fixed
 AUTO_FOLLOW = 3  # every query in detail up to this many; beyond, the weight matrix and the outputs
 WRITE_OUT = 4  # q·k written term by term up to this many coordinates
 FIXED, ENTRY, EXP = "fixed", "entry", "exp"  # how a number is written: see `Num`
+EXP_FIXED_BELOW = 1e12  # an e^s this large or larger is written in scientific notation, 1.0686e+13
 
 
 class Spelling(NamedTuple):
@@ -66,7 +67,7 @@ class View:
 @dataclass(frozen=True)
 class Num:
     """A number and how it is written: FIXED with `precision` decimals, ENTRY as an input (2, not 2.0000),
-    EXP as e^s (scientific when fixed notation would show 0 or more than twelve digits)."""
+    EXP as e^s: scientific when fixed notation would show a tiny e^s as 0 or a huge one with 13 digits or more."""
 
     value: float
     style: str = FIXED
@@ -74,7 +75,11 @@ class Num:
     def text(self, precision: int) -> str:
         if self.style == ENTRY:
             return entry(self.value, precision)
-        if self.style == EXP and self.value != 0 and (abs(self.value) >= 1e12 or abs(self.value) < 10.0**-precision):
+        if (
+            self.style == EXP
+            and self.value != 0
+            and (abs(self.value) >= EXP_FIXED_BELOW or abs(self.value) < 10.0**-precision)
+        ):
             return f"{self.value:.{precision}e}"
         return fixed(self.value, precision)
 
@@ -124,7 +129,7 @@ class Cosine:
 
 @dataclass(frozen=True)
 class Additive:
-    """v·tanh(q·W_query + k·W_key) with the tanh written out: v·[0.7616, 0] = 0.7616."""
+    """v·tanh(q·W_query + k·W_key) with the tanh written out: v·[0.7616, 0.0000] = 0.7616."""
 
     hidden: Vec
     value: Num
