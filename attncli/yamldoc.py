@@ -107,7 +107,7 @@ def load(text: str, name: str) -> Document:
     """Parse `text`; any problem becomes an AttnError carrying `name` and the line."""
     document = Document(data=None, name=name)
     try:
-        _build(text, document)
+        _Builder(document).build(text)
     except AttnError as error:
         raise error.at(source=name) from None
     except yaml.reader.ReaderError as error:  # a character YAML does not allow, such as NUL
@@ -125,34 +125,107 @@ def load(text: str, name: str) -> Document:
     return document
 
 
-def _build(text: str, document: Document) -> None:
-    stack: list[_Open] = []
-    anchors: dict[str, tuple[object, int]] = {}
-    counted = 0
-    documents = 0
+class _Builder:
+    """Builds `document` from PyYAML's flat event stream, counting values and nesting as they come."""
 
-    def count(size: int, line: int) -> None:
-        nonlocal counted
-        counted += size
-        if counted > MAX_VALUES:
+    def __init__(self, document: Document) -> None:
+        self.document = document
+        self.stack: list[_Open] = []
+        self.anchors: dict[str, tuple[object, int]] = {}  # anchor -> (value, how many values it holds)
+        self.counted = 0
+        self.documents = 0
+
+    def build(self, text: str) -> None:
+        handlers = {
+            yaml.DocumentStartEvent: self.start_document,
+            yaml.MappingStartEvent: self.open,
+            yaml.SequenceStartEvent: self.open,
+            yaml.MappingEndEvent: self.close,
+            yaml.SequenceEndEvent: self.close,
+            yaml.ScalarEvent: self.scalar,
+            yaml.AliasEvent: self.alias,
+        }
+        for event in yaml.parse(text, Loader=_Parser):
+            handler = handlers.get(type(event))
+            if handler is not None:
+                handler(event, event.start_mark.line + 1)
+        if self.document.data is None:
+            raise fail("yaml.empty")
+
+    def start_document(self, event: yaml.DocumentStartEvent, line: int) -> None:
+        self.documents += 1
+        if self.documents > 1:
+            raise fail("yaml.several_documents").at(line=line)
+
+    def open(self, event: yaml.MappingStartEvent | yaml.SequenceStartEvent, line: int) -> None:
+        _check_tag(event.tag, line)
+        if self.awaiting_key():
+            raise fail("yaml.key_not_text").at(line=line)
+        if len(self.stack) >= MAX_DEPTH:
+            raise fail("yaml.too_deep", limit=MAX_DEPTH).at(line=line)
+        self.count(1, line)
+        path = self.child_path()
+        self.document.lines[path] = line
+        container: dict | list = {} if isinstance(event, yaml.MappingStartEvent) else []
+        self.stack.append(_Open(container, path, start=self.counted, anchor=event.anchor))
+
+    def close(self, event: yaml.MappingEndEvent | yaml.SequenceEndEvent, line: int) -> None:
+        closed = self.stack.pop()
+        if isinstance(closed.value, dict):
+            for key, value in closed.merged.items():
+                closed.value.setdefault(key, value)
+        if closed.anchor:
+            self.anchors[closed.anchor] = (closed.value, self.counted - closed.start + 1)
+        self.place(closed.value, line)
+
+    def scalar(self, event: yaml.ScalarEvent, line: int) -> None:
+        _check_tag(event.tag, line)
+        self.count(1, line)
+        if self.awaiting_key():
+            self.place(event.value, line)
+            return
+        path = self.child_path()
+        self.document.lines[path] = line
+        self.document.texts[path] = event.value
+        value = _scalar(event, line)
+        if event.anchor:
+            self.anchors[event.anchor] = (value, 1)
+        self.place(value, line)
+
+    def alias(self, event: yaml.AliasEvent, line: int) -> None:
+        """A repeat of an anchored value: it costs the values it holds again, so an alias bomb runs out of budget."""
+        if event.anchor not in self.anchors:
+            raise fail("yaml.unknown_alias", name=event.anchor).at(line=line)
+        value, size = self.anchors[event.anchor]
+        self.count(size, line)
+        if self.awaiting_key():
+            raise fail("yaml.key_not_text").at(line=line)
+        self.document.lines[self.child_path()] = line
+        self.place(value, line)
+
+    def count(self, size: int, line: int) -> None:
+        self.counted += size
+        if self.counted > MAX_VALUES:
             raise fail("yaml.too_large", limit=MAX_VALUES).at(line=line)
 
-    def awaiting_key() -> bool:
-        return bool(stack) and isinstance(stack[-1].value, dict) and stack[-1].pending_key is None
+    def awaiting_key(self) -> bool:
+        return bool(self.stack) and isinstance(self.stack[-1].value, dict) and self.stack[-1].pending_key is None
 
-    def child_path() -> FieldPath:
-        if not stack:
+    def child_path(self) -> FieldPath:
+        """The path of the value that comes next: the next item of a list, or the value of the pending key."""
+        if not self.stack:
             return ()
-        parent = stack[-1]
+        parent = self.stack[-1]
         if isinstance(parent.value, list):
             return (*parent.path, len(parent.value))
         return (*parent.path, parent.pending_key or "")
 
-    def place(value: object, line: int) -> None:
-        if not stack:
-            document.data = value
+    def place(self, value: object, line: int) -> None:
+        """Put a finished value where it belongs: the document itself, a list's next item, a key, or its value."""
+        if not self.stack:
+            self.document.data = value
             return
-        parent = stack[-1]
+        parent = self.stack[-1]
         if isinstance(parent.value, list):
             parent.value.append(value)
         elif parent.pending_key is None:
@@ -165,56 +238,6 @@ def _build(text: str, document: Document) -> None:
                 _merge(parent.merged, value, line)
             else:
                 parent.value[key] = value
-
-    for event in yaml.parse(text, Loader=_Parser):
-        line = event.start_mark.line + 1
-        if isinstance(event, yaml.DocumentStartEvent):
-            documents += 1
-            if documents > 1:
-                raise fail("yaml.several_documents").at(line=line)
-        elif isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
-            _check_tag(event.tag, line)
-            if awaiting_key():
-                raise fail("yaml.key_not_text").at(line=line)
-            if len(stack) >= MAX_DEPTH:
-                raise fail("yaml.too_deep", limit=MAX_DEPTH).at(line=line)
-            count(1, line)
-            path = child_path()
-            document.lines[path] = line
-            container: dict | list = {} if isinstance(event, yaml.MappingStartEvent) else []
-            stack.append(_Open(container, path, start=counted, anchor=event.anchor))
-        elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
-            closed = stack.pop()
-            if isinstance(closed.value, dict):
-                for key, value in closed.merged.items():
-                    closed.value.setdefault(key, value)
-            if closed.anchor:
-                anchors[closed.anchor] = (closed.value, counted - closed.start + 1)
-            place(closed.value, line)
-        elif isinstance(event, yaml.ScalarEvent):
-            _check_tag(event.tag, line)
-            count(1, line)
-            if awaiting_key():
-                place(event.value, line)
-                continue
-            path = child_path()
-            document.lines[path] = line
-            document.texts[path] = event.value
-            value = _scalar(event, line)
-            if event.anchor:
-                anchors[event.anchor] = (value, 1)
-            place(value, line)
-        elif isinstance(event, yaml.AliasEvent):
-            if event.anchor not in anchors:
-                raise fail("yaml.unknown_alias", name=event.anchor).at(line=line)
-            value, size = anchors[event.anchor]
-            count(size, line)
-            if awaiting_key():
-                raise fail("yaml.key_not_text").at(line=line)
-            document.lines[child_path()] = line
-            place(value, line)
-    if document.data is None:
-        raise fail("yaml.empty")
 
 
 def _check_tag(tag: str | None, line: int) -> None:
