@@ -35,12 +35,7 @@ def read(
         hint = did_you_mean(kind, SCORE_KINDS)
         raise reader.error((*path, "type"), "problem.unknown_score", name=kind, kinds=", ".join(SCORE_KINDS), hint=hint)
     reader.check_fields(fields, path, ("type", "scale", *LEARNED.get(kind, ())))
-    if top_scale is not None:
-        scale = reader.number(*top_scale)
-    elif "scale" in fields:
-        scale = reader.number((*path, "scale"), fields["scale"])
-    else:
-        scale = 1 / math.sqrt(d_k) if kind == "scaled_dot" else 1.0
+    scale = _scale(reader, path, fields, top_scale, 1 / math.sqrt(d_k) if kind == "scaled_dot" else 1.0)
     if kind in SAME_WIDTH and d_q != d_k:
         raise reader.error(keys_path, "problem.dk_mismatch", d_q=d_q, d_k=d_k, kind=kind)
     if kind == "general":
@@ -64,6 +59,17 @@ def _fields(reader: FieldReader, path: FieldPath, spec: object) -> tuple[FieldPa
     if not isinstance(spec, dict):
         raise reader.error(path, "problem.bad_score", got=kind_of(spec), kinds=", ".join(SCORE_KINDS))
     return path, spec
+
+
+def _scale(
+    reader: FieldReader, path: FieldPath, fields: dict, top_scale: tuple[FieldPath, object] | None, default: float
+) -> float:
+    """The top-level scale, else the score's own `scale:`, else the kind's default (1/√d_k for scaled_dot)."""
+    if top_scale is not None:
+        return reader.number(*top_scale)
+    if "scale" in fields:
+        return reader.number((*path, "scale"), fields["scale"])
+    return default
 
 
 def _learned(reader: FieldReader, path: FieldPath, fields: dict, name: str) -> np.ndarray:
