@@ -63,8 +63,8 @@ def compute(problem: Problem) -> Steps:
 def bytes_needed(scores: Sequence[Score | None], queries: int, keys: int, dtype: np.dtype) -> int:
     """The memory `compute` takes for heads scored by `scores` over `queries` × `keys` cells, and the mask.
 
-    Each head keeps five (L, S) matrices (compatibility, scores, e^s, weights and the scaled
-    scores before the mask) and softmax builds one more while it works; additive scores
+    Each head keeps five (L, S) matrices (compatibility, the scaled scores, the masked ones,
+    e^s and the weights) and builds one more on the way to e^s (the shifted scores); additive scores
     also keep tanh(q·W_query + k·W_key), d_a numbers a cell, and need as much again while
     computing it. A score not read yet (None) counts as the least a head needs.
     """

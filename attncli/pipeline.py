@@ -83,10 +83,8 @@ def grade(
         steps = key_or_problem
     elif isinstance(key_or_problem, Problem):
         steps = solve(key_or_problem)
-    elif answers is None:  # the answers' own file is the problem: read it once
-        steps = solve(problem_file.parse(document, None, _base(source)))
-    else:
-        steps = solve(load(key_or_problem))
+    else:  # a homework file is read once, for the problem and for the answers
+        steps = solve(load(document if answers is None else key_or_problem))
     file = document.name if isinstance(source, Document) else os.fspath(source)
     return grading.grade(steps, attncli.parsing.answers.parse(document, steps), file=file, **options)
 
@@ -109,8 +107,9 @@ def _document(source: Source | None) -> Document:
 
 
 def _base(source: Source | None) -> Path:
-    """Where array files are found: beside the problem's file; for stdin, text or flags, the working directory."""
-    return problem_file.base_folder(os.fspath(source) if isinstance(source, (str, os.PathLike)) else None)
+    """Where array files are found: beside the file a source names; for stdin, text or flags, the working directory."""
+    name = source.name if isinstance(source, Document) else source
+    return problem_file.base_folder(None if name is None or name == "<stdin>" else os.fspath(name))
 
 
 def _problem(record: Problem | Steps) -> Problem:

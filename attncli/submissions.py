@@ -13,9 +13,9 @@ from pathlib import Path
 
 import numpy as np
 
-from attncli import core, grading, problem, yamldoc
+from attncli import core, grading, pipeline, problem, yamldoc
 from attncli.errors import AttnError, fail, listed
-from attncli.parsing import answers, problem_file
+from attncli.parsing import answers
 
 RIGHT, WRONG, PROBLEM_CHANGED, NOT_GRADED = "right", "wrong", "problem_changed", "not_graded"
 STATUSES = (RIGHT, WRONG, PROBLEM_CHANGED, NOT_GRADED)
@@ -71,7 +71,7 @@ def exercise_id(document: yamldoc.Document) -> str | None:
 def load_key(file: str) -> Key:
     """The key in `file`: a problem, with or without answers:."""
     document = yamldoc.read(file)
-    steps = core.compute(problem_file.parse(document, None, problem_file.base_folder(file)))
+    steps = pipeline.solve(pipeline.load(document))
     return Key(file, steps, answers.read_settings(document), exercise_id(document))
 
 
@@ -115,7 +115,7 @@ def grade_file(
             return _self_check(file, document, options)
         key = _key_for(document, keys)
         if _problem_fields(document):
-            changed = changed_fields(key, document, problem_file.parse(document, None, problem_file.base_folder(file)))
+            changed = changed_fields(key, document, pipeline.load(document))
             if changed:
                 return Result(file, PROBLEM_CHANGED, changed=changed)
         return _graded(file, key.steps, answers.parse(document, key.steps, key.settings), options)
@@ -126,7 +126,7 @@ def grade_file(
 def _self_check(file: str, document: yamldoc.Document, options: Options) -> Result:
     if not _problem_fields(document):
         raise fail("check.needs_key").at(source=document.name)
-    steps = core.compute(problem_file.parse(document, None, problem_file.base_folder(file)))
+    steps = pipeline.solve(pipeline.load(document))
     return _graded(file, steps, answers.parse(document, steps), options)
 
 

@@ -12,9 +12,9 @@ import pytest
 import yaml
 from typer.testing import CliRunner, Result
 
-from attncli import core, grading, yamldoc
+from attncli import core, grading, pipeline, yamldoc
 from attncli.cli import app
-from attncli.parsing import answers, problem_file
+from attncli.parsing import answers
 from tests import reference
 from tests.conftest import SAMPLES
 
@@ -31,7 +31,7 @@ def run(*args: str, input: str | None = None) -> Result:
 
 def parsed(text: str, name: str = "homework.yaml") -> tuple[core.Steps, answers.Answers]:
     document = yamldoc.load(text, name)
-    steps = core.compute(problem_file.parse(document))
+    steps = pipeline.solve(pipeline.load(document))
     return steps, answers.parse(document, steps)
 
 

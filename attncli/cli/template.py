@@ -24,9 +24,8 @@ def template(
     lang: Lang = None,
     debug: Debug = False,
 ) -> None:
-    from attncli import core, submissions, templates, yamldoc
-    from attncli.parsing import problem_file
+    from attncli import pipeline, submissions, templates, yamldoc
 
     document = yamldoc.read(file)
-    steps = core.compute(problem_file.parse(document, None, problem_file.base_folder(file)))
+    steps = pipeline.solve(pipeline.load(document))
     write(templates.template(steps, submissions.exercise_id(document)), output)
