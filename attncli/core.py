@@ -152,12 +152,45 @@ def compatibility(score: Score, queries: np.ndarray, keys: np.ndarray) -> tuple[
         return hidden @ score.v, hidden  # (L, S)
     if score.kind == "general":
         return queries @ score.w @ keys.T, None  # (L, S)
-    dot = queries @ keys.T  # (L, S)
     if score.kind == "cosine":
-        q_norms = np.maximum(np.linalg.norm(queries, axis=1), COSINE_EPS)  # (L,)
-        k_norms = np.maximum(np.linalg.norm(keys, axis=1), COSINE_EPS)  # (S,)
-        return dot / (q_norms[:, None] * k_norms[None, :]), None
-    return dot, None
+        return _cosine(queries, keys), None
+    return queries @ keys.T, None  # (L, S)
+
+
+def _cosine(queries: np.ndarray, keys: np.ndarray) -> np.ndarray:
+    """q·k / (max(‖q‖, ε)·max(‖k‖, ε)), rows with large entries first divided by a power of two.
+
+    The cosine of [1e200, 1e200] is finite though q·k and ‖q‖² are not. Dividing by a power of two
+    is exact, so wherever nothing overflows the result is the same number as without it. Rows are
+    never scaled up: a norm small enough for its squares to underflow is below ε and clamped anyway.
+    """
+    q_exp, k_exp = np.maximum(_exponents(queries), 0), np.maximum(_exponents(keys), 0)  # (L,), (S,)
+    q, k = np.ldexp(queries, -q_exp[:, None]), np.ldexp(keys, -k_exp[:, None])  # entries ≤ 1 in size
+    eps = queries.dtype.type(COSINE_EPS)
+    q_norms = np.maximum(_sum_norm(q), np.ldexp(eps, -q_exp))  # (L,) max(‖q‖, ε) / 2^q_exp
+    k_norms = np.maximum(_sum_norm(k), np.ldexp(eps, -k_exp))  # (S,)
+    return (q @ k.T) / (q_norms[:, None] * k_norms[None, :])  # (L, S)
+
+
+def row_norms(rows: np.ndarray) -> np.ndarray:
+    """The Euclidean norm of each row (the last axis), without squaring past float's range.
+
+    np.linalg.norm squares first, so ‖[1e200, 1e200]‖ comes out inf; here each row is divided
+    by a power of two near its largest entry before squaring (exact), and multiplied back after.
+    The result is inf only where the true norm is beyond float's range.
+    """
+    exponents = _exponents(rows)
+    with np.errstate(over="ignore"):  # a true norm beyond float's range is inf, for the caller to refuse
+        return np.ldexp(_sum_norm(np.ldexp(rows, -exponents[..., None])), exponents)
+
+
+def _exponents(rows: np.ndarray) -> np.ndarray:
+    """Per row, the e with 2^(e-1) ≤ max |entry| < 2^e (0 for a row of zeros)."""
+    return np.frexp(np.abs(rows).max(axis=-1, initial=0))[1]
+
+
+def _sum_norm(rows: np.ndarray) -> np.ndarray:
+    return np.sqrt((rows * rows).sum(axis=-1))
 
 
 def softmax(scores: np.ndarray) -> np.ndarray:

@@ -11,19 +11,23 @@ Shapes: L queries, S keys, H heads, d_out the width of the final output.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-from attncli import core
+from attncli import core, problem
 from attncli.core import Steps
 from attncli.errors import fail, listed
 
 TIE = 1e-12  # relative gap below which two weights (or norms) count as equal when ranking
 PERMUTE_TRIES = 100  # redraws allowed to avoid a permutation that leaves every key in place
 SCALING_BLOCK = 1 << 20  # numbers drawn at a time by the Monte Carlo, to bound its memory
+SCALING_BUDGET = 1 << 28  # steps (see `scaling_work`) the Monte Carlo may take: about ten seconds
+SCALING_ROW_WORK = 8192  # what starting a generator and a row costs, in the same steps
 MAX_DK = 4096  # with at most 4096 keys, one sample is at most 16 Mi numbers (128 MiB)
+NORMS_BLOCK = 1 << 20  # numbers of Σ_h α·f_h(x) built at a time for the summed norms through W_O
+RANK_BYTES = 9  # per cell of a Ranking: two int32 places and a bool
 
 
 # Norm-based analysis (Kobayashi et al., 2020)
@@ -63,38 +67,87 @@ class Norms:
 
 
 def norms(steps: Steps) -> Norms:
-    """Weights against the norms of the weighted, transformed vectors they multiply."""
-    mask = steps.problem.mask
-    transformed = _transformed(steps)  # H × (S, d_out)
-    heads = []
-    for head, f in zip(steps.heads, transformed):
-        length = np.linalg.norm(f, axis=1)  # (S,)
-        weighted = head.weights * length[None, :]  # (L, S): α ≥ 0, so ‖α·f‖ = α·‖f‖
-        heads.append(HeadNorms(head.spec.name, length, weighted, _ranking(head.weights, weighted, mask)))
+    """Weights against the norms of the weighted, transformed vectors they multiply.
+
+    Never builds an (L, S, S) or a whole (L, S, d_out) array: α ≥ 0, so ‖α·f‖ = α·‖f‖ for one
+    head; the summed norms through W_O take a block of queries at a time; ranks come from sorting.
+    """
+    problem = steps.problem
+    mask, w_o = problem.mask, problem.w_o
     weights = _weights(steps)  # (H, L, S)
-    stacked = np.stack(transformed)  # (H, S, d_out)
-    summed = np.stack(
-        [np.linalg.norm(np.einsum("hs,hsd->sd", weights[:, i, :], stacked), axis=1) for i in range(mask.shape[0])]
-    )  # (L, S)
+    transformed = _transformed(steps)  # H × (S, d_out), or H × (S, d_v) without W_O
+    heads = []
+    for head, alpha, f in zip(steps.heads, weights, transformed):
+        length = _finite(core.row_norms(f), "norms", problem.source)  # (S,)
+        weighted = alpha * length[None, :]  # (L, S): α ≥ 0, so ‖α·f‖ = α·‖f‖
+        heads.append(HeadNorms(head.spec.name, length, weighted, _ranking(alpha, weighted, mask)))
+    if len(heads) == 1:
+        summed = heads[0].weighted  # one head: nothing to sum
+    elif w_o is None:  # each head fills its own columns of the concatenation: the squares add up
+        summed = core.row_norms(np.stack([head.weighted for head in heads], axis=-1))  # (L, S)
+    else:
+        summed = _summed_through_w_o(weights, np.stack(transformed))  # (L, S)
+    summed = _finite(summed, "norms", problem.source)
     mean = weights.mean(axis=0)  # (L, S)
-    return Norms(tuple(heads), steps.problem.w_o is not None, mean, summed, _ranking(mean, summed, mask))
+    return Norms(tuple(heads), w_o is not None, mean, summed, _ranking(mean, summed, mask))
 
 
 def _transformed(steps: Steps) -> list[np.ndarray]:
-    """f_h(x_j) for every head, each (S, d_out), in the space of the final output."""
-    problem = steps.problem
-    if len(steps.heads) == 1 and problem.w_o is None:
-        return [steps.heads[0].values]
+    """f_h(x_j) for every head: v_j·W_Oʰ (S, d_out) through W_O; else v_j (S, d_v), whose norm is its placed copy's."""
+    w_o = steps.problem.w_o
+    if w_o is None:
+        return [head.values for head in steps.heads]
     edges = np.cumsum([0, *(head.values.shape[1] for head in steps.heads)])
-    out = []
-    for h, head in enumerate(steps.heads):
-        if problem.w_o is not None:
-            out.append(head.values @ problem.w_o[edges[h] : edges[h + 1]])
-        else:
-            placed = np.zeros((head.values.shape[0], edges[-1]), dtype=head.values.dtype)
-            placed[:, edges[h] : edges[h + 1]] = head.values
-            out.append(placed)
-    return out
+    with np.errstate(over="ignore", invalid="ignore"):  # an overflow comes out inf and is refused by `norms`
+        return [head.values @ w_o[edges[h] : edges[h + 1]] for h, head in enumerate(steps.heads)]
+
+
+def _summed_through_w_o(weights: np.ndarray, transformed: np.ndarray) -> np.ndarray:
+    """‖Σ_h α^h_ij·f_h(x_j)‖ (L, S) from weights (H, L, S) and f (H, S, d_out), NORMS_BLOCK numbers at a time."""
+    _, queries, keys = weights.shape
+    rows = max(1, NORMS_BLOCK // max(1, keys * transformed.shape[2]))
+    summed = np.empty((queries, keys), dtype=transformed.dtype)
+    with np.errstate(over="ignore", invalid="ignore"):  # an overflow comes out inf and is refused by `norms`
+        for start in range(0, queries, rows):
+            block = slice(start, start + rows)
+            total = sum(alpha[block, :, None] * f[None, :, :] for alpha, f in zip(weights, transformed))  # (B, S, d)
+            summed[block] = core.row_norms(total)
+    return summed
+
+
+def check_memory(steps: Steps, norms: bool, interventions: int) -> None:
+    """Refuse, with the parser's message, an analysis that would take the run past the memory budget.
+
+    The calculation's own (L, S) matrices stay alive; norms add their weighted norms and ranks,
+    each intervention keeps its weights and mask, and an ablation recomputes the whole problem once more.
+    """
+    queries, keys = steps.problem.mask.shape
+    heads, itemsize, cells = len(steps.heads), steps.output.itemsize, steps.problem.mask.size
+    arrays = [a for h in steps.heads for a in (h.compatibility, h.hidden, h.scores, h.exp, h.weights) if a is not None]
+    held = steps.problem.mask.nbytes + sum(a.nbytes for a in arrays)
+    needed = held
+    if norms:
+        width = steps.output.shape[1] if steps.problem.w_o is not None else 0
+        per_cell = heads * (3 * itemsize + RANK_BYTES) + 2 * itemsize + RANK_BYTES
+        needed += cells * per_cell + heads * keys * width * itemsize + 3 * NORMS_BLOCK * itemsize
+    if interventions:
+        needed += held + interventions * cells * (heads * itemsize + 1)
+    if needed > problem.MEMORY_BUDGET:
+        raise fail(
+            "problem.too_large",
+            size=problem._size(needed),
+            limit=problem._size(problem.MEMORY_BUDGET),
+            heads=heads,
+            queries=queries,
+            keys=keys,
+        ).at(source=steps.problem.source)
+
+
+def _finite(array: np.ndarray, field: str, source: str | None) -> np.ndarray:
+    """`array` unchanged, or the core's overflow error: ‖f‖ of finite vectors can still pass float's range."""
+    if not np.isfinite(array).all():
+        raise fail("core.overflow").at(source=source, field=field)
+    return array
 
 
 def _ranking(weights: np.ndarray, contributions: np.ndarray, mask: np.ndarray) -> Ranking:
@@ -103,10 +156,20 @@ def _ranking(weights: np.ndarray, contributions: np.ndarray, mask: np.ndarray) -
 
 
 def _ranks(values: np.ndarray, mask: np.ndarray) -> np.ndarray:
-    """1 + how many allowed keys are clearly larger, so equal values share a place; 0 where masked."""
-    tolerance = TIE * np.abs(values).max(axis=1, keepdims=True)[:, :, None]  # (L, 1, 1)
-    larger = (values[:, None, :] > values[:, :, None] + tolerance) & mask[:, None, :]  # (L, S, S)
-    return np.where(mask, 1 + larger.sum(axis=2), 0)
+    """1 + how many allowed keys are clearly larger, so equal values share a place; 0 where masked.
+
+    Counted on each row sorted: O(S log S) time and O(S) memory per query.
+    """
+    ranks = np.zeros(values.shape, dtype=np.int32)  # (L, S)
+    tolerance = TIE * np.abs(values).max(axis=1)  # (L,)
+    for row, allowed, tie, out in zip(values, mask, tolerance, ranks):
+        kept = row[allowed]
+        order = np.argsort(kept)
+        ascending = kept[order]
+        placed = np.empty(len(kept), dtype=np.int32)
+        placed[order] = 1 + len(kept) - np.searchsorted(ascending, ascending + tie, side="right")
+        out[allowed] = placed
+    return ranks
 
 
 # Interventions
@@ -149,6 +212,7 @@ def ablate(steps: Steps, target: str) -> Intervention:
     return _measured(steps, "ablate", target, mask, _weights(changed), changed.output)
 
 
+@np.errstate(over="ignore", invalid="ignore")  # an overflow comes out inf and is refused by `_measured`
 def ablate_head(steps: Steps, number: int) -> Intervention:
     """Zero head `number` (1-based) before W_O: what the other heads carry on their own."""
     if not 1 <= number <= len(steps.heads):
@@ -169,6 +233,7 @@ def parse_weights(text: str) -> tuple[str, int]:
     raise fail("analysis.bad_weights", got=text)
 
 
+@np.errstate(over="ignore", invalid="ignore")  # an overflow comes out inf and is refused by `_measured`
 def replace_weights(steps: Steps, kind: str, seed: int = 0) -> Intervention:
     """Give every query another distribution over the same allowed keys, and mix the values with it.
 
@@ -209,8 +274,10 @@ def _weights(steps: Steps) -> np.ndarray:
 def _measured(
     steps: Steps, kind: str, target: str, mask: np.ndarray, weights: np.ndarray, output: np.ndarray
 ) -> Intervention:
-    original = _weights(steps)
-    delta = np.linalg.norm(output - steps.output, axis=1)
+    original, source = _weights(steps), steps.problem.source
+    with np.errstate(over="ignore", invalid="ignore"):  # an overflow comes out inf and is refused here
+        _finite(output, "output", source)
+        delta = _finite(core.row_norms(output - steps.output), "output", source)
     tv = 0.5 * np.abs(weights - original).sum(axis=2)
     return Intervention(kind, target, mask, weights, output, delta, tv)
 
@@ -264,11 +331,19 @@ def compare(a: Steps, b: Steps) -> Comparison:
             _pair(ha.spec.name, hb.spec.name, ha.weights[row_a], hb.weights[row_b]) for ha, hb in zip(a.heads, b.heads)
         )
         out_a, out_b = a.output[row_a], b.output[row_b]
-        difference = out_b - out_a if out_a.shape == out_b.shape else None
-        distance = None if difference is None else float(np.linalg.norm(difference))
+        difference, distance = _difference(out_a, out_b)
         allowed = a.problem.mask[row_a], b.problem.mask[row_b]
         rows.append(QueryComparison(name, *allowed, pairs, out_a, out_b, difference, distance))
     return Comparison(a, b, tuple(rows))
+
+
+def _difference(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray | None, float | None]:
+    """b − a and its norm, or (None, None) when the widths differ; an overflow is the core's error."""
+    if a.shape != b.shape:
+        return None, None
+    with np.errstate(over="ignore", invalid="ignore"):
+        difference = _finite(b - a, "output", None)
+        return difference, float(_finite(core.row_norms(difference), "output", None))
 
 
 def _pair(name_a: str, name_b: str, weights_a: np.ndarray, weights_b: np.ndarray) -> HeadPair:
@@ -296,20 +371,36 @@ class Scaling:
     rows: tuple[ScalingRow, ...]
 
 
-def scaling(dims: Sequence[int], keys: int = 16, samples: int = 2000, seed: int = 0) -> Scaling:
+def scaling_work(dims: Sequence[int], keys: int, samples: int) -> int:
+    """The Monte Carlo's cost in steps of about 40 ns: numbers drawn, softmax cells (two each), a generator per d_k."""
+    return sum(samples * (keys * (d_k + 2) + d_k) + SCALING_ROW_WORK for d_k in dims)
+
+
+def scaling(
+    dims: Sequence[int],
+    keys: int = 16,
+    samples: int = 2000,
+    seed: int = 0,
+    progress: Callable[[int], None] | None = None,
+) -> Scaling:
     """Monte Carlo under note 1's assumption: components of q and k independent, mean 0, variance 1.
 
     Each d_k draws from its own generator seeded with (seed, d_k), so a row does not
-    depend on which other d_k are asked for.
+    depend on which other d_k are asked for. A run beyond SCALING_BUDGET steps is refused
+    before it starts; `progress`, if given, is told the steps done after each block.
     """
     if not dims or not all(1 <= d <= MAX_DK for d in dims):
         raise fail("analysis.bad_dk", got=",".join(str(d) for d in dims), limit=MAX_DK)
     if keys < 1 or samples < 2:
         raise fail("analysis.bad_samples")
-    return Scaling(keys, samples, seed, tuple(_scaling_row(d, keys, samples, seed) for d in dims))
+    work = scaling_work(dims, keys, samples)
+    if work > SCALING_BUDGET:
+        raise fail("analysis.scaling_budget", work=f"{work:,}", limit=f"{SCALING_BUDGET:,}")
+    report = progress or (lambda done: None)
+    return Scaling(keys, samples, seed, tuple(_scaling_row(d, keys, samples, seed, report) for d in dims))
 
 
-def _scaling_row(d_k: int, keys: int, samples: int, seed: int) -> ScalingRow:
+def _scaling_row(d_k: int, keys: int, samples: int, seed: int, progress: Callable[[int], None]) -> ScalingRow:
     rng = np.random.default_rng([seed, d_k])
     block = max(1, SCALING_BLOCK // (keys * d_k))
     total = square = top_dot = top_scaled = 0.0
@@ -322,6 +413,8 @@ def _scaling_row(d_k: int, keys: int, samples: int, seed: int) -> ScalingRow:
         square += (dot * dot).sum()
         top_dot += core.softmax(dot).max(axis=1).sum()
         top_scaled += core.softmax(dot / np.sqrt(d_k)).max(axis=1).sum()
+        progress(n * (keys * (d_k + 2) + d_k))
+    progress(SCALING_ROW_WORK)
     count = samples * keys
     var_dot = (square - total * total / count) / (count - 1)
     return ScalingRow(d_k, float(var_dot), float(var_dot / d_k), float(top_dot / samples), float(top_scaled / samples))

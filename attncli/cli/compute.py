@@ -130,6 +130,7 @@ def _analyse(
     """The norm-based view and the interventions the options ask for; the original `steps` stay as they are."""
     from attncli import probes
 
+    probes.check_memory(steps, norms, len(ablate or ()) + len(ablate_head or ()) + len(weights or ()))
     interventions = (
         *(probes.ablate(steps, name) for name in ablate or ()),
         *(probes.ablate_head(steps, number) for number in ablate_head or ()),

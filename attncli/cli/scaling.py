@@ -6,6 +6,7 @@ from typing import Annotated
 
 import typer
 
+from attncli.cli import progress
 from attncli.cli.app import Debug, Lang, NoColor, Output, Precision, app, boundary, choose, epilog, format_option
 from attncli.cli.output import print_human, write
 from attncli.errors import fail
@@ -41,7 +42,9 @@ def scaling(
     parts = [part.strip() for part in dk.split(",")]
     if not all(part.isdigit() for part in parts):
         raise fail("analysis.bad_dk", got=dk, limit=probes.MAX_DK)
-    record = probes.scaling([int(part) for part in parts], keys=keys, samples=samples, seed=seed)
+    dims = [int(part) for part in parts]
+    with progress.bar(probes.scaling_work(dims, keys, samples), t("analysis.scaling_progress")) as advance:
+        record = probes.scaling(dims, keys=keys, samples=samples, seed=seed, progress=advance)
     if format == "json":
         from attncli.render import json_doc
 

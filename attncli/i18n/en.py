@@ -253,6 +253,8 @@ MESSAGES: dict[str, str] = {
     "analysis.no_shared_query": "the two problems share no query token (A: {a}; B: {b})",
     "analysis.bad_dk": "--dk: expected whole numbers from 1 to {limit} separated by commas, got '{got}'",
     "analysis.bad_samples": "the Monte Carlo needs at least 1 key and 2 samples",
+    "analysis.scaling_budget": "the Monte Carlo would take {work} steps (about samples × keys × d_k), more than the {limit} allowed (about 10 s); use fewer samples, keys or d_k",
+    "analysis.scaling_progress": "Drawing random q and k",
     "analysis.needs_human_or_json": "--norms, --ablate, --ablate-head and --weights show in human output or --format json, not in {format}",
     "analysis.heatmap_legend": "Each cell holds its weight; the shade ({shades}) and the colour grow with it; · = masked (weight 0).",
     "analysis.caution_map": "A map of weights suggests a hypothesis, it does not explain the output: a large weight may multiply a short vector (see --norms), and only an intervention (--ablate, --ablate-head, --weights) puts the hypothesis to the test.",

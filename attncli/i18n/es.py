@@ -157,6 +157,8 @@ MESSAGES: dict[str, str] = {
     "analysis.no_shared_query": "los dos problemas no comparten ningún token de consulta (A: {a}; B: {b})",
     "analysis.bad_dk": "--dk: se esperaban números enteros de 1 a {limit} separados por comas, no '{got}'",
     "analysis.bad_samples": "el Monte Carlo necesita al menos 1 clave y 2 muestras",
+    "analysis.scaling_budget": "el Monte Carlo necesitaría {work} pasos (unos muestras × claves × d_k), más de los {limit} permitidos (unos 10 s); usa menos muestras, claves o d_k",
+    "analysis.scaling_progress": "Generando q y k aleatorios",
     "analysis.needs_human_or_json": "--norms, --ablate, --ablate-head y --weights se muestran en la salida para personas o con --format json, no en {format}",
     "analysis.heatmap_legend": "Cada casilla lleva su peso; el tono ({shades}) y el color crecen con él; · = enmascarada (peso 0).",
     "analysis.caution_map": "Un mapa de pesos sugiere una hipótesis, no explica la salida: un peso grande puede multiplicar un vector corto (mira --norms), y solo una intervención (--ablate, --ablate-head, --weights) pone la hipótesis a prueba.",

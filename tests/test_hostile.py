@@ -1,0 +1,224 @@
+"""Hostile inputs of issue 11 that the corpus (one `compute FILE` per case) cannot express.
+
+Large problems run in a subprocess whose address space is capped, so a step that allocates
+more than it should fails there instead of slowing the machine; numbers are compared with
+math.hypot and hand calculations, never with attncli's own helpers.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from typer.testing import CliRunner, Result
+
+from attncli import core, probes, problem
+from attncli.cli import app, progress
+from tests.test_bad_inputs import run_limited
+
+ROOT2 = math.sqrt(2)
+
+
+def run(*args: str, stdin: str | None = None) -> Result:
+    return CliRunner().invoke(app, list(args), input=stdin)
+
+
+def one_line_error(result: Result, fragment: str) -> None:
+    assert result.exit_code == 2, result.output
+    assert result.stdout == ""
+    assert result.stderr.startswith("attncli: ") and result.stderr.count("\n") == 1, result.stderr
+    assert fragment in result.stderr
+
+
+# #6: norms of large and small vectors are scaled before squaring
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.floats(allow_nan=False, allow_infinity=False, width=64).filter(lambda x: abs(x) < 1e300 or x == 0),
+        min_size=1,
+        max_size=6,
+    )
+)
+def test_row_norms_agree_with_math_hypot(row: list[float]) -> None:
+    want = math.hypot(*row)
+    got = float(core.row_norms(np.array([row]))[0])
+    assert math.isclose(got, want, rel_tol=4e-16 * len(row), abs_tol=5e-324), (row, got, want)
+
+
+def test_row_norms_past_the_range_are_infinite_not_wrong() -> None:
+    assert core.row_norms(np.array([[1e200, 1e200], [1.5e308, 1.5e308], [0.0, 0.0]])).tolist() == [
+        ROOT2 * 1e200,
+        math.inf,
+        0.0,
+    ]
+    tiny = core.row_norms(np.array([[3e-320, 4e-320]]))[0]  # squares underflow to 0 unscaled
+    assert math.isclose(tiny, 5e-320, rel_tol=1e-3)
+
+
+COSINE = """tokens: [a, b, c]
+query_tokens: [q]
+queries: [[{q}, {q}]]
+keys: [[{k}, 0], [{k}, {k}], [0, {k}]]
+values: [[1, 0], [0, 1], [1, 1]]
+score: cosine
+"""
+
+
+@pytest.mark.parametrize(("q", "k"), [("1e200", "1"), ("1", "1e300"), ("1e300", "1e300"), ("1e-5", "1e300")])
+def test_cosine_of_vectors_whose_products_overflow_or_underflow(q: str, k: str) -> None:
+    """q = [x, x] against [y, 0], [y, y], [0, y]: cosines 1/√2, 1, 1/√2 whatever x and y are."""
+    result = run("compute", "-", "--format", "json", stdin=COSINE.format(q=q, k=k))
+    assert result.exit_code == 0, result.output
+    assert result.stderr == ""
+    (head,) = json.loads(result.stdout)["heads"]
+    np.testing.assert_allclose(head["dot"], [[1 / ROOT2, 1, 1 / ROOT2]], rtol=1e-15)
+    exp = [math.exp(1 / ROOT2), math.e, math.exp(1 / ROOT2)]
+    np.testing.assert_allclose(head["weights"], [[x / sum(exp) for x in exp]], rtol=1e-15)
+
+
+def test_cosine_clamps_tiny_norms_like_torch() -> None:
+    """‖q‖ = 1.41e-200 is below ε = 1e-8: cos = q·k / (ε·‖k‖), as torch.nn.functional.cosine_similarity."""
+    result = run("compute", "-", "--format", "json", stdin=COSINE.format(q="1e-200", k="1"))
+    assert result.exit_code == 0, result.output
+    (head,) = json.loads(result.stdout)["heads"]
+    np.testing.assert_allclose(head["dot"], [[1e-200 / 1e-8, 2e-200 / (1e-8 * ROOT2), 1e-200 / 1e-8]], rtol=1e-15)
+
+
+BIG_VALUES = "tokens: [a, b]\nscores: [[0, 1], [1, 0]]\nvalues: [[{v}, {v}], [3, 4]]\n"
+
+
+def test_norms_of_large_values_are_finite_and_right() -> None:
+    result = run("compute", "-", "--norms", "--format", "json", stdin=BIG_VALUES.format(v="1e200"))
+    assert result.exit_code == 0, result.output
+    assert result.stderr == ""
+    (head,) = json.loads(result.stdout)["norms"]["heads"]
+    assert head["transformed"] == pytest.approx([ROOT2 * 1e200, 5], rel=1e-15)
+    alpha = [1 / (1 + math.e), math.e / (1 + math.e)]  # scores [0, 1]
+    assert head["weighted"][0] == pytest.approx([alpha[0] * ROOT2 * 1e200, alpha[1] * 5], rel=1e-15)
+
+
+def test_norms_past_the_range_are_an_error() -> None:
+    """‖[1.5e308, 1.5e308]‖ = 2.1e308 is beyond float64, though every weighted sum of the values is not."""
+    for fmt in ("json", "text"):
+        result = run("compute", "-", "--norms", "--format", fmt, stdin=BIG_VALUES.format(v="1.5e308"))
+        one_line_error(result, "<stdin>: norms: a result passes the range of floating-point numbers")
+
+
+def test_summed_norms_through_w_o_of_large_values() -> None:
+    """Two heads, W_O = identity: Σ_h α^h_ij·f_h(x_j) is α^1·v (first columns) and α^2·v (last columns)."""
+    text = (
+        "tokens: [a, b]\nquery_tokens: [q]\nheads:\n  - {scores: [[0, 0]]}\n  - {scores: [[0, 9]]}\n"
+        "values: [[1e200, 1e200], [3, 4]]\nw_o: [[1, 0, 0, 0], [0, 1, 0, 0], [0, 0, 1, 0], [0, 0, 0, 1]]\n"
+    )
+    result = run("compute", "-", "--norms", "--format", "json", stdin=text)
+    assert result.exit_code == 0, result.output
+    second = [1 / (1 + math.exp(9)), math.exp(9) / (1 + math.exp(9))]
+    want = [math.hypot(0.5, second[0]) * ROOT2 * 1e200, math.hypot(0.5, second[1]) * 5]
+    assert json.loads(result.stdout)["norms"]["summed"][0] == pytest.approx(want, rel=1e-15)
+
+
+# #5: --norms never builds an (L, S, S) array, and stays inside the memory budget
+
+
+def test_norms_of_1500_tokens_in_a_capped_process(tmp_path: Path) -> None:
+    """Before: an (L, S, S) ranking of 3.14 GiB, exit 70. The calculation itself needs about 110 MiB."""
+    np.save(tmp_path / "x.npy", np.random.default_rng(1).standard_normal((1500, 2)))
+    (tmp_path / "p.yaml").write_text("x: {file: x.npy}\nw_q: [[1], [0]]\nw_k: [[1], [1]]\nw_v: [[1], [2]]\n")
+    start = time.monotonic()
+    result = run_limited(["p.yaml", "--norms", "--format", "json", "-q"], tmp_path, memory=512 * 2**20)
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == ""
+    assert time.monotonic() - start < 30
+
+
+def test_norms_of_one_query_and_20000_keys_in_a_capped_process(tmp_path: Path) -> None:
+    """Before: 12 s and 820 MB for two (1, 20000, 20000) boolean arrays."""
+    rng = np.random.default_rng(2)
+    np.save(tmp_path / "k.npy", rng.standard_normal((20_000, 2)))
+    (tmp_path / "p.yaml").write_text("queries: [[1, 0.5]]\nkeys: {file: k.npy}\nvalues: {file: k.npy}\n")
+    result = run_limited(["p.yaml", "--norms", "--format", "json", "-o", "out.json"], tmp_path, memory=512 * 2**20)
+    assert result.returncode == 0, result.stderr
+    doc = json.loads((tmp_path / "out.json").read_text())
+    weights = np.array(doc["heads"][0]["weights"][0])
+    lengths = np.hypot(*np.load(tmp_path / "k.npy").T)
+    (head,) = doc["norms"]["heads"]
+    np.testing.assert_allclose(head["weighted"][0], weights * lengths, rtol=1e-14)
+    assert head["transformed"] == pytest.approx(lengths.tolist(), rel=1e-15)
+
+
+def test_ranks_share_places_and_skip_masked_keys() -> None:
+    values = np.array([[0.5, 0.2, 0.5, 0.9, 0.1], [1.0, 1.0, 1.0, 1.0, 1.0]])
+    mask = np.array([[True, True, True, False, True], [True, False, True, True, True]])
+    ranks = probes._ranks(values, mask)
+    # Row 1 without the masked 0.9: 0.5 and 0.5 share place 1, then 0.2 is third and 0.1 fourth.
+    assert ranks.tolist() == [[1, 3, 1, 0, 4], [1, 0, 1, 1, 1]]
+
+
+def test_norms_beyond_the_memory_budget_are_refused(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """1000 × 1000 cells: the calculation (about 49 MB) fits a 64 MiB budget, its norms on top do not."""
+    monkeypatch.setattr(problem, "MEMORY_BUDGET", 64 * 2**20)
+    monkeypatch.chdir(tmp_path)
+    np.save("x.npy", np.random.default_rng(3).standard_normal((1000, 2)))
+    Path("p.yaml").write_text("x: {file: x.npy}\nw_q: [[1], [0]]\nw_k: [[1], [0]]\nw_v: [[0], [1]]\n")
+    assert run("compute", "p.yaml", "--format", "json", "-q").exit_code == 0
+    result = run("compute", "p.yaml", "--norms", "--format", "json", "-q")
+    one_line_error(result, "p.yaml: too large to calculate step by step: 1 head(s) × 1000 queries × 1000 keys")
+    many = [arg for _ in range(40) for arg in ("--weights", "uniform")]  # 40 kept copies of the weights
+    one_line_error(run("compute", "p.yaml", "--format", "json", "-q", *many), "(limit 64.0 MiB)")
+
+
+# #17: scaling has a budget, and a progress bar on a terminal
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--dk", "4096", "--keys", "4096"],  # before: about 9 minutes
+        ["--samples", "10000000"],
+        ["--dk", ",".join(["4096"] * 100)],
+        ["--dk", ",".join(["1"] * 40_000), "--keys", "1", "--samples", "2"],  # a generator each: 40 000 rows
+    ],
+    ids=["dk-keys", "samples", "many-dk", "many-rows"],
+)
+def test_scaling_beyond_its_budget_is_refused_at_once(args: list[str]) -> None:
+    start = time.monotonic()
+    result = run("scaling", *args)
+    one_line_error(result, "the Monte Carlo would take")
+    assert "more than the 268,435,456 allowed" in result.stderr
+    assert time.monotonic() - start < 1
+
+
+def test_scaling_work_is_what_progress_is_told() -> None:
+    told: list[int] = []
+    probes.scaling([3, 5], keys=4, samples=7, progress=told.append)
+    assert sum(told) == probes.scaling_work([3, 5], 4, 7) == 7 * (4 * 5 + 3) + 7 * (4 * 7 + 5) + 2 * 8192
+
+
+class Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_the_progress_bar_shows_only_for_long_runs_on_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+    for stream, total, shown in ((Terminal(), 10**9, True), (Terminal(), 10, False), (io.StringIO(), 10**9, False)):
+        monkeypatch.setattr("sys.stderr", stream)
+        with progress.bar(total, "Drawing") as advance:
+            advance(total // 2)
+            advance(total - total // 2)
+        assert ("Drawing" in stream.getvalue()) is shown, stream.getvalue()
+
+
+def test_scaling_in_a_pipe_prints_no_bar() -> None:
+    result = run("scaling", "--dk", "64", "--keys", "64", "--samples", "9000", "--format", "json")
+    assert result.exit_code == 0, result.output
+    assert result.stderr == ""
+    assert json.loads(result.stdout)["rows"][0]["d_k"] == 64
