@@ -16,9 +16,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from attncli import core, problem
+from attncli import core
 from attncli.core import Steps
 from attncli.errors import fail, listed
+from attncli.parsing import problem_file
 
 TIE = 1e-12  # relative gap below which two weights (or norms) count as equal when ranking
 PERMUTE_TRIES = 100  # redraws allowed to avoid a permutation that leaves every key in place
@@ -132,15 +133,7 @@ def check_memory(steps: Steps, norms: bool, interventions: int) -> None:
         needed += cells * per_cell + heads * keys * width * itemsize + 3 * NORMS_BLOCK * itemsize
     if interventions:
         needed += held + interventions * cells * (heads * itemsize + 1)
-    if needed > problem.MEMORY_BUDGET:
-        raise fail(
-            "problem.too_large",
-            size=problem._size(needed),
-            limit=problem._size(problem.MEMORY_BUDGET),
-            heads=heads,
-            queries=queries,
-            keys=keys,
-        ).at(source=steps.problem.source)
+    problem_file.within_budget(needed, heads, queries, keys, steps.problem.source)
 
 
 def _finite(array: np.ndarray, field: str, source: str | None) -> np.ndarray:

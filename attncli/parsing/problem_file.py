@@ -146,15 +146,20 @@ class _Builder:
     def check_memory(self, scores: list[Score | None], queries: int, keys: int) -> None:
         """Refuse a problem whose calculation would not fit in memory, before any (L, S) matrix exists."""
         needed = core.bytes_needed(scores, queries, keys, self.reader.dtype)
-        if needed > MEMORY_BUDGET:
-            raise fail(
-                "problem.too_large",
-                size=_size(needed),
-                limit=_size(MEMORY_BUDGET),
-                heads=len(self.heads),
-                queries=queries,
-                keys=keys,
-            ).at(source=self.reader.document.name)
+        within_budget(needed, len(self.heads), queries, keys, self.reader.document.name)
+
+
+def within_budget(needed: int, heads: int, queries: int, keys: int, source: str | None) -> None:
+    """Refuse a run that would hold more than MEMORY_BUDGET bytes: the calculation, or an analysis on top of it."""
+    if needed > MEMORY_BUDGET:
+        raise fail(
+            "problem.too_large",
+            size=_size(needed),
+            limit=_size(MEMORY_BUDGET),
+            heads=heads,
+            queries=queries,
+            keys=keys,
+        ).at(source=source)
 
 
 def base_folder(file: str | None) -> Path:
