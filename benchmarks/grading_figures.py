@@ -1,6 +1,6 @@
 """Figures of `attncli check` on the replayed-mistake suite (issue 10): how far its verdicts can be trusted.
 
-    python benchmarks/grading_figures.py [--details] [--skips]
+    python benchmarks/grading_figures.py [--details] [--skips] [--per-mistake N]
 
 Builds the suite of tests/replays (careful students carrying 4 decimals, the same students making
 each classic mistake at the step where it happens, wrong roundings), grades it with the command
@@ -38,11 +38,11 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--details", action="store_true", help="list every case that went wrong")
     parser.add_argument("--skips", action="store_true", help="say why cases were skipped")
+    parser.add_argument("--per-mistake", type=int, default=replays.PER_MISTAKE, help="cases of each mistake")
     args = parser.parse_args()
-    key_form = "--key" in replays.check_options()
     started = time.perf_counter()
     with tempfile.TemporaryDirectory() as directory:
-        suite = replays.build(Path(directory), key_form=key_form)
+        suite = replays.build(Path(directory), per_mistake=args.per_mistake)
         seconds = time.perf_counter() - started
         table = replays.figures(suite)
         verdicts = {case.id: replays.verdict(case) for case in suite.cases}
@@ -63,11 +63,14 @@ def main() -> int:
         print(f"{row:{width}}" + "".join(cells))
     print(f"{'total':{width}}" + "".join(f"{totals[name]:>14}" for name, _ in COLUMNS))
     careful = sum(1 for c in suite.cases if c.kind == "careful")
+    key_form = any(c.form == "key" for c in suite.cases)
+    rule = "exact" if replays.rule_is_exact(suite) else "not exact yet"
     wrong = len(suite.cases) - careful
     print(
         f"\n{len(suite.exercises)} exercises; {careful} right files, {wrong} wrong ones; "
         f"false alarms {totals['false alarms']}, missed {totals['missed']}, unnamed {totals['unnamed']} "
-        f"(key form {'included' if key_form else 'not on this tree'}); built and graded in {seconds:.1f} s"
+        f"(key form {'included' if key_form else 'not on this tree'}; rounding rule {rule}); "
+        f"built and graded in {seconds:.1f} s"
     )
     if args.details:
         print()

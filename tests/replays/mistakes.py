@@ -62,9 +62,8 @@ def _mask(c: Context, allowed: np.ndarray) -> np.ndarray:
 
 
 def _shifted(p: Problem, by: int) -> np.ndarray:
-    allowed = np.tril(np.ones((p.n, p.n), dtype=bool), k=by)
-    allowed[0, 0] = True  # the strict triangle leaves the first query nothing: it keeps itself
-    return allowed
+    """The causal mask moved by one diagonal; by -1 (the strict triangle) the first query sees no key."""
+    return np.tril(np.ones((p.n, p.n), dtype=bool), k=by)
 
 
 def _no_exp(c: Context, axis: int) -> np.ndarray:
@@ -229,7 +228,7 @@ CATALOGUE: tuple[Mistake, ...] = (
         "scores",
         lambda c: _mask(c, _shifted(c.work.problem, -1)),
         _causal,
-        what="strict lower triangle (the first query keeps its own key)",
+        what="strict lower triangle: the first query's weights masked, its output not answered (?)",
     ),
     Mistake("keys_as_values", ("keys_as_values",), "output", _keys_as_values, _same_width),
     Mistake(

@@ -136,6 +136,7 @@ def read(text: str) -> Problem:
 Key = tuple[int | None, str]  # (head index, step); None for concat and final
 HEAD_ORDER = ("queries", "keys", "values", "dot", "scores", "weights", "output")
 SHARED = ("concat", "final")
+MASKABLE = ("dot", "scores", "weights")
 
 
 @dataclass
@@ -204,13 +205,16 @@ class Work:
     def normalize(self, e: np.ndarray, mask_like: np.ndarray, axis: int = 1) -> np.ndarray:
         """Each e^s over the (exact) sum of the rounded e^s along `axis`; masked where `mask_like` is."""
         total = np.round(e.sum(axis=axis, keepdims=True), 12)
-        return np.where(np.isnan(mask_like), MASKED, self.r(e / total))
+        with np.errstate(invalid="ignore"):  # a query that sees no key: 0/0, masked like its scores
+            return np.where(np.isnan(mask_like), MASKED, self.r(e / total))
 
     def softmax(self, scores: np.ndarray, axis: int = 1) -> np.ndarray:
         return self.normalize(self.exp(scores), scores, axis)
 
     def weighted(self, weights: np.ndarray, values: np.ndarray) -> np.ndarray:
-        return self.r(np.nan_to_num(weights, nan=0.0) @ values)
+        """Σ α·v per query; unknown (NaN) for a query whose weights are all masked (it saw no key)."""
+        out = self.r(np.nan_to_num(weights, nan=0.0) @ values)
+        return np.where(np.all(np.isnan(weights), axis=1, keepdims=True), np.nan, out)
 
     # the calculation
     def _step(self, key: Key, own: dict[str, np.ndarray], careful: Callable[[], np.ndarray]) -> np.ndarray:
@@ -262,17 +266,21 @@ class Work:
 # --- writing the answers -------------------------------------------------------------------------
 
 
-def text_of(x: float, digits: int = 4) -> str:
-    """A number as the student writes it: `masked`, or with `digits` decimals (never `-0.0000`)."""
+def text_of(x: float, digits: int = 4, unknown: str = "masked") -> str:
+    """A number as the student writes it: with `digits` decimals (never `-0.0000`), or `unknown` for NaN."""
     if math.isnan(x):
-        return "masked"
+        return unknown
     written = f"{x:.{digits}f}"
     return written[1:] if written.startswith("-") and float(written) == 0 else written
 
 
-def _rows(problem: Problem, written: Written) -> str:
-    """Rows as `token: [...]`, or as a plain list of rows when the student wrote another number of rows."""
-    text = written.text or [[text_of(x) for x in row] for row in written.values]
+def _rows(problem: Problem, key: Key, written: Written) -> str:
+    """Rows as `token: [...]`, or as a plain list of rows when the student wrote another number of rows.
+
+    NaN is `masked` in dot, scores and weights, and `?` (not answered) after them: a query that saw no key.
+    """
+    unknown = "masked" if key[1] in MASKABLE else '"?"'
+    text = written.text or [[text_of(x, unknown=unknown) for x in row] for row in written.values]
     if len(text) != problem.n:
         return "\n".join(f"  - [{', '.join(row)}]" for row in text)
     return "\n".join(f"  {token}: [{', '.join(row)}]" for token, row in zip(problem.tokens, text))
@@ -284,7 +292,7 @@ def answers_yaml(work: Work, steps: Sequence[Key] | None = None) -> str:
     chosen = [k for k in work.steps if steps is None or k in steps]
 
     def block(key: Key, indent: str) -> str:
-        body = _rows(p, work.steps[key])
+        body = _rows(p, key, work.steps[key])
         return f"{indent}{key[1]}:\n" + "\n".join(indent + "  " + line[2:] for line in body.splitlines())
 
     lines = ["answers:"]

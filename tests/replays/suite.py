@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import re
 import subprocess
 import sys
 from collections import Counter
@@ -26,7 +25,7 @@ from tests.replays.mistakes import CATALOGUE, Mistake, NotApplicable
 from tests.replays.student import HEAD_ORDER, SHARED, Key, Problem, Work, Written, answers_yaml, read, text_of
 
 ROOT = Path(__file__).resolve().parents[2]
-PER_MISTAKE = 6  # cases of each mistake (the suite's time is mostly `check` reading the files)
+PER_MISTAKE = 6  # cases of each mistake by default (the suite's time is mostly `check` diagnosing them)
 ROUNDINGS = tuple(
     (step, how, digits) for digits in (1, 2, 3) for step, how in (("weights", "truncated"), ("output", "off_by_one"))
 )
@@ -83,11 +82,21 @@ class Case:
 
 
 @dataclass(repr=False)
+class Probe:
+    """A file that tells whether a feature is on this tree (not a case of the figures)."""
+
+    name: str
+    path: Path
+    result: dict | None = None
+
+
+@dataclass(repr=False)
 class Suite:
     cases: list[Case] = field(default_factory=list)
     skipped: Counter = field(default_factory=Counter)  # (code, reason) -> count
     exercises: list[Exercise] = field(default_factory=list)
     returncodes: dict[str, int] = field(default_factory=dict)  # exit code of each `check` run
+    probes: list[Probe] = field(default_factory=list)  # see `_rule_probes`
 
     def __repr__(self) -> str:  # short: pytest shows it in failures
         return f"Suite({len(self.cases)} cases)"
@@ -104,12 +113,6 @@ def attncli(*args: str) -> subprocess.CompletedProcess[str]:
 def check_options() -> str:
     """`check --help`: which options the command line on this tree has (a feature probe)."""
     return attncli("check", "--help").stdout
-
-
-def names_code(code: str) -> bool:
-    """Whether the catalogue has a hint for `code` (the probe for a diagnosis being on this tree)."""
-    pattern = re.compile(rf'"check\.hint[._]{re.escape(code)}"')
-    return any(pattern.search(p.read_text(encoding="utf-8")) for p in (ROOT / "attncli" / "i18n").glob("*.py"))
 
 
 # --- exercises ------------------------------------------------------------------------------------
@@ -147,8 +150,8 @@ def _ints(rng: np.random.Generator, shape: tuple[int, ...], low: int = -1, high:
     return rng.integers(low, high + 1, size=shape).tolist()
 
 
-def _own_problems(directory: Path) -> list[Exercise]:
-    """Additive problems and two-head problems with given scores, from a fixed seed."""
+def _own_problems(directory: Path, with_ids: bool) -> list[Exercise]:
+    """Additive problems and two-head problems with given scores, from a fixed seed (`exercise:` ids if asked)."""
     rng = np.random.default_rng(10)
     tokens = ["the", "bank", "flooded"]
     out = directory / "sets" / "own"
@@ -179,7 +182,8 @@ def _own_problems(directory: Path) -> list[Exercise]:
         )
     exercises = []
     for i, (name, data) in enumerate(texts, start=1):
-        text = yaml.safe_dump(data, sort_keys=False, default_flow_style=None)
+        ident = {"exercise": f"{name}-{i:02d}"} if with_ids else {}  # = exercise_id of the Exercise below
+        text = yaml.safe_dump(ident | data, sort_keys=False, default_flow_style=None)
         path = out / f"{name}-{i:02d}.yaml"
         path.write_text(text, encoding="utf-8")
         exercises.append(Exercise(f"{name}/{i:02d}", text, read(text), path))
@@ -217,14 +221,14 @@ def _interleaved(exercises: Sequence[Exercise]) -> list[Exercise]:
     return [e for i in range(max(map(len, by_set.values()))) for group in by_set.values() for e in group[i : i + 1]]
 
 
-def _mistake_cases(exercises: Sequence[Exercise], suite: Suite) -> list[Case]:
-    """Up to PER_MISTAKE cases of every mistake, on the exercises where it shows."""
+def _mistake_cases(exercises: Sequence[Exercise], suite: Suite, per_mistake: int) -> list[Case]:
+    """Up to `per_mistake` cases of every mistake, on the exercises where it shows."""
     cases = []
     for mistake in CATALOGUE:
         code = "+".join(mistake.codes)
         taken = 0
         for exercise in _interleaved(exercises):
-            if taken == PER_MISTAKE:
+            if taken == per_mistake:
                 break
             if not mistake.applies(exercise.problem):
                 continue
@@ -303,31 +307,80 @@ def _rounding_cases(exercise: Exercise, index: int, suite: Suite) -> list[Case]:
     return [Case(f"{exercise.id}/{how}:{step}:{digits}", exercise, "rounding", work, f"rounding:{how}", step=key)]
 
 
-def build(directory: Path, *, key_form: bool = False) -> Suite:
+def build(directory: Path, per_mistake: int = PER_MISTAKE) -> Suite:
     """Every case written to `directory` and graded: careful students, mistakes, wrong roundings.
 
-    With `key_form`, the careful students of the first set also hand in answers alone, graded with
-    `check --key` against the exercise's key. The `check` runs go side by side.
+    When `check` has `--keys`, the careful students also hand in their answers alone (with their
+    `exercise:` id), graded against the keys. The `check` runs go side by side.
     """
-    suite = Suite(exercises=_generate(directory) + _own_problems(directory))
+    options = check_options()
+    suite = Suite(exercises=_generate(directory) + _own_problems(directory, with_ids="--keys" in options))
     careful = [c for e in suite.exercises for c in _careful_cases(e)]
-    wrong = _mistake_cases(suite.exercises, suite)
+    wrong = _mistake_cases(suite.exercises, suite, per_mistake)
     wrong += [c for i, e in enumerate(suite.exercises) for c in _rounding_cases(e, i, suite)]
-    keyed = []
-    if key_form:
-        for c in careful:
-            if c.exercise.id.startswith(SETS[0].name + "/"):
-                keyed.append(Case(c.id + "-key", c.exercise, c.kind, c.work, form="key"))
+    batches: dict[str, tuple[Sequence[Case | Probe], list[str]]] = {"careful": (careful, [])}
+    batches |= {f"mistakes:{i}": (wrong[i::2], []) for i in range(2)}  # two runs: two cores
+    keyed = [Case(c.id + "-key", c.exercise, c.kind, c.work, form="key") for c in careful]
+    if "--keys" in options:
+        batches["key:all"] = (keyed, ["--keys", str(_one_folder_of_keys(directory, suite.exercises))])
+    else:
+        keyed = []
     suite.cases = careful + wrong + keyed
     files = directory / "files"
     files.mkdir()
     for i, case in enumerate(suite.cases):
         case.path = files / f"{i:04d}.yaml"
         case.path.write_text(student_file(case), encoding="utf-8")
-    batches = {"careful": (careful, []), "mistakes": (wrong, [])}
-    batches |= {c.id: ([c], ["--key", str(c.exercise.key)]) for c in keyed}
+    suite.probes = _rule_probes(directory, suite)
+    batches["probes"] = (suite.probes, [])
     _grade(suite, batches)
     return suite
+
+
+def _rule_probes(directory: Path, suite: Suite) -> list[Probe]:
+    """Issue 10's two examples of the rounding rule: 0.8476 for seed 5 is right, bank's [0.8, 0.1, 0.1] wrong."""
+    seed_5 = next(e for e in suite.exercises if e.id == f"{SETS[0].name}/05")  # generate --seed 5
+    work = Work(seed_5.problem)
+    assert text_of(work.steps[(0, "output")].values[0, 0]) == "0.8476"
+    right = Probe("seed 5, output 0.8476 from the printed weights", directory / "probe-seed-5.yaml")
+    right.path.write_text(seed_5.text + answers_yaml(work, [(0, "weights"), (0, "output")]), encoding="utf-8")
+    wrong = Probe("bank.yaml, weights [0.8, 0.1, 0.1]", directory / "probe-bank.yaml")
+    bank = (ROOT / "samples" / "bank.yaml").read_text(encoding="utf-8")
+    wrong.path.write_text(bank + "answers:\n  weights: [0.8, 0.1, 0.1]\n", encoding="utf-8")
+    return [right, wrong]
+
+
+def rule_is_exact(suite: Suite) -> bool:
+    """Whether this tree's `check` has the exact rounding rule (judged by issue 10's own two examples)."""
+    right, wrong = (p.result or {} for p in suite.probes)
+    return file_ok(right) and not file_ok(wrong) and wrong.get("error") is None
+
+
+def named_codes(suite: Suite) -> tuple[set[str], bool]:
+    """Every code `check` named anywhere in the suite, and whether it ever named two in one step."""
+    named: set[str] = set()
+    pairs = False
+    for case in suite.cases:
+        for step in (case.result or {}).get("steps", []):
+            named |= set(step.get("diagnosis") or [])
+            pairs |= len(step.get("diagnosis") or []) > 1
+    return named, pairs
+
+
+def exercise_id(exercise: Exercise) -> str:
+    """The exercise's id in the key form: unique over the suite (generate numbers each set from 01)."""
+    return exercise.id.replace("/", "-")
+
+
+def _one_folder_of_keys(directory: Path, exercises: Sequence[Exercise]) -> Path:
+    """Every key in one folder for `check --keys`, each under its suite-wide `exercise:` id."""
+    folder = directory / "keys"
+    folder.mkdir()
+    for e in exercises:
+        text = e.key.read_text(encoding="utf-8")
+        lines = [f"exercise: {exercise_id(e)}" if line.startswith("exercise:") else line for line in text.splitlines()]
+        (folder / f"{exercise_id(e)}.yaml").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return folder
 
 
 def student_file(case: Case) -> str:
@@ -335,11 +388,10 @@ def student_file(case: Case) -> str:
     answers = answers_yaml(case.work)
     if case.form == "self":
         return case.exercise.text.rstrip("\n") + "\n" + answers
-    exercise = yaml.safe_load(case.exercise.text).get("exercise")
-    return (f"exercise: {json.dumps(exercise)}\n" if exercise is not None else "") + answers
+    return f"exercise: {exercise_id(case.exercise)}\n" + answers
 
 
-def _grade(suite: Suite, batches: dict[str, tuple[Sequence[Case], list[str]]]) -> None:
+def _grade(suite: Suite, batches: dict[str, tuple[Sequence[Case | Probe], list[str]]]) -> None:
     """Run `check --format json` once per batch, side by side, and give each case its file's object."""
     running = {}
     for name, (cases, options) in batches.items():
@@ -376,7 +428,7 @@ def _steps(result: dict) -> dict[Key, dict]:
 def file_ok(result: dict) -> bool:
     if "status" in result:
         return result["status"] == "right"
-    return bool(result.get("ok")) and "error" not in result
+    return bool(result.get("ok")) and result.get("error") is None
 
 
 def _depends(key: Key, on: Key) -> bool:
@@ -389,7 +441,7 @@ def _depends(key: Key, on: Key) -> bool:
 def verdict(case: Case) -> tuple[str, str]:
     """(outcome, detail) of one case, from its JSON alone."""
     result = case.result or {}
-    if "error" in result or result.get("status") in ("not_graded", "problem_changed"):
+    if result.get("error") is not None or result.get("status") in ("not_graded", "problem_changed"):
         return NOT_GRADED, str(result.get("error", result.get("status")))[:200]
     steps = _steps(result)
     if case.kind == "careful":
