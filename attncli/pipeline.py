@@ -70,8 +70,8 @@ def grade(
 
     A homework file holds both, so the answers default to the problem's own source; an answer
     key (`attncli generate --answers`), a problem or its solution serves as the problem for a
-    student's answers. `options` are attncli.grading.grade's (`tolerance=`, ...), which win over
-    the ones the answers give.
+    student's answers; a key's `tolerance:`, `carry:`, ... then count, not the student's.
+    `options` are attncli.grading.grade's (`tolerance=`, ...), which win over both.
     """
     if text is not None:
         answers = yamldoc.load(text, name)
@@ -79,14 +79,18 @@ def grade(
     if isinstance(source, (Problem, Steps)):
         raise fail("check.no_answers").at(source=_problem(source).source, field="answers")
     document = _document(source)
+    settings = None  # the answers' own tolerance:, carry:, ... unless a key says otherwise
     if isinstance(key_or_problem, Steps):
         steps = key_or_problem
     elif isinstance(key_or_problem, Problem):
         steps = solve(key_or_problem)
-    else:  # a homework file is read once, for the problem and for the answers
-        steps = solve(load(document if answers is None else key_or_problem))
+    elif answers is None:  # a homework file is read once, for the problem and for the answers
+        steps = solve(load(document))
+    else:
+        key = _document(key_or_problem)
+        steps, settings = solve(load(key)), attncli.parsing.answers.read_settings(key)
     file = document.name if isinstance(source, Document) else os.fspath(source)
-    return grading.grade(steps, attncli.parsing.answers.parse(document, steps), file=file, **options)
+    return grading.grade(steps, attncli.parsing.answers.parse(document, steps, settings), file=file, **options)
 
 
 @functools.wraps(kernel.attention)

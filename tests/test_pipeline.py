@@ -63,6 +63,15 @@ def test_grade_reads_a_homework_file_once_or_answers_against_a_key() -> None:
     assert pipeline.grade(solved, text="answers: {output: [1.4205, 0.5795]}").ok
 
 
+def test_a_keys_tolerance_counts_not_the_students(tmp_path: Path) -> None:
+    bank = (ROOT / "samples" / "bank.yaml").read_text(encoding="utf-8")
+    (tmp_path / "key.yaml").write_text(bank + "tolerance: 0.001\n", encoding="utf-8")
+    (tmp_path / "plain.yaml").write_text(bank, encoding="utf-8")
+    student = "tolerance: 0.00001\nanswers: {weights: [0.6660, 0.2440, 0.0900]}\n"  # 8e-4 off: 4 decimals allow 1.5e-4
+    assert pipeline.grade(tmp_path / "key.yaml", text=student).ok
+    assert not pipeline.grade(tmp_path / "plain.yaml", text=student).ok
+
+
 def test_every_failure_is_an_attn_error() -> None:
     calls = [
         lambda: pipeline.load("no/such/file.yaml"),

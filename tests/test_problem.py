@@ -86,9 +86,13 @@ def test_given_scores_or_the_vectors(scores_at: str, vectors_at: str) -> None:
         np.testing.assert_array_equal(head.queries, vectors)
 
 
-def test_every_score_kind_is_declared() -> None:
-    assert set(KINDS) == {*SCORE_KINDS, GIVEN}
-    assert GIVEN not in SCORE_KINDS  # a file asks for scores by giving them, never by `score: given`
+def test_given_is_a_declared_kind_that_no_file_can_ask_for() -> None:
+    """Scores are given by giving them; `score: given` is refused like any unknown kind, and so is a typo in code."""
+    assert GIVEN in KINDS and GIVEN not in SCORE_KINDS
+    text = "tokens: [a]\nqueries: [[1]]\nkeys: [[1]]\nvalues: [[1]]\nscore: given\n"
+    with pytest.raises(AttnError) as caught:
+        problem_file.parse(yamldoc.load(text, "p.yaml"))
+    assert (caught.value.key, caught.value.where.line) == ("problem.unknown_score", 5)
     with pytest.raises(ValueError, match="dott"):
         Score("dott", 1.0)
 
