@@ -28,12 +28,22 @@ class Where:
     field: str | None = None
 
 
+@dataclass(frozen=True)
+class Message:
+    """A catalogue key and its parameters, translated only when printed: a hint inside an error's message."""
+
+    key: str
+    params: dict[str, object] = field(default_factory=dict)
+
+
 @dataclass
 class AttnError(Exception):
     """Anything wrong with what the user gave us.
 
     `key` names a message in the catalogue (attncli/i18n) and `params` fill its
-    placeholders, so the text is chosen in the user's language only when printed.
+    placeholders, so the text is chosen in the user's language only when printed
+    (attncli.i18n.describe); a parameter that is a `Message`, such as a hint, is
+    translated then too.
     """
 
     key: str
@@ -59,6 +69,11 @@ def fail(key: str, /, **params: object) -> AttnError:
     `key` is positional-only so that a message may have a placeholder called `key` too.
     """
     return AttnError(key, dict(params))
+
+
+def hint(key: str, /, **params: object) -> Message:
+    """A part of an error's message, passed as one of its parameters: `fail(key, hint=hint("hint.x", name=n))`."""
+    return Message(key, dict(params))
 
 
 def listed(names: Sequence[str]) -> str:

@@ -70,23 +70,23 @@ def parse_tokens(text: str) -> int | tuple[str, ...]:
     if text.isdigit():
         count = int(text)
         if not 1 <= count <= MAX_TOKENS:
-            raise fail("generate.bad_tokens", got=text, limit=MAX_TOKENS).at(source="--tokens")
+            raise fail("generate.bad_tokens", got=text, limit=MAX_TOKENS)
         return count
     names = tuple(name.strip() for name in text.split(",") if name.strip())
     if not 1 <= len(names) <= MAX_TOKENS:
-        raise fail("generate.bad_tokens", got=text, limit=MAX_TOKENS).at(source="--tokens")
+        raise fail("generate.bad_tokens", got=text, limit=MAX_TOKENS)
     for name in names:
         if names.count(name) > 1:
-            raise fail("generate.duplicate_token", name=name).at(source="--tokens")
+            raise fail("generate.duplicate_token", name=name)
     return names
 
 
 def validate(options: Options) -> None:
     """Refuse options the generator cannot make a hand-doable exercise for."""
     if options.score not in SCORES:
-        raise fail("generate.bad_score", name=options.score, known=", ".join(SCORES)).at(source="--score")
+        raise fail("generate.bad_score", name=options.score, known=", ".join(SCORES)).at(field="score")
     if options.mask not in MASKS:
-        raise fail("generate.bad_mask", name=options.mask).at(source="--mask")
+        raise fail("generate.bad_mask", name=options.mask).at(field="mask")
 
 
 def exercise(options: Options, seed: int) -> str:

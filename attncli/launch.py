@@ -1,23 +1,93 @@
-"""The `attncli` program: loads the command line, so that Ctrl-C while it loads also ends with one line.
+"""The `attncli` program, and `ending`: the exit ladder every way out of a run goes through.
 
 The language is chosen first: the commands build their --help texts as they load.
+Nothing heavy is imported here, so that Ctrl-C while the command line loads also
+ends with one line.
 """
 
+from __future__ import annotations
+
+import contextlib
+import os
 import sys
+import traceback
+from typing import TextIO
 
 
 def main() -> None:
+    arguments = sys.argv[1:]
     try:
-        from attncli.i18n import language_in_arguments, set_language
+        from attncli.i18n import LANGUAGE, language_from_environment, language_in_arguments
 
-        set_language(language_in_arguments(sys.argv[1:]))  # before the commands build their --help texts
+        LANGUAGE.set(language_in_arguments(arguments) or language_from_environment())
         from attncli.cli import main as run
 
         run()
-    except KeyboardInterrupt:
-        from attncli.errors import ExitCode
-        from attncli.i18n import language_in_arguments, set_language, t
+    except SystemExit:  # the command line ended itself, through `ending`
+        raise
+    except BaseException as error:  # Ctrl-C (or a bug) while the command line loads
+        sys.exit(ending(error, debug="--debug" in arguments))
 
-        set_language(language_in_arguments(sys.argv[1:]))
-        print(f"attncli: {t('cli.interrupted')}", file=sys.stderr)
-        sys.exit(ExitCode.INTERRUPTED)
+
+def ending(error: BaseException, debug: bool = False) -> int:
+    """What attncli says on stderr and returns to the shell for whatever ended a run: the whole exit ladder.
+
+    The user's mistake (an AttnError, a usage error) is one line and 2; Ctrl-C one
+    line and 130; a reader that closed the pipe (`| head`) nothing and 0; anything
+    else is our bug: one line (the traceback with --debug) and 70. A run that ended
+    itself (typer.Exit, SystemExit) keeps its code. The language is the run's.
+    """
+    from attncli.errors import AttnError, ExitCode
+    from attncli.i18n import describe, t
+
+    if isinstance(error, AttnError):
+        say(describe(error))
+        return ExitCode.BAD_INPUT
+    if isinstance(error, KeyboardInterrupt):
+        say(t("cli.interrupted"))
+        return ExitCode.INTERRUPTED
+    if isinstance(error, BrokenPipeError):
+        silence_stdout()
+        return ExitCode.OK
+    if isinstance(error, SystemExit):  # Typer ends help sent to a closed pipe (`| head`) with status 1
+        return ExitCode.OK if error.code in (None, 1) else int(error.code)
+    if type(error).__module__.partition(".")[0] == "typer":  # only then need Typer be loaded
+        import typer
+
+        if isinstance(error, typer.Exit):
+            return error.exit_code
+        if isinstance(error, typer.Abort):
+            say(t("cli.interrupted"))
+            return ExitCode.INTERRUPTED
+        if isinstance(error, typer.TyperException):  # a bad flag, a missing argument: Click's usage errors
+            if type(error).__name__ != "NoArgsIsHelpError":  # the help has been printed already
+                context = getattr(error, "ctx", None)
+                command = context.command_path if context else "attncli"
+                say(t("cli.usage", message=error.format_message(), command=command))
+            return ExitCode.BAD_INPUT
+    if debug:
+        traceback.print_exception(error)
+    say(t("cli.internal", error=f"{type(error).__name__}: {error}"))
+    return ExitCode.INTERNAL
+
+
+def say(line: str, stderr: TextIO | None = None) -> None:
+    """One line on stderr (`stderr`, else the process's), prefixed with the program's name.
+
+    Control characters (a newline or an escape sequence inside a field name, a token,
+    an expression) are shown escaped: the message stays one line, and a hostile file
+    cannot send commands to the terminal.
+    """
+    with contextlib.suppress(OSError):
+        print(f"attncli: {line.translate(_ESCAPED)}", file=stderr or sys.stderr)
+
+
+_ESCAPED = {
+    code: ascii(chr(code))[1:-1] for code in (*range(0x20), *range(0x7F, 0xA0), 0x2028, 0x2029)
+}  # C0, DEL, C1, and the Unicode line and paragraph separators
+
+
+def silence_stdout() -> None:
+    """Point stdout at /dev/null, so that the interpreter's last flush of what could not be written stays quiet."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())

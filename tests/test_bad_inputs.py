@@ -24,7 +24,7 @@ from typer.testing import CliRunner
 from attncli.cli import app
 from attncli.cli.app import EXIT_CODES_HELP
 from attncli.errors import ExitCode
-from tests.conftest import ROOT
+from tests.paths import ROOT
 
 CORPUS = Path(__file__).parent / "corpus"
 CASES = yaml.safe_load((CORPUS / "cases.yaml").read_text(encoding="utf-8"))

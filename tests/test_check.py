@@ -17,7 +17,7 @@ from typer.testing import CliRunner, Result
 from attncli import grading, pipeline
 from attncli.cli import app
 from attncli.parsing import answers
-from tests.conftest import SAMPLES
+from tests.paths import SAMPLES
 
 CASES = Path(__file__).parent / "check_cases"
 ENV = {"LC_ALL": None, "LC_MESSAGES": None, "LANG": None, "COLUMNS": "100", "NO_COLOR": None, "FORCE_COLOR": None}

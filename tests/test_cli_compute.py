@@ -25,7 +25,7 @@ from typer.testing import CliRunner, Result
 
 from attncli import pipeline
 from attncli.cli import app
-from tests.conftest import ROOT, SAMPLES
+from tests.paths import ROOT, SAMPLES
 
 GOLDEN = Path(__file__).parent / "golden" / "bank.en.txt"
 BANK = str(SAMPLES / "bank.yaml")

@@ -11,7 +11,7 @@ from typer.testing import CliRunner, Result
 
 from attncli import probes
 from attncli.cli import app
-from tests.conftest import SAMPLES
+from tests.paths import SAMPLES
 
 E = math.e
 SCREEN = {"LC_ALL": None, "LC_MESSAGES": None, "LANG": None, "LANGUAGE": None, "NO_COLOR": None, "COLUMNS": "80"}

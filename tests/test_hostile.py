@@ -7,6 +7,7 @@ math.hypot and hand calculations, never with attncli's own helpers.
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import math
@@ -21,6 +22,7 @@ from typer.testing import CliRunner, Result
 
 from attncli import core, probes
 from attncli.cli import app, progress
+from attncli.cli.environment import Environment
 from attncli.parsing import problem_file
 from tests.test_bad_inputs import run_limited
 
@@ -209,10 +211,11 @@ class Terminal(io.StringIO):
         return True
 
 
-def test_the_progress_bar_shows_only_for_long_runs_on_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_progress_bar_shows_only_for_long_runs_on_a_terminal() -> None:
+    process = Environment.of_process(None, plain=True)
     for stream, total, shown in ((Terminal(), 10**9, True), (Terminal(), 10, False), (io.StringIO(), 10**9, False)):
-        monkeypatch.setattr("sys.stderr", stream)
-        with progress.bar(total, "Drawing") as advance:
+        env = dataclasses.replace(process, stderr=stream, stderr_is_terminal=stream.isatty())
+        with progress.bar(total, "Drawing", env) as advance:
             advance(total // 2)
             advance(total - total // 2)
         assert ("Drawing" in stream.getvalue()) is shown, stream.getvalue()

@@ -21,7 +21,7 @@ from typer.testing import CliRunner, Result
 
 from attncli.cli import app
 from attncli.i18n import en, es, language_from_environment, language_in_arguments
-from tests.conftest import ROOT, SAMPLES
+from tests.paths import ROOT, SAMPLES
 
 GOLDEN = Path(__file__).parent / "golden"
 ARTICLE_NUMBERS = ("2.8284", "0.7071", "11.1073", "0.6652", "0.2447", "0.0900", "[1.4205, 0.5795]")

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from attncli import attention, core, kernel
 from attncli.problem import Head, Score
-from tests.conftest import ROOT
+from tests.paths import ROOT
 
 EPS = np.finfo(np.float64).eps
 

@@ -26,7 +26,7 @@ import pytest
 from typer.testing import CliRunner
 
 from attncli.cli import app
-from tests.conftest import ROOT, SAMPLES
+from tests.paths import ROOT, SAMPLES
 
 BANK = str(SAMPLES / "bank.yaml")
 ENVIRONMENT = {**os.environ, "PYTHONPATH": str(ROOT), "LANG": "C.UTF-8"}

@@ -19,8 +19,8 @@ from typer.testing import CliRunner, Result
 from attncli import core, pipeline, probes
 from attncli.cli import app
 from attncli.errors import AttnError
-from attncli.i18n import en
-from tests.conftest import SAMPLES
+from attncli.i18n import describe, en
+from tests.paths import SAMPLES
 
 E = math.e
 Z = E**2 + E + 1
@@ -165,14 +165,14 @@ def test_interventions_never_change_the_original() -> None:
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (("--ablate", "river"), "--ablate river: not a token (tokens: fisherman, net, bank); join several with +"),
-        (("--ablate", "fisherman+net+bank"), "--ablate fisherman+net+bank leaves query 'bank' no key to attend to"),
-        (("--ablate-head", "2"), "--ablate-head 2: there is no such head (heads are numbered 1 to 1)"),
+        (("--ablate", "river"), "--ablate: 'river' is not a token (tokens: fisherman, net, bank); join several with +"),
+        (("--ablate", "fisherman+net+bank"), "--ablate: removing fisherman+net+bank leaves query 'bank' no key to"),
+        (("--ablate-head", "2"), "--ablate-head: there is no head 2 (heads are numbered 1 to 1)"),
         (
             ("--weights", "shuffle"),
             "--weights: expected uniform, permute or permute:SEED (a whole number), got 'shuffle'",
         ),
-        (("--norms", "--format", "csv"), "--norms, --ablate, --ablate-head and --weights show in human output or"),
+        (("--norms", "--format", "csv"), "--format: csv does not show norms or interventions; human output and json"),
     ],
 )
 def test_bad_analysis_options_are_one_line_of_bad_input(args: tuple[str, ...], message: str) -> None:
@@ -183,9 +183,19 @@ def test_bad_analysis_options_are_one_line_of_bad_input(args: tuple[str, ...], m
     assert line.startswith(f"attncli: {message}")
 
 
-def test_api_errors_are_attn_errors() -> None:
-    with pytest.raises(AttnError):
-        probes.ablate(solve("bank.yaml"), "river")
+def test_api_errors_are_attn_errors_that_name_no_flag() -> None:
+    """The library does not know the command line: the CLI places its errors at the flags."""
+    steps = solve("bank.yaml")
+    for call in (
+        lambda: probes.ablate(steps, "river"),
+        lambda: probes.ablate_head(steps, 2),
+        lambda: probes.parse_weights("shuffle"),
+        lambda: probes.scaling([0]),
+    ):
+        with pytest.raises(AttnError) as caught:
+            call()
+        assert caught.value.where.source is None
+        assert "--" not in describe(caught.value)
 
 
 # JSON

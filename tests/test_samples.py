@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from attncli import core, pipeline
-from tests.conftest import SAMPLES
+from tests.paths import SAMPLES
 
 E = math.e
 R2 = 1 / math.sqrt(2)  # the scale 1/√d_k for d_k = 2

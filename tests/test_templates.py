@@ -16,7 +16,7 @@ from attncli import core, grading, pipeline, yamldoc
 from attncli.cli import app
 from attncli.parsing import answers
 from tests import reference
-from tests.conftest import SAMPLES
+from tests.paths import SAMPLES
 
 ENV = {"LC_ALL": None, "LC_MESSAGES": None, "LANG": None, "COLUMNS": "100", "NO_COLOR": None, "FORCE_COLOR": None}
 BANK = (SAMPLES / "bank.yaml").read_text(encoding="utf-8")

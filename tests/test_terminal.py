@@ -24,7 +24,7 @@ from rich.cells import cell_len
 from typer.testing import CliRunner
 
 from attncli.cli import app
-from tests.conftest import ROOT, SAMPLES
+from tests.paths import ROOT, SAMPLES
 
 BANK = str(SAMPLES / "bank.yaml")
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07")

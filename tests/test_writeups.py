@@ -24,7 +24,7 @@ from attncli.problem import Projection
 from attncli.render import human, latex, markdown
 from attncli.render.layout import fit, to_text
 from attncli.render.walk import View
-from tests.conftest import SAMPLES
+from tests.paths import SAMPLES
 
 ENV = {"LC_ALL": None, "LC_MESSAGES": None, "LANG": None}
 ARTICLE = ("2.8284", "11.1073", "0.6652", "0.2447", "0.0900", "[1.4205, 0.5795]")

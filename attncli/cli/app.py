@@ -9,50 +9,43 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import inspect
 import sys
-import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Annotated, Any, Optional, TypeVar
 
 import typer
-from typer._click import exceptions as _clicks  # Typer ≥ 0.26 carries its own copy of click
 from typer.core import TyperGroup
 
 from attncli import __version__
-from attncli.cli.output import silence_stdout
-from attncli.errors import AttnError, ExitCode, fail
-from attncli.i18n import LANGUAGES, language_in_arguments, set_language, t
+from attncli.cli.environment import Environment
+from attncli.errors import AttnError, ExitCode, Where, fail
+from attncli.i18n import LANGUAGE, LANGUAGES, language_from_environment, language_in_arguments, t
+from attncli.launch import ending
 
 EXIT_CODES_HELP = t("help.exit_codes")
 
 
 class _OneLineErrors(TyperGroup):
-    """Typer's command group, with usage errors (a bad flag, a missing argument) on one line of stderr.
+    """Typer's command group, ending every run through `ending`: usage errors (a bad flag, a missing
+    argument) on one line of stderr, in the language of --lang.
 
     Typer would print them in a framed panel of several lines; every other error of
     attncli is one line, and scripts read the first line of stderr.
     """
 
-    def main(self, *args: Any, standalone_mode: bool = True, **kwargs: Any) -> Any:
+    def main(self, args: Sequence[str] | None = None, *rest: Any, standalone_mode: bool = True, **kwargs: Any) -> Any:
         if not standalone_mode:
-            return super().main(*args, standalone_mode=False, **kwargs)
+            return super().main(args, *rest, standalone_mode=False, **kwargs)
+        arguments = sys.argv[1:] if args is None else list(args)
+        language = LANGUAGE.set(language_in_arguments(arguments) or language_from_environment())
         try:
-            code = super().main(*args, standalone_mode=False, **kwargs)
-        except _clicks.UsageError as error:
-            if type(error).__name__ != "NoArgsIsHelpError":  # the help has been printed already
-                set_language(language_in_arguments(sys.argv[1:]))
-                command = error.ctx.command_path if error.ctx else self.name
-                say(t("cli.usage", message=error.format_message(), command=command))
-            sys.exit(ExitCode.BAD_INPUT)
-        except _clicks.ClickException as error:
-            say(error.format_message())
-            sys.exit(error.exit_code)
-        except typer.Abort:
-            say(t("cli.interrupted"))
-            sys.exit(ExitCode.INTERRUPTED)
-        except SystemExit as stop:  # Rich and Typer end help sent to a closed pipe (`| head`) with status 1
-            sys.exit(ExitCode.OK if stop.code == 1 else stop.code)
+            code = super().main(arguments, *rest, standalone_mode=False, **kwargs)
+        except BaseException as error:
+            code = ending(error, debug="--debug" in arguments)
+        finally:
+            LANGUAGE.reset(language)
         sys.exit(code if isinstance(code, int) else ExitCode.OK)
 
 
@@ -95,65 +88,55 @@ def choose(value: str, known: Sequence[str], option: str, message: str = "cli.ba
     return value
 
 
-def boundary(command: Command) -> Command:
-    """Turn whatever a command raises into one line on stderr and a documented exit code.
+@contextlib.contextmanager
+def located(option: str | None = None) -> Iterator[None]:
+    """Place an AttnError raised inside at a command-line option: `option`, or the one named like its field.
 
-    The command must take `lang` and `debug` keyword arguments (the Lang and Debug options).
+    The library names its own parameters (`tokens`, `score`) and never a flag; the
+    command line knows which flag gave each value.
     """
-
-    @functools.wraps(command)
-    def run(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return _reported(command, args, kwargs)
-        except typer.Exit:
-            raise
-        except Exception as error:  # anything else is our bug, not the user's (even one in reporting an error)
-            if kwargs.get("debug"):
-                traceback.print_exc()
-            say(t("cli.internal", error=f"{type(error).__name__}: {error}"))
-            raise typer.Exit(ExitCode.INTERNAL) from None
-
-    return run  # type: ignore[return-value]
-
-
-def _reported(command: Callable[..., Any], args: tuple, kwargs: dict[str, Any]) -> Any:
-    """Run `command`, turning the user's mistakes, Ctrl-C and a closed pipe into exit codes."""
     try:
-        set_language(kwargs.get("lang"))  # an unknown --lang is reported like any bad input
-        return command(*args, **kwargs)
+        yield
     except AttnError as error:
-        say(describe(error))
-        raise typer.Exit(ExitCode.BAD_INPUT) from None
-    except KeyboardInterrupt:
-        say(t("cli.interrupted"))
-        raise typer.Exit(ExitCode.INTERRUPTED) from None
-    except BrokenPipeError:
-        silence_stdout()
-        raise typer.Exit(ExitCode.OK) from None
+        where = error.where
+        if where.source is None and (option or where.field):
+            error.where = Where(option or f"--{where.field}", where.line, where.field if option else None)
+        raise
 
 
-def describe(error: AttnError) -> str:
-    """`file:line: field: message`, leaving out what is not known."""
-    where = error.where
-    place = ":".join(str(part) for part in (where.source, where.line) if part is not None)
-    parts = [part for part in (place, where.field, t(error.key, **error.params)) if part]
-    return ": ".join(parts)
+def boundary(command: Command) -> Command:
+    """Run `command` with the run's `Environment` as its first argument, and end it through `ending`.
 
-
-def say(line: str) -> None:
-    """One line on stderr, prefixed with the program's name.
-
-    Control characters (a newline or an escape sequence inside a field name, a token,
-    an expression) are shown escaped: the message stays one line, and a hostile file
-    cannot send commands to the terminal.
+    Typer sees the command's options without that first argument. The command must
+    take `lang` and `debug` (the Lang and Debug options); `no_color` and `format`,
+    when it has them, decide the colour.
     """
-    with contextlib.suppress(OSError):
-        print(f"attncli: {line.translate(_ESCAPED)}", file=sys.stderr)
+    return _Bounded(command)  # type: ignore[return-value]
 
 
-_ESCAPED = {
-    code: ascii(chr(code))[1:-1] for code in (*range(0x20), *range(0x7F, 0xA0), 0x2028, 0x2029)
-}  # C0, DEL, C1, and the Unicode line and paragraph separators
+class _Bounded:
+    """A command inside the boundary; Typer reads its signature only when it builds this very command."""
+
+    def __init__(self, command: Callable[..., Any]) -> None:
+        functools.update_wrapper(self, command)
+        self._command = command
+
+    @functools.cached_property
+    def __signature__(self) -> inspect.Signature:  # evaluating the annotations costs milliseconds per command
+        signature = inspect.signature(self._command, eval_str=True)
+        return signature.replace(parameters=tuple(signature.parameters.values())[1:])
+
+    def __call__(self, **options: Any) -> Any:
+        language = LANGUAGE.set(language_from_environment())  # an unknown --lang is reported in this one
+        try:
+            plain = options.get("no_color", False) or options.get("format") == "text"
+            environment = Environment.of_process(options.get("lang"), plain)
+            LANGUAGE.set(environment.language)
+            return self._command(environment, **options)
+        except BaseException as error:
+            raise typer.Exit(ending(error, debug=options.get("debug", False))) from None
+        finally:
+            LANGUAGE.reset(language)
 
 
 def _version(value: bool) -> None:

@@ -6,10 +6,12 @@ from typing import Annotated, Optional
 
 import typer
 
-from attncli.cli.app import Debug, Lang, NoColor, app, boundary, choose, describe, epilog, format_option, say
+from attncli.cli.app import Debug, Lang, NoColor, app, boundary, choose, epilog, format_option
+from attncli.cli.environment import Environment
 from attncli.cli.output import print_human, write
 from attncli.errors import AttnError, ExitCode
-from attncli.i18n import t
+from attncli.i18n import describe, t
+from attncli.launch import say
 
 FORMATS = ("rich", "text", "json", "csv")
 Format = format_option(FORMATS)
@@ -25,6 +27,7 @@ EXAMPLES = epilog(
 @app.command(help=t("help.check"), epilog=EXAMPLES)
 @boundary
 def check(
+    env: Environment,
     files: Annotated[list[str], typer.Argument(help=t("help.check.files"))],
     tolerance: Annotated[Optional[float], typer.Option(min=0, help=t("help.check.tolerance"))] = None,
     precision: Annotated[int, typer.Option(min=0, max=17, help=t("help.check.precision"))] = 4,
@@ -43,20 +46,18 @@ def check(
             results.append((file, pipeline.grade(file, tolerance=tolerance)))
         except AttnError as error:
             message = describe(error)
-            say(message)
+            say(message, env.stderr)
             results.append((file, message))
     reports = [result for _, result in results if isinstance(result, grading.Report)]
     if format == "json":
-        write(check_report.json_lines(results), None)
+        write(check_report.json_lines(results), None, env)
     elif format == "csv":
-        write(check_report.csv_text(reports), None)
+        write(check_report.csv_text(reports), None, env)
     elif len(files) == 1:
         if reports:
-            print_human(
-                lambda width: check_report.human(reports[0], precision, width), None, no_color or format == "text"
-            )
+            print_human(lambda width: check_report.human(reports[0], precision, width), None, env)
     else:
-        write(check_report.summaries(results), None)
+        write(check_report.summaries(results), None, env)
     if len(reports) < len(results):
         raise typer.Exit(ExitCode.BAD_INPUT)
     if not all(report.ok for report in reports):

@@ -7,6 +7,7 @@ from typing import Annotated
 import typer
 
 from attncli.cli.app import Debug, Lang, NoColor, Output, Precision, app, boundary, choose, epilog, format_option
+from attncli.cli.environment import Environment
 from attncli.cli.output import print_human, write
 from attncli.i18n import t
 
@@ -21,6 +22,7 @@ EXAMPLES = epilog(
 @app.command(help=t("help.compare"), epilog=EXAMPLES)
 @boundary
 def compare(
+    env: Environment,
     a: Annotated[str, typer.Argument(help=t("help.compare.a"))],
     b: Annotated[str, typer.Argument(help=t("help.compare.b"))],
     precision: Precision = 4,
@@ -39,6 +41,6 @@ def compare(
     if format == "json":
         from attncli.render import json_doc
 
-        write(json_doc.compare_document(record), output)
+        write(json_doc.compare_document(record), output, env)
         return
-    print_human(lambda width: analysis.compare(record, precision, width), output, plain=no_color or format == "text")
+    print_human(lambda width: analysis.compare(record, precision, width), output, env)

@@ -2,23 +2,34 @@
 
 from __future__ import annotations
 
-import io
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
-from attncli.cli.app import Debug, Lang, NoColor, Output, Precision, app, boundary, choose, epilog, format_option
-from attncli.cli.output import FILE_WIDTH, print_human, print_lines, stdout_is_terminal, write
+from attncli.cli.app import (
+    Debug,
+    Lang,
+    NoColor,
+    Output,
+    Precision,
+    app,
+    boundary,
+    choose,
+    epilog,
+    format_option,
+    located,
+)
+from attncli.cli.environment import Environment
+from attncli.cli.output import print_human, save_pictures, write
 from attncli.errors import fail, listed
 from attncli.i18n import t
-from attncli.render import BINARY_FORMATS, DOCUMENT_FORMATS, HUMAN_FORMATS, MAX_DOCUMENT_CELLS
-from attncli.render.layout import Line, fit
+from attncli.render import BINARY_FORMATS, DOCUMENT_FORMATS, HUMAN_FORMATS, refuse
 
 if TYPE_CHECKING:
     from attncli.core import Steps
     from attncli.probes import Intervention, Norms
+    from attncli.problem import Problem
 
 FORMATS = HUMAN_FORMATS + DOCUMENT_FORMATS
 Format = format_option(FORMATS)
@@ -38,6 +49,7 @@ EXAMPLES = epilog(
 @app.command(help=t("help.compute"), epilog=EXAMPLES)
 @boundary
 def compute(
+    env: Environment,
     file: Annotated[Optional[str], typer.Argument(help=t("help.compute.file"))] = None,
     tokens: Annotated[Optional[str], typer.Option(help=t("help.compute.tokens"))] = None,
     query_tokens: Annotated[Optional[str], typer.Option(help=t("help.compute.query_tokens"))] = None,
@@ -67,89 +79,57 @@ def compute(
 ) -> None:
     choose(format, FORMATS, "--format")
     choose(dtype, DTYPES, "--dtype", "cli.bad_dtype")
-    if format in BINARY_FORMATS and output is None and not quiet and stdout_is_terminal():
-        raise fail("cli.binary_to_terminal", format=format).at(source="--format")
-    options = {
-        "tokens": tokens,
-        "query_tokens": query_tokens,
-        "queries": queries,
-        "keys": keys,
-        "values": values,
-        "scores": scores,
-        "mask": mask,
-        "score": score,
-        "scale": scale,
-    }
-    flags = {name: value for name, value in options.items() if value is not None}
+    with located("--format"):
+        if format in BINARY_FORMATS and output is None and not quiet and env.stdout_is_terminal:
+            raise fail("cli.binary_to_terminal", format=format)
+        refuse(format, analyses=norms or bool(ablate or ablate_head or weights))
+    given = {"tokens": tokens, "query_tokens": query_tokens, "queries": queries, "keys": keys, "values": values}
+    given |= {"scores": scores, "mask": mask, "score": score, "scale": scale}
+    flags = {name: value for name, value in given.items() if value is not None}
     if file is None and not flags:
         raise fail("cli.no_input")
-    analysing = norms or bool(ablate or ablate_head or weights)
-    if analysing and format in DOCUMENT_FORMATS and format != "json":
-        raise fail("analysis.needs_human_or_json", format=format)
     from attncli import pipeline, render
 
     parsed = pipeline.load(file, flags, dtype=dtype)
-    cells = len(parsed.heads) * parsed.mask.size
-    if format in DOCUMENT_FORMATS and format not in BINARY_FORMATS and cells > MAX_DOCUMENT_CELLS and not quiet:
-        raise fail("cli.too_many_cells", format=format, cells=cells, limit=MAX_DOCUMENT_CELLS).at(source="--format")
-    for name in follow or ():
-        if name not in parsed.query_tokens:
-            raise fail("cli.unknown_follow", name=name, names=listed(parsed.query_tokens))
+    with located("--format"):
+        refuse(format, problem=None if quiet else parsed)
+    _check_follow(follow or [], parsed)
     steps = pipeline.solve(parsed)
-    norm_record, interventions = _analyse(steps, norms, ablate, ablate_head, weights) if analysing else (None, ())
-    from attncli.render import analysis, human
-
-    followed = tuple(follow) if follow else None
-    view = human.View(precision=precision, follow=followed, heatmap=heatmap)
-
-    def build(width: int) -> list[Line]:
-        extra = analysis.norms(norm_record, steps, precision, width) if norm_record else []
-        extra += analysis.interventions(interventions, steps, precision, width) if interventions else []
-        return human.render(steps, view, width, extra)
-
+    found, changes = _probe(steps, norms, ablate or [], ablate_head or [], weights or [])
+    shape = {"precision": precision, "follow": tuple(follow) if follow else None}
+    build = render.human_lines(steps, **shape, heatmap=heatmap, norms=found, interventions=changes)
     if svg or html:
-        _save_pictures(build, svg, html, steps.problem.title or "attncli", no_color)
+        save_pictures(build, svg, html, steps.problem.title or "attncli", no_color, env)
     if quiet and output is None:
         return
     if format in DOCUMENT_FORMATS:
-        content = render.document(
-            steps, format, precision=precision, follow=followed, norms=norm_record, interventions=interventions
-        )
-        write(content, output)
+        write(render.document(steps, format, **shape, norms=found, interventions=changes), output, env)
     else:
-        print_human(build, output, plain=no_color or format == "text")
+        print_human(build, output, env)
 
 
-def _analyse(
-    steps: Steps,
-    norms: bool,
-    ablate: list[str] | None,
-    ablate_head: list[int] | None,
-    weights: list[str] | None,
+def _check_follow(follow: list[str], parsed: Problem) -> None:
+    for name in follow:
+        if name not in parsed.query_tokens:
+            raise fail("cli.unknown_follow", name=name, names=listed(parsed.query_tokens))
+
+
+def _probe(
+    steps: Steps, norms: bool, ablate: list[str], ablate_head: list[int], weights: list[str]
 ) -> tuple[Norms | None, tuple[Intervention, ...]]:
-    """The norm-based view and the interventions the options ask for; the original `steps` stay as they are."""
+    """The norm-based view and the interventions the options ask for, each error placed at its option.
+
+    The original `steps` stay as they are.
+    """
+    if not (norms or ablate or ablate_head or weights):
+        return None, ()
     from attncli import probes
 
-    probes.check_memory(steps, norms, len(ablate or ()) + len(ablate_head or ()) + len(weights or ()))
-    interventions = (
-        *(probes.ablate(steps, name) for name in ablate or ()),
-        *(probes.ablate_head(steps, number) for number in ablate_head or ()),
-        *(probes.replace_weights(steps, *probes.parse_weights(text)) for text in weights or ()),
-    )
-    return (probes.norms(steps) if norms else None), interventions
-
-
-def _save_pictures(
-    build: Callable[[int], list[Line]], svg: Path | None, html: Path | None, title: str, plain: bool
-) -> None:
-    """Record the human output on a Rich console and save it as SVG and/or HTML, each file written whole."""
-    from rich.console import Console
-
-    console = Console(
-        record=True, file=io.StringIO(), width=FILE_WIDTH, force_terminal=True, color_system="truecolor", no_color=plain
-    )
-    print_lines(console, fit(build(FILE_WIDTH), FILE_WIDTH))
-    if svg:
-        write(console.export_svg(title=title, clear=False), svg)
-    if html:
-        write(console.export_html(inline_styles=True, clear=False), html)
+    probes.check_memory(steps, norms, len(ablate) + len(ablate_head) + len(weights))
+    with located("--ablate"):
+        removed = [probes.ablate(steps, name) for name in ablate]
+    with located("--ablate-head"):
+        zeroed = [probes.ablate_head(steps, number) for number in ablate_head]
+    with located("--weights"):
+        replaced = [probes.replace_weights(steps, *probes.parse_weights(text)) for text in weights]
+    return (probes.norms(steps) if norms else None), (*removed, *zeroed, *replaced)

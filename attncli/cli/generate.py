@@ -8,7 +8,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from attncli.cli.app import Debug, Lang, app, boundary, epilog
+from attncli.cli.app import Debug, Lang, app, boundary, epilog, located
+from attncli.cli.environment import Environment
 from attncli.cli.output import write
 from attncli.errors import fail
 from attncli.i18n import t
@@ -25,6 +26,7 @@ EXAMPLES = epilog(
 @app.command(help=t("help.generate"), epilog=EXAMPLES)
 @boundary
 def generate(
+    env: Environment,
     tokens: Annotated[Optional[str], typer.Option(help=t("help.generate.tokens"))] = None,
     dk: Annotated[int, typer.Option("--dk", min=1, max=8, help=t("help.generate.dk"))] = 2,
     dv: Annotated[Optional[int], typer.Option("--dv", min=1, max=8, help=t("help.generate.dv"))] = None,
@@ -41,8 +43,10 @@ def generate(
 ) -> None:
     from attncli import exercises
 
+    with located("--tokens"):
+        parsed = exercises.parse_tokens(tokens) if tokens is not None else None
     options = exercises.Options(
-        tokens=exercises.parse_tokens(tokens) if tokens is not None else None,
+        tokens=parsed,
         d_k=dk,
         d_v=dv,
         heads=heads,
@@ -51,11 +55,12 @@ def generate(
         projections=projections,
         answers=answers,
     )
-    exercises.validate(options)
+    with located():
+        exercises.validate(options)
     if seed is None:
         seed = random.SystemRandom().randrange(SEED_LIMIT)
     if count is None and output is None:
-        write(exercises.exercise(options, seed), None)
+        write(exercises.exercise(options, seed), None, env)
         return
     if output is None:
         raise fail("generate.count_needs_output").at(source="--count")
@@ -65,5 +70,5 @@ def generate(
     except OSError as error:
         raise fail("cli.output_failed", path=str(output), reason=error.strerror or str(error)) from None
     for name, text in files:
-        write(text, output / name)
-    write(t("generate.wrote", count=len(files) // 2, path=str(output)) + "\n", None)
+        write(text, output / name, env)
+    write(t("generate.wrote", count=len(files) // 2, path=str(output)) + "\n", None, env)

@@ -3,24 +3,24 @@
 from __future__ import annotations
 
 import errno
+import io
 import os
-import shutil
-import sys
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
+from attncli.cli.environment import FILE_WIDTH, Environment
 from attncli.errors import fail
+from attncli.launch import silence_stdout
 from attncli.render.layout import Line, fit, to_text
 
 if TYPE_CHECKING:
     from rich.console import Console
 
-FILE_WIDTH = 100
 STDOUT = "<stdout>"
 
 
-def write(content: str | bytes, output: Path | None) -> None:
+def write(content: str | bytes, output: Path | None, env: Environment) -> None:
     """Write to stdout, or to `output` whole or not at all.
 
     A regular file is written to a temporary file beside it, flushed to disk and
@@ -31,13 +31,13 @@ def write(content: str | bytes, output: Path | None) -> None:
     """
     data = content.encode("utf-8") if isinstance(content, str) else content
     if output is None:
-        stdout = _stdout()
+        stdout = _stdout(env)
         try:
             stdout.flush()
             stdout.buffer.write(data)
             stdout.buffer.flush()
         except BrokenPipeError:
-            raise  # the reader stopped early (| head): not an error, the boundary ends quietly
+            raise  # the reader stopped early (| head): not an error, `ending` ends quietly
         except OSError as error:  # a full disk behind > file, or /dev/full
             silence_stdout()
             raise fail("cli.output_failed", path=STDOUT, reason=error.strerror or str(error)) from None
@@ -69,40 +69,43 @@ def _replace(target: Path, data: bytes) -> None:
         raise
 
 
-def _stdout() -> TextIO:
+def _stdout(env: Environment) -> TextIO:
     """Standard output, or an error when the shell closed it (`>&-`)."""
-    if sys.stdout is None:
+    if env.stdout is None:
         raise fail("cli.output_failed", path=STDOUT, reason=os.strerror(errno.EBADF))
-    return sys.stdout
+    return env.stdout
 
 
-def silence_stdout() -> None:
-    """Point stdout at /dev/null, so that the interpreter's last flush of what could not be written stays quiet."""
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, sys.stdout.fileno())
-
-
-def stdout_is_terminal() -> bool:
-    """Whether stdout is a terminal; a closed stdout (`>&-`) is an error, reported once we write."""
-    return _stdout().isatty()
-
-
-def print_human(build: Callable[[int], list[Line]], output: Path | None, plain: bool) -> None:
+def print_human(build: Callable[[int], list[Line]], output: Path | None, env: Environment) -> None:
     """Print the styled lines `build(width)` returns, fitted to the width.
 
-    On a terminal (or with FORCE_COLOR) Rich prints them in colour; otherwise (a
-    pipe, a file, --format text, --no-color, NO_COLOR) they go out as plain text
-    without importing Rich, which would cost a noticeable part of the start-up.
+    On stdout in colour (env.colour) Rich prints them; otherwise (a pipe, a file,
+    --format text, --no-color, NO_COLOR) they go out as plain text without importing
+    Rich, which would cost a noticeable part of the start-up.
     """
-    wants_colour = (output is None and _stdout().isatty()) or bool(os.environ.get("FORCE_COLOR"))
-    width = shutil.get_terminal_size((80, 24)).columns if output is None else FILE_WIDTH
-    lines = fit(build(width), width)
-    if output is None and not plain and wants_colour and not os.environ.get("NO_COLOR"):
+    width = env.width if output is None else FILE_WIDTH
+    if output is None and env.colour:
         from rich.console import Console
 
-        print_lines(Console(highlight=False), lines)
+        print_lines(Console(file=_stdout(env), highlight=False), fit(build(width), width))
         return
-    write(to_text(lines), output)
+    write(to_text(fit(build(width), width)), output, env)
+
+
+def save_pictures(
+    build: Callable[[int], list[Line]], svg: Path | None, html: Path | None, title: str, plain: bool, env: Environment
+) -> None:
+    """Record the human output on a Rich console and save it as SVG and/or HTML, each file written whole."""
+    from rich.console import Console
+
+    console = Console(
+        record=True, file=io.StringIO(), width=FILE_WIDTH, force_terminal=True, color_system="truecolor", no_color=plain
+    )
+    print_lines(console, fit(build(FILE_WIDTH), FILE_WIDTH))
+    if svg:
+        write(console.export_svg(title=title, clear=False), svg, env)
+    if html:
+        write(console.export_html(inline_styles=True, clear=False), html, env)
 
 
 def print_lines(console: Console, lines: Iterable[Line]) -> None:

@@ -7,8 +7,9 @@ stderr or none. The bar is transient: once the work ends it is erased, and stdou
 from __future__ import annotations
 
 import contextlib
-import sys
 from collections.abc import Callable, Iterator
+
+from attncli.cli.environment import Environment
 
 # Work (in the caller's steps) below which no bar is shown; with `probes.scaling_work`'s steps of
 # about 40 ns, 2^25 of them take about a second.
@@ -16,15 +17,15 @@ QUIET_WORK = 1 << 25
 
 
 @contextlib.contextmanager
-def bar(total: int, label: str) -> Iterator[Callable[[int], None]]:
+def bar(total: int, label: str, env: Environment) -> Iterator[Callable[[int], None]]:
     """A function to report steps done, drawing a bar out of `total` on stderr when it is a long run on a terminal."""
-    if total < QUIET_WORK or not sys.stderr.isatty():
+    if total < QUIET_WORK or not env.stderr_is_terminal:
         yield lambda done: None
         return
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeRemainingColumn
 
     columns = (TextColumn("{task.description}"), BarColumn(), TaskProgressColumn(), TimeRemainingColumn())
-    with Progress(*columns, console=Console(stderr=True), transient=True) as progress:
+    with Progress(*columns, console=Console(file=env.stderr), transient=True) as progress:
         task = progress.add_task(label, total=total)
         yield lambda done: progress.advance(task, done)

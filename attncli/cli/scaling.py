@@ -8,6 +8,7 @@ import typer
 
 from attncli.cli import progress
 from attncli.cli.app import Debug, Lang, NoColor, Output, Precision, app, boundary, choose, epilog, format_option
+from attncli.cli.environment import Environment
 from attncli.cli.output import print_human, write
 from attncli.errors import fail
 from attncli.i18n import t
@@ -24,6 +25,7 @@ EXAMPLES = epilog(
 @app.command(help=t("help.scaling"), epilog=EXAMPLES)
 @boundary
 def scaling(
+    env: Environment,
     dk: Annotated[str, typer.Option("--dk", help=t("help.scaling.dk"))] = "1,4,16,64,256",
     keys: Annotated[int, typer.Option(min=1, max=4096, help=t("help.scaling.keys"))] = 16,
     samples: Annotated[int, typer.Option(min=2, max=10_000_000, help=t("help.scaling.samples"))] = 2000,
@@ -41,13 +43,15 @@ def scaling(
 
     parts = [part.strip() for part in dk.split(",")]
     if not all(part.isdigit() for part in parts):
-        raise fail("analysis.bad_dk", got=dk, limit=probes.MAX_DK)
+        raise fail("analysis.bad_dk", got=dk, limit=probes.MAX_DK).at(source="--dk")
     dims = [int(part) for part in parts]
-    with progress.bar(probes.scaling_work(dims, keys, samples), t("analysis.scaling_progress")) as advance:
+    if not all(1 <= d <= probes.MAX_DK for d in dims):  # as probes.scaling would say, but at the flag
+        raise fail("analysis.bad_dk", got=",".join(str(d) for d in dims), limit=probes.MAX_DK).at(source="--dk")
+    with progress.bar(probes.scaling_work(dims, keys, samples), t("analysis.scaling_progress"), env) as advance:
         record = probes.scaling(dims, keys=keys, samples=samples, seed=seed, progress=advance)
     if format == "json":
         from attncli.render import json_doc
 
-        write(json_doc.scaling_document(record), output)
+        write(json_doc.scaling_document(record), output, env)
         return
-    print_human(lambda width: analysis.scaling(record, precision, width), output, plain=no_color or format == "text")
+    print_human(lambda width: analysis.scaling(record, precision, width), output, env)

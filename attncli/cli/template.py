@@ -7,6 +7,7 @@ from typing import Annotated
 import typer
 
 from attncli.cli.app import Debug, Lang, Output, app, boundary, epilog
+from attncli.cli.environment import Environment
 from attncli.cli.output import write
 from attncli.i18n import t
 
@@ -19,6 +20,7 @@ EXAMPLES = epilog(
 @app.command(help=t("help.template"), epilog=EXAMPLES)
 @boundary
 def template(
+    env: Environment,
     file: Annotated[str, typer.Argument(help=t("help.template.file"))],
     output: Output = None,
     lang: Lang = None,
@@ -28,4 +30,4 @@ def template(
 
     document = yamldoc.read(file)
     steps = pipeline.solve(pipeline.load(document))
-    write(templates.template(steps, submissions.exercise_id(document)), output)
+    write(templates.template(steps, submissions.exercise_id(document)), output, env)

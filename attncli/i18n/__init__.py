@@ -1,9 +1,15 @@
 """Every sentence a person reads comes from a catalogue here, one per language.
 
-The language is chosen once per invocation (`--lang`, else the locale variables)
-and kept in a module variable, so deep code can phrase errors without threading
-a language argument through every call. The program's entry point chooses it
-before importing the commands, whose --help texts are built on import.
+The language is chosen once per run (`--lang`, else the locale variables) and
+kept in a context variable, so deep code can phrase messages without threading a
+language argument through every call, and a run leaves no language behind for the
+next one (a test, an embedding program). The program's entry point sets it before
+importing the commands, whose --help texts are built on import; each command run
+sets it again from its own --lang (attncli.cli.app.boundary).
+
+Errors are translated only when printed (`describe`): an AttnError carries a
+catalogue key and its parameters, and a parameter may itself be a `Message`
+(a hint), translated with it.
 """
 
 from __future__ import annotations
@@ -11,13 +17,14 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping, Sequence
+from contextvars import ContextVar
 
-from attncli.errors import fail
+from attncli.errors import AttnError, Message, fail
 from attncli.i18n import en, es
 
 CATALOGUES: dict[str, Mapping[str, str]] = {"en": en.MESSAGES, "es": es.MESSAGES}
 LANGUAGES = tuple(CATALOGUES)
-_current = "en"
+LANGUAGE: ContextVar[str] = ContextVar("attncli_language", default="en")
 
 
 def language_from_environment(environ: Mapping[str, str] = os.environ) -> str:
@@ -50,26 +57,38 @@ def language_in_arguments(arguments: Sequence[str]) -> str | None:
     return None
 
 
-def set_language(lang: str | None) -> str:
-    """Use `lang`, or the environment's language when None; returns the one in use.
+def checked_language(lang: str | None, environ: Mapping[str, str] = os.environ) -> str:
+    """`lang` when we speak it, the environment's language when it is None.
 
-    An unknown `lang` is the user's mistake: the environment's language is kept, so
-    the error that says so is already in a language the user reads.
+    An unknown `lang` is the user's mistake, reported like any bad input (the caller
+    speaks the environment's language meanwhile, so the report is readable).
     """
-    global _current
-    chosen = language_from_environment() if lang is None else lang.lower()
-    if chosen not in CATALOGUES:
-        _current = language_from_environment()
+    if lang is None:
+        return language_from_environment(environ)
+    if lang.lower() not in CATALOGUES:
         raise fail("cli.bad_lang", name=lang, known=", ".join(LANGUAGES)).at(source="--lang")
-    _current = chosen
-    return _current
+    return lang.lower()
 
 
 def current_language() -> str:
-    return _current
+    return LANGUAGE.get()
 
 
 def t(key: str, /, **params: object) -> str:
-    """The message `key` in the current language, placeholders filled."""
-    template = CATALOGUES[_current].get(key) or en.MESSAGES[key]
-    return template.format(**params) if params else template
+    """The message `key` in the current language, placeholders filled (a `Message` among them translated too)."""
+    template = CATALOGUES[LANGUAGE.get()].get(key) or en.MESSAGES[key]
+    if not params:
+        return template
+    return template.format(**{name: _text(value) for name, value in params.items()})
+
+
+def _text(value: object) -> object:
+    return t(value.key, **value.params) if isinstance(value, Message) else value
+
+
+def describe(error: AttnError) -> str:
+    """`file:line: field: message` in the current language, leaving out what is not known."""
+    where = error.where
+    place = ":".join(str(part) for part in (where.source, where.line) if part is not None)
+    parts = [part for part in (place, where.field, t(error.key, **error.params)) if part]
+    return ": ".join(parts)

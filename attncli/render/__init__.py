@@ -1,23 +1,65 @@
-"""One renderer per output format, each reading the `Steps` record.
+"""One renderer per output format, each reading the `Steps` record, and what each format can show.
 
-`human` lays out styled lines (formats rich and text); `document` returns the
-text or bytes of every other format. Renderer modules are imported on demand.
+`human_lines` lays out styled lines (formats rich and text); `document` returns
+the text or bytes of every other format. Renderer modules are imported on demand.
+`refuse` says, before anything is computed, when a format cannot show what was
+asked: norms and interventions, or more cells than a text format can print.
 """
 
 from __future__ import annotations
 
 import io
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
+
+from attncli.errors import fail
 
 if TYPE_CHECKING:
     from attncli.core import Steps
     from attncli.probes import Intervention, Norms
+    from attncli.problem import Problem
+    from attncli.render.layout import Line
 
 HUMAN_FORMATS = ("rich", "text")
 DOCUMENT_FORMATS = ("json", "csv", "tsv", "npy", "markdown", "latex")
 BINARY_FORMATS = ("npy",)
+ANALYSIS_FORMATS = (*HUMAN_FORMATS, "json")  # the formats that show norms and interventions
 MAX_DOCUMENT_CELLS = 2_000_000  # (query, key) cells over all heads that text formats print, a few at each
+
+
+def refuse(fmt: str, *, analyses: bool = False, problem: Problem | None = None) -> None:
+    """Raise when format `fmt` cannot show norms or interventions (`analyses`), or every cell of `problem`."""
+    if analyses and fmt not in ANALYSIS_FORMATS:
+        raise fail("render.no_analyses", format=fmt)
+    if problem is None or fmt in HUMAN_FORMATS or fmt in BINARY_FORMATS:
+        return  # the human output summarises a large problem; npy holds the output only
+    cells = len(problem.heads) * problem.mask.size
+    if cells > MAX_DOCUMENT_CELLS:
+        raise fail("render.too_many_cells", format=fmt, cells=cells, limit=MAX_DOCUMENT_CELLS)
+
+
+def human_lines(
+    steps: Steps,
+    *,
+    precision: int = 4,
+    follow: tuple[str, ...] | None = None,
+    heatmap: bool = False,
+    norms: Norms | None = None,
+    interventions: Sequence[Intervention] = (),
+) -> Callable[[int], list[Line]]:
+    """The human output (formats rich and text) as a function of the width: the steps, then norms and interventions."""
+    from attncli.render import analysis
+    from attncli.render import human as terminal
+    from attncli.render.walk import View
+
+    view = View(precision=precision, follow=follow, heatmap=heatmap)
+
+    def build(width: int) -> list[Line]:
+        extra = analysis.norms(norms, steps, precision, width) if norms else []
+        extra += analysis.interventions(interventions, steps, precision, width) if interventions else []
+        return terminal.render(steps, view, width, extra)
+
+    return build
 
 
 def document(
