@@ -36,7 +36,9 @@ def _build() -> replays.Suite:
 SUITE = _build()
 RULE = replays.rule_is_exact(SUITE)
 NAMED, PAIRS = replays.named_codes(SUITE)
-KEY = any(c.form == "key" for c in SUITE.cases)
+KEY = "--keys" in SUITE.options
+CARRY = "--carry" in SUITE.options
+MIN_DECIMALS = "--min-decimals" in SUITE.options
 NO_RULE = "the exact rounding rule is not on this tree yet (issue 10's seed-5 and bank examples)"
 CODES = sorted({"+".join(m.codes) for m in CATALOGUE})
 # Rows whose cases the old rule (main before the exact rule) already judges right; moot once RULE holds.
@@ -112,6 +114,20 @@ def test_careful_students_carrying_4_decimals_pass(suite: replays.Suite) -> None
 def test_careful_students_pass_against_the_key(suite: replays.Suite) -> None:
     _assert_all_good(suite, "careful --key")
     assert all(code == 0 for name, code in suite.returncodes.items() if name.startswith("key:"))
+
+
+@pytest.mark.xfail(not (CARRY and RULE), reason=NO_RULE if CARRY else "check has no --carry yet", strict=True)
+def test_students_carrying_3_decimals_pass_with_carry_3(suite: replays.Suite) -> None:
+    _assert_all_good(suite, "careful --carry 3")
+    assert suite.returncodes["carry3"] == 0
+
+
+@pytest.mark.xfail(
+    not (MIN_DECIMALS and RULE), reason=NO_RULE if MIN_DECIMALS else "check has no --min-decimals yet", strict=True
+)
+def test_two_decimals_are_too_few_for_min_decimals_3(suite: replays.Suite) -> None:
+    _assert_all_good(suite, "too_few_decimals")
+    assert suite.returncodes["min_decimals"] == 1
 
 
 @pytest.mark.parametrize(

@@ -25,6 +25,7 @@ from tests.replays.mistakes import CATALOGUE, Mistake, NotApplicable
 from tests.replays.student import HEAD_ORDER, SHARED, Key, Problem, Work, Written, answers_yaml, read, text_of
 
 ROOT = Path(__file__).resolve().parents[2]
+MIN_DECIMALS_CASES = 9  # files graded with --min-decimals 3
 PER_MISTAKE = 6  # cases of each mistake by default (the suite's time is mostly `check` diagnosing them)
 ROUNDINGS = tuple(
     (step, how, digits) for digits in (1, 2, 3) for step, how in (("weights", "truncated"), ("output", "off_by_one"))
@@ -74,7 +75,7 @@ class Case:
     mistake: Mistake | None = None
     step: Key | None = None  # where the mistake or wrong rounding is
     path: Path | None = None
-    form: str = "self"  # self: problem and answers in one file; key: answers alone, graded with --key
+    form: str = "self"  # self: problem and answers in one file; key: answers alone (--keys); carry3: --carry 3
     result: dict | None = None  # the file's JSON object from `check`
 
     def __repr__(self) -> str:  # short: pytest shows it in failures
@@ -97,6 +98,7 @@ class Suite:
     exercises: list[Exercise] = field(default_factory=list)
     returncodes: dict[str, int] = field(default_factory=dict)  # exit code of each `check` run
     probes: list[Probe] = field(default_factory=list)  # see `_rule_probes`
+    options: str = ""  # `check --help` on this tree
 
     def __repr__(self) -> str:  # short: pytest shows it in failures
         return f"Suite({len(self.cases)} cases)"
@@ -325,7 +327,18 @@ def build(directory: Path, per_mistake: int = PER_MISTAKE) -> Suite:
         batches["key:all"] = (keyed, ["--keys", str(_one_folder_of_keys(directory, suite.exercises))])
     else:
         keyed = []
-    suite.cases = careful + wrong + keyed
+    coarse = []
+    if "--carry" in options:  # students who carry 3 decimals, graded with --carry 3
+        coarse = [
+            Case(f"{e.id}/careful-3", e, "careful", Work(e.problem, digits=3), form="carry3") for e in suite.exercises
+        ]
+        batches["carry3"] = (coarse, ["--carry", "3"])
+    short = []
+    if "--min-decimals" in options:  # weights rounded right to 2 decimals, graded with --min-decimals 3
+        short = [_two_decimals(e) for e in suite.exercises[:: len(suite.exercises) // MIN_DECIMALS_CASES]]
+        batches["min_decimals"] = (short, ["--min-decimals", "3"])
+    suite.cases = careful + wrong + keyed + coarse + short
+    suite.options = options
     files = directory / "files"
     files.mkdir()
     for i, case in enumerate(suite.cases):
@@ -337,11 +350,19 @@ def build(directory: Path, per_mistake: int = PER_MISTAKE) -> Suite:
     return suite
 
 
+def _two_decimals(exercise: Exercise) -> Case:
+    """A careful student who writes the weights, correctly rounded, with 2 decimals only."""
+    work = Work(exercise.problem)
+    key: Key = (0, "weights")
+    written = work.steps[key]
+    written.text = [[text_of(round(x, 2), 2) if not math.isnan(x) else "masked" for x in row] for row in written.values]
+    return Case(f"{exercise.id}/two_decimals", exercise, "decimals", work, "too_few_decimals", step=key)
+
+
 def _rule_probes(directory: Path, suite: Suite) -> list[Probe]:
     """Issue 10's two examples of the rounding rule: 0.8476 for seed 5 is right, bank's [0.8, 0.1, 0.1] wrong."""
     seed_5 = next(e for e in suite.exercises if e.id == f"{SETS[0].name}/05")  # generate --seed 5
-    work = Work(seed_5.problem)
-    assert text_of(work.steps[(0, "output")].values[0, 0]) == "0.8476"
+    work = Work(seed_5.problem)  # weights 0.2119, 0.2119, 0.5761 give 0.8476 where the key says 0.8478
     right = Probe("seed 5, output 0.8476 from the printed weights", directory / "probe-seed-5.yaml")
     right.path.write_text(seed_5.text + answers_yaml(work, [(0, "weights"), (0, "output")]), encoding="utf-8")
     wrong = Probe("bank.yaml, weights [0.8, 0.1, 0.1]", directory / "probe-bank.yaml")
@@ -386,7 +407,7 @@ def _one_folder_of_keys(directory: Path, exercises: Sequence[Exercise]) -> Path:
 def student_file(case: Case) -> str:
     """Problem and answers (self-check), or the answers alone (and the exercise id) for `check --key`."""
     answers = answers_yaml(case.work)
-    if case.form == "self":
+    if case.form != "key":
         return case.exercise.text.rstrip("\n") + "\n" + answers
     return f"exercise: {exercise_id(case.exercise)}\n" + answers
 
@@ -444,6 +465,8 @@ def verdict(case: Case) -> tuple[str, str]:
     if result.get("error") is not None or result.get("status") in ("not_graded", "problem_changed"):
         return NOT_GRADED, str(result.get("error", result.get("status")))[:200]
     steps = _steps(result)
+    if case.kind == "decimals":
+        return _too_few_decimals(case, result, steps)
     if case.kind == "careful":
         if file_ok(result):
             return GOOD, ""
@@ -474,9 +497,25 @@ def verdict(case: Case) -> tuple[str, str]:
     return GOOD, ""
 
 
+def _too_few_decimals(case: Case, result: dict, steps: dict[Key, dict]) -> tuple[str, str]:
+    """Every 2-decimal number of the step is `too_few_decimals`, every other step right, the file not right."""
+    assert case.step is not None
+    if file_ok(result):
+        return MISSED, ""
+    cells = steps.get(case.step, {}).get("cells", [])
+    named = [c["status"] == "too_few_decimals" for c in cells if c.get("given") not in (None, "masked")]
+    if not named or not all(named):
+        return UNNAMED, f"{sum(named)} of {len(named)} two-decimal cells too_few_decimals"
+    others = [f"{k[1]}@{k[0]}:{s['status']}" for k, s in steps.items() if k != case.step and s["status"] != "right"]
+    return (FALSE_ALARM, ", ".join(others)) if others else (GOOD, "")
+
+
+LABELS = {"self": "careful", "key": "careful --key", "carry3": "careful --carry 3"}
+
+
 def label(case: Case) -> str:
-    """The row of the figures a case counts in: its code, `careful` (self-check) or `careful --key`."""
-    return case.code or ("careful --key" if case.form == "key" else "careful")
+    """The row of the figures a case counts in: its code (or `rounding:*`), or which careful students."""
+    return case.code or LABELS[case.form]
 
 
 def figures(suite: Suite) -> dict[str, Counter]:
