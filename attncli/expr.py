@@ -17,6 +17,7 @@ from attncli.errors import fail
 
 MAX_LENGTH = 200
 QUOTE_LENGTH = 40  # longer input is shortened when a message repeats it
+WHOLE_DIGITS = 18  # a whole number written with more digits is beyond every count, size and seed attncli takes
 
 FUNCTIONS: dict[str, Callable[[float], float]] = {
     "sqrt": math.sqrt,
@@ -52,6 +53,19 @@ def evaluate(text: str) -> float:
         raise fail("expr.division_by_zero", text=quote(text)) from None
     except ValueError:
         raise fail("expr.domain", text=quote(text)) from None
+
+
+def whole_number(text: str) -> int | None:
+    """The whole number `text` writes in ASCII digits (spaces around allowed), or None if it writes none.
+
+    Every integer an option or a field spells out goes through here: str.isdigit() also passes
+    ² (which int() refuses) and ٤ (which int() reads), and int() refuses more than 4,300 digits;
+    here only 0-9 count, and more than WHOLE_DIGITS of them is no whole number attncli takes.
+    """
+    text = text.strip()
+    if not text or len(text) > WHOLE_DIGITS or not (text.isascii() and text.isdigit()):
+        return None
+    return int(text)
 
 
 def quote(text: object, length: int = QUOTE_LENGTH) -> str:

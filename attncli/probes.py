@@ -19,6 +19,7 @@ import numpy as np
 from attncli import core
 from attncli.core import Steps
 from attncli.errors import fail, listed
+from attncli.expr import quote, whole_number
 from attncli.parsing import problem_file
 
 TIE = 1e-12  # relative gap below which two weights (or norms) count as equal when ranking
@@ -218,12 +219,13 @@ def ablate_head(steps: Steps, number: int) -> Intervention:
 
 def parse_weights(text: str) -> tuple[str, int]:
     """`uniform`, `permute` or `permute:SEED` as (kind, seed); the seed defaults to 0 (uniform ignores it)."""
-    kind, _, seed = text.strip().partition(":")
-    if kind == "uniform" and not seed:
+    kind, colon, seed = text.strip().partition(":")
+    if kind == "uniform" and not colon:
         return kind, 0
-    if kind == "permute" and (not seed or seed.strip().isdigit()):
-        return kind, int(seed) if seed else 0
-    raise fail("analysis.bad_weights", got=text)
+    number = whole_number(seed) if colon else 0
+    if kind == "permute" and number is not None:
+        return kind, number
+    raise fail("analysis.bad_weights", got=quote(text))
 
 
 @np.errstate(over="ignore", invalid="ignore")  # an overflow comes out inf and is refused by `_measured`

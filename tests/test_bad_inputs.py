@@ -27,7 +27,17 @@ from attncli.errors import ExitCode
 from tests.paths import ROOT
 
 CORPUS = Path(__file__).parent / "corpus"
-CASES = yaml.safe_load((CORPUS / "cases.yaml").read_text(encoding="utf-8"))
+PLACEHOLDERS = {"<5000 digits>": "9" * 5000, "<10000 characters>": "n" * 10_000}  # too long to write in cases.yaml
+
+
+def expanded(case: dict) -> dict:
+    args = case.get("args", [])
+    for short, long in PLACEHOLDERS.items():
+        args = [arg.replace(short, long) for arg in args]
+    return {**case, "args": args} if "args" in case else case
+
+
+CASES = [expanded(case) for case in yaml.safe_load((CORPUS / "cases.yaml").read_text(encoding="utf-8"))]
 PWNED = Path("/tmp/attncli-pwned")  # what the hostile cases try to create
 SECONDS = 1.0  # per case, in-process
 HANG = 10  # seconds after which an in-process case is stopped as hung
@@ -51,11 +61,15 @@ class Hang(BaseException):
 
 
 def case_id(case: dict) -> str:
-    return f"{case['file'] or 'flags'}:{' '.join(case.get('args', []))}".rstrip(":")
+    words = " ".join(arg if len(arg) <= 40 else f"{arg[:12]}…({len(arg)})" for arg in case.get("args", []))
+    return f"{case.get('command', 'compute')}:{case['file'] or 'flags'}:{words}".rstrip(":")
 
 
 def command(case: dict) -> list[str]:
-    return ["compute", *([case["file"]] if case["file"] else []), "--format", "json", *case.get("args", [])]
+    """`attncli compute FILE --format json ARGS`, or another command's `NAME FILE ARGS`."""
+    name = case.get("command", "compute")
+    json = ["--format", "json"] if name == "compute" else []
+    return [name, *([case["file"]] if case["file"] else []), *json, *case.get("args", [])]
 
 
 def listing(folder: Path) -> dict[str, float]:
