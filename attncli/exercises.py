@@ -18,7 +18,7 @@ from attncli import pipeline
 from attncli.errors import fail
 from attncli.i18n import current_language, t
 from attncli.render.numbers import fixed
-from attncli.templates import answer_lines, flow, quote
+from attncli.templates import answer_lines, flow, quote, template
 
 SCORES = ("scaled_dot", "dot", "cosine")
 MASKS = ("none", "causal")
@@ -89,8 +89,12 @@ def validate(options: Options) -> None:
         raise fail("generate.bad_mask", name=options.mask).at(field="mask")
 
 
-def exercise(options: Options, seed: int) -> str:
-    """The exercise for `seed` as YAML text in the compute format; with `options.answers`, its answer key too."""
+def exercise(options: Options, seed: int, within: tuple[str, str] | None = None) -> str:
+    """The exercise for `seed` as YAML text in the compute format; with `options.answers`, its answer key too.
+
+    `within` = (exercise id, the command that makes its whole set): an exercise of a worksheet, which
+    carries its id and says how to make the set again.
+    """
     validate(options)
     rng = random.Random(seed)
     tokens, sentence = _tokens(options.tokens, rng)
@@ -99,9 +103,11 @@ def exercise(options: Options, seed: int) -> str:
     d_model = max(D_MODEL, options.d_k, d_v)
     x = _rows(rng, len(tokens), d_model, (0, 1), nonzero=True) if options.projections else None
     heads = [_head(rng, options, len(tokens), d_v, mask, x) for _ in range(options.heads)]
-    lines = [
-        f"# {t('generate.comment')}",
-        f"#   {command(options, seed)}",
+    if within is None:
+        lines = [f"# {t('generate.comment')}", f"#   {command(options, seed)}"]
+    else:
+        lines = [f"# {t('generate.set_comment')}", f"#   {within[1]}", f"exercise: {quote(within[0])}"]
+    lines += [
         f"title: {quote(t('generate.title', words=sentence))}",
         f"notes: {quote(t('generate.notes'))}",
         f"tokens: {flow(quote(name) for name in tokens)}",
@@ -125,15 +131,27 @@ def exercise(options: Options, seed: int) -> str:
     return text + _answers(text) if options.answers else text
 
 
-def worksheet(options: Options, seed: int, count: int) -> list[tuple[str, str]]:
-    """`count` numbered exercises (seeds seed, seed + 1, ...) and their keys, as (file name, text) pairs."""
+def worksheet(options: Options, seed: int, count: int, folder: str) -> list[tuple[str, str]]:
+    """`count` numbered exercises (seeds seed, seed + 1, ...), each as a sheet, a key and a blank answers template.
+
+    Every file carries its exercise: id, by which `check --keys` finds the key of a student's answers.
+    """
     width = max(2, len(str(count)))
+    remake = set_command(options, seed, count, folder)
     files = []
     for number in range(1, count + 1):
         name = f"exercise-{number:0{width}d}"
-        files.append((f"{name}.yaml", exercise(replace(options, answers=False), seed + number - 1)))
-        files.append((f"{name}-key.yaml", exercise(replace(options, answers=True), seed + number - 1)))
+        sheet = exercise(replace(options, answers=False), seed + number - 1, (name, remake))
+        steps = pipeline.solve(pipeline.load(text=sheet, name=name))
+        files.append((f"{name}.yaml", sheet))
+        files.append((f"{name}-key.yaml", exercise(replace(options, answers=True), seed + number - 1, (name, remake))))
+        files.append((f"{name}-answers.yaml", template(steps, name)))
     return files
+
+
+def set_command(options: Options, seed: int, count: int, folder: str) -> str:
+    """The command line that makes a whole worksheet again."""
+    return f"{command(replace(options, answers=False), seed)} --count {count} -o {shlex.quote(folder)}"
 
 
 def command(options: Options, seed: int) -> str:

@@ -50,6 +50,7 @@ class Result:
 
     file: str
     status: str  # one of STATUSES
+    exercise: str | None = None  # the file's exercise: id, when it gives one it can be read by
     report: grading.Report | None = None
     error: str | None = None  # not_graded: the one-line error
     changed: tuple[str, ...] = field(default=())  # problem_changed: the fields that differ from the key
@@ -109,28 +110,30 @@ def grade_file(
     describe: Callable[[AttnError], str],
 ) -> Result:
     """`file` graded against `keys` (one key, keys by exercise id, or None to grade it against its own problem)."""
+    exercise = None
     try:
         document = yamldoc.read(file)
+        exercise = exercise_id(document)
         if keys is None:
-            return _self_check(file, document, options)
-        key = _key_for(document, keys)
+            if not _problem_fields(document):
+                raise fail("check.needs_key").at(source=document.name)
+            steps = pipeline.solve(pipeline.load(document))
+            return _graded(file, exercise, steps, answers.parse(document, steps), options)
+        key = _key_for(document, exercise, keys)
+        changed = _setting_changes(key, document)
         if _problem_fields(document):
-            changed = changed_fields(key, document, pipeline.load(document))
-            if changed:
-                return Result(file, PROBLEM_CHANGED, changed=changed)
-        return _graded(file, key.steps, answers.parse(document, key.steps, key.settings), options)
+            changed = (
+                *changed_fields(key, pipeline.load(document)),
+                *changed,
+            )
+        if changed:
+            return Result(file, PROBLEM_CHANGED, exercise, changed=changed)
+        return _graded(file, exercise, key.steps, answers.parse(document, key.steps, key.settings), options)
     except AttnError as error:
-        return Result(file, NOT_GRADED, error=describe(error))
+        return Result(file, NOT_GRADED, exercise, error=describe(error))
 
 
-def _self_check(file: str, document: yamldoc.Document, options: Options) -> Result:
-    if not _problem_fields(document):
-        raise fail("check.needs_key").at(source=document.name)
-    steps = pipeline.solve(pipeline.load(document))
-    return _graded(file, steps, answers.parse(document, steps), options)
-
-
-def _graded(file: str, steps: core.Steps, given: answers.Answers, options: Options) -> Result:
+def _graded(file: str, exercise: str | None, steps: core.Steps, given: answers.Answers, options: Options) -> Result:
     report = grading.grade(
         steps,
         given,
@@ -140,12 +143,11 @@ def _graded(file: str, steps: core.Steps, given: answers.Answers, options: Optio
         require=options.require,
         file=file,
     )
-    return Result(file, RIGHT if report.ok else WRONG, report)
+    return Result(file, RIGHT if report.ok else WRONG, exercise, report)
 
 
-def _key_for(document: yamldoc.Document, keys: Key | Mapping[str, Key]) -> Key:
-    """The key for this homework: the only one, or the one its `exercise:` names."""
-    ident = exercise_id(document)
+def _key_for(document: yamldoc.Document, ident: str | None, keys: Key | Mapping[str, Key]) -> Key:
+    """The key for this homework: the only one, or the one its `exercise:` (`ident`) names."""
     if isinstance(keys, Key):
         if ident is not None and keys.exercise is not None and ident != keys.exercise:
             raise fail("check.other_exercise", exercise=ident, key=keys.exercise).at(
@@ -167,17 +169,10 @@ def _problem_fields(document: yamldoc.Document) -> list[str]:
     return [name for name in data if name not in ANSWER_FIELDS and not str(name).startswith("x-")]
 
 
-def changed_fields(key: Key, document: yamldoc.Document, given: problem.Problem) -> tuple[str, ...]:
+def changed_fields(key: Key, given: problem.Problem) -> tuple[str, ...]:
     """The fields in which a problem copied into a homework differs from the key's, numerically."""
     ours = key.steps.problem
-    changed = [
-        name
-        for name, a, b in (
-            ("tokens", ours.tokens, given.tokens),
-            ("query_tokens", ours.query_tokens, given.query_tokens),
-        )
-        if a != b
-    ]
+    changed = [name for name in ("tokens", "query_tokens") if getattr(ours, name) != getattr(given, name)]
     if changed:
         return tuple(changed)
     if not _same(ours.mask, given.mask):
@@ -189,12 +184,16 @@ def changed_fields(key: Key, document: yamldoc.Document, given: problem.Problem)
         changed += [prefix + name for name in _head_changes(a, b)]
     if not _same(ours.w_o, given.w_o):
         changed.append("w_o")
-    mine = answers.read_settings(document)
-    data = document.data if isinstance(document.data, dict) else {}
-    changed += [
-        name for name in answers.SETTINGS if name in data and getattr(mine, name) != getattr(key.settings, name)
-    ]
     return tuple(changed)
+
+
+def _setting_changes(key: Key, document: yamldoc.Document) -> tuple[str, ...]:
+    """The grading settings a homework sets otherwise than its key (a student may not loosen the tolerance)."""
+    data = document.data if isinstance(document.data, dict) else {}
+    mine = answers.read_settings(document)
+    return tuple(
+        name for name in answers.SETTINGS if name in data and getattr(mine, name) != getattr(key.settings, name)
+    )
 
 
 def _head_changes(a: problem.Head, b: problem.Head) -> list[str]:

@@ -100,15 +100,63 @@ def test_answers_flag_makes_check_exit_0(tmp_path: Path) -> None:
 
 
 def test_worksheet(tmp_path: Path) -> None:
-    result = run("--count", "3", "-o", str(tmp_path / "sheet"), "--seed", "10", "--mask", "causal")
+    folder = tmp_path / "sheet"
+    result = run("--count", "3", "-o", str(folder), "--seed", "10", "--mask", "causal")
     assert result.exit_code == 0, result.output
-    names = sorted(path.name for path in (tmp_path / "sheet").iterdir())
-    assert names == [f"exercise-0{n}{suffix}.yaml" for n in (1, 2, 3) for suffix in ("-key", "")]
-    keys = sorted(str(path) for path in (tmp_path / "sheet").glob("*-key.yaml"))
+    assert result.stdout == ""
+    remake = f"attncli generate --mask causal --seed 10 --count 3 -o {folder}"
+    assert result.stderr == (
+        f"attncli: wrote 3 exercises to {folder}, each as a sheet, a key and a blank answers file; "
+        f"seeds 10–12: {remake} makes them again\n"
+    )
+    names = sorted(path.name for path in folder.iterdir())
+    assert names == [f"exercise-0{n}{suffix}.yaml" for n in (1, 2, 3) for suffix in ("-answers", "-key", "")]
+    for n in (1, 2, 3):
+        for suffix in ("", "-key", "-answers"):
+            text = (folder / f"exercise-0{n}{suffix}.yaml").read_text(encoding="utf-8")
+            assert f"\nexercise: exercise-0{n}\n" in text
+    keys = sorted(str(path) for path in folder.glob("*-key.yaml"))
     assert CliRunner().invoke(app, ["check", *keys], env=ENV).exit_code == 0
-    third = (tmp_path / "sheet" / "exercise-03.yaml").read_text(encoding="utf-8")
-    assert third == run("--mask", "causal", "--seed", "12").stdout  # each file says how to make it again
-    assert CliRunner().invoke(app, ["check", str(tmp_path / "sheet" / "exercise-01.yaml")], env=ENV).exit_code == 2
+    third = (folder / "exercise-03.yaml").read_text(encoding="utf-8")
+    alone = run("--mask", "causal", "--seed", "12").stdout  # the same exercise, made on its own
+    assert third.split("\nexercise: exercise-03\n")[1] == alone.split("\n", 2)[2]
+    assert f"#   {remake}\n" in third
+    before = {name: (folder / name).read_bytes() for name in names}
+    assert run("--count", "3", "-o", str(folder), "--seed", "10", "--mask", "causal", "--force").exit_code == 0
+    assert {name: (folder / name).read_bytes() for name in names} == before
+    assert CliRunner().invoke(app, ["check", str(folder / "exercise-01.yaml")], env=ENV).exit_code == 2
+
+
+def test_worksheet_templates_have_the_keys_shape(tmp_path: Path) -> None:
+    import yaml
+
+    run("--count", "2", "-o", str(tmp_path), "--seed", "4", "--heads", "2", "--projections")
+    for n in (1, 2):
+        key = yaml.safe_load((tmp_path / f"exercise-0{n}-key.yaml").read_text(encoding="utf-8"))["answers"]
+        blank = yaml.safe_load((tmp_path / f"exercise-0{n}-answers.yaml").read_text(encoding="utf-8"))["answers"]
+
+        def shape(node: object) -> object:
+            if isinstance(node, dict):
+                return {name: shape(value) for name, value in node.items()}
+            if isinstance(node, list) and node and isinstance(node[0], dict):
+                return [shape(item) for item in node]
+            return len(node) if isinstance(node, list) else None
+
+        assert shape(blank) == shape(key)
+        cells = [cell for head in blank["heads"] for rows in head.values() for row in rows.values() for cell in row]
+        assert set(cells) == {"?"}
+
+
+def test_worksheet_refuses_a_folder_that_is_not_empty(tmp_path: Path) -> None:
+    (tmp_path / "notes.txt").write_text("mine", encoding="utf-8")
+    result = run("--count", "2", "-o", str(tmp_path), "--seed", "1")
+    assert result.exit_code == 2
+    assert result.stderr == (
+        f"attncli: -o: {tmp_path} is not empty: choose an empty directory, or add --force to write over its exercises\n"
+    )
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["notes.txt"]
+    assert run("--count", "2", "-o", str(tmp_path), "--seed", "1", "--force").exit_code == 0
+    assert (tmp_path / "notes.txt").read_text(encoding="utf-8") == "mine" and (tmp_path / "exercise-02.yaml").exists()
 
 
 def test_token_names_that_yaml_would_misread_stay_text() -> None:

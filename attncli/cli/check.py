@@ -1,24 +1,29 @@
-"""`attncli check`: grade attention computed by hand, and say which step went wrong first and why."""
+"""`attncli check`: grade attention computed by hand, against a teacher's key or the file's own problem."""
 
 from __future__ import annotations
 
-from typing import Annotated, Optional
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
-from attncli.cli.app import Debug, Lang, NoColor, app, boundary, choose, epilog, format_option
+from attncli.cli.app import Debug, Lang, NoColor, Output, app, boundary, choose, epilog, format_option, located
 from attncli.cli.environment import Environment
 from attncli.cli.output import print_human, write
-from attncli.errors import AttnError, ExitCode
+from attncli.errors import ExitCode, fail
 from attncli.i18n import describe, t
 from attncli.launch import say
 
-FORMATS = ("rich", "text", "json", "csv")
+if TYPE_CHECKING:
+    from attncli.submissions import Result
+
+FORMATS = ("rich", "text", "json", "csv", "markdown")
 Format = format_option(FORMATS)
 EXAMPLES = epilog(
     "  attncli check homework.yaml",
-    "  attncli check class/*.yaml --format csv > gradebook.csv",
-    "  attncli check homework.yaml --tolerance 0.01",
+    "  attncli check --key exercise-01-key.yaml class/*.yaml --format csv -o grades.csv",
+    "  attncli check --keys ex/ submissions/*.yaml --format markdown",
+    "  attncli check homework.yaml --require dot,scores,weights,output --min-decimals 4",
     t("help.check.answers_file"),
     "  answers: {scores: [2, 1, 0], weights: [0.6652, 0.2447, 0.0900]}",
 )
@@ -29,36 +34,57 @@ EXAMPLES = epilog(
 def check(
     env: Environment,
     files: Annotated[list[str], typer.Argument(help=t("help.check.files"))],
+    key: Annotated[Optional[str], typer.Option("--key", help=t("help.check.key"))] = None,
+    keys: Annotated[Optional[Path], typer.Option("--keys", help=t("help.check.keys"))] = None,
     tolerance: Annotated[Optional[float], typer.Option(min=0, help=t("help.check.tolerance"))] = None,
+    min_decimals: Annotated[Optional[int], typer.Option(min=0, max=17, help=t("help.check.min_decimals"))] = None,
+    require: Annotated[Optional[str], typer.Option(help=t("help.check.require"))] = None,
     precision: Annotated[int, typer.Option(min=0, max=17, help=t("help.check.precision"))] = 4,
     format: Format = "rich",
+    output: Output = None,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help=t("help.check.quiet"))] = False,
     no_color: NoColor = False,
     lang: Lang = None,
     debug: Debug = False,
 ) -> None:
     choose(format, FORMATS, "--format")
-    from attncli import grading, pipeline
+    from attncli import submissions
+    from attncli.parsing import answers
+
+    if key is not None and keys is not None:
+        raise fail("check.key_and_keys").at(source="--keys")
+    with located("--require"):
+        required = answers.step_list(require) if require is not None else None
+    options = submissions.Options(tolerance, min_decimals=min_decimals, require=required)
+    source = submissions.load_key(key) if key is not None else submissions.load_keys(keys) if keys else None
+    results = submissions.grade_files(files, source, options, describe)
+    for result in results:
+        if result.error is not None:
+            say(result.error, env.stderr)
+    if not (quiet and output is None):
+        _report(results, format, precision, output, env, tolerance is None)
+    if any(result.status == submissions.NOT_GRADED for result in results):
+        raise typer.Exit(ExitCode.BAD_INPUT)
+    if any(result.status != submissions.RIGHT for result in results):
+        raise typer.Exit(ExitCode.WRONG_ANSWERS)
+
+
+def _report(
+    results: list[Result], format: str, precision: int, output: Path | None, env: Environment, rule: bool
+) -> None:
+    """The results in `format`: a gradebook, one file's report, or a line per file."""
     from attncli.render import check_report
 
-    results: list[tuple[str, grading.Report | str]] = []
-    for file in files:
-        try:
-            results.append((file, pipeline.grade(file, tolerance=tolerance)))
-        except AttnError as error:
-            message = describe(error)
-            say(message, env.stderr)
-            results.append((file, message))
-    reports = [result for _, result in results if isinstance(result, grading.Report)]
     if format == "json":
-        write(check_report.json_lines(results), None, env)
+        write(check_report.json_lines(results), output, env)
     elif format == "csv":
-        write(check_report.csv_text(reports), None, env)
-    elif len(files) == 1:
-        if reports:
-            print_human(lambda width: check_report.human(reports[0], precision, width), None, env)
-    else:
-        write(check_report.summaries(results), None, env)
-    if len(reports) < len(results):
-        raise typer.Exit(ExitCode.BAD_INPUT)
-    if not all(report.ok for report in reports):
-        raise typer.Exit(ExitCode.WRONG_ANSWERS)
+        write(check_report.csv_text(results), output, env)
+    elif format == "markdown":
+        write(check_report.markdown(results), output, env)
+    elif len(results) == 1 and results[0].report is not None:
+        report = results[0].report
+        print_human(lambda width: check_report.human(report, precision, width, rule), output, env)
+    elif len(results) > 1:
+        write(check_report.summaries(results), output, env)
+    elif results[0].changed:
+        write(check_report.file_line(results[0]) + "\n", output, env)

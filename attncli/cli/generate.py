@@ -13,6 +13,7 @@ from attncli.cli.environment import Environment
 from attncli.cli.output import write
 from attncli.errors import fail
 from attncli.i18n import t
+from attncli.launch import say
 
 SEED_LIMIT = 1_000_000  # random seeds stay short enough to copy by hand
 EXAMPLES = epilog(
@@ -38,6 +39,7 @@ def generate(
     answers: Annotated[bool, typer.Option(help=t("help.generate.answers"))] = False,
     count: Annotated[Optional[int], typer.Option(min=1, max=1000, help=t("help.generate.count"))] = None,
     output: Annotated[Optional[Path], typer.Option("--output", "-o", help=t("help.generate.output"))] = None,
+    force: Annotated[bool, typer.Option("--force", help=t("help.generate.force"))] = False,
     lang: Lang = None,
     debug: Debug = False,
 ) -> None:
@@ -64,11 +66,18 @@ def generate(
         return
     if output is None:
         raise fail("generate.count_needs_output").at(source="--count")
-    files = exercises.worksheet(options, seed, count or 1)
+    count = count or 1
+    if output.is_dir() and not force and any(output.iterdir()):
+        raise fail("generate.not_empty", path=str(output)).at(source="-o")
+    files = exercises.worksheet(options, seed, count, str(output))
     try:
         output.mkdir(parents=True, exist_ok=True)
     except OSError as error:
         raise fail("cli.output_failed", path=str(output), reason=error.strerror or str(error)) from None
     for name, text in files:
         write(text, output / name, env)
-    write(t("generate.wrote", count=len(files) // 2, path=str(output)) + "\n", None, env)
+    remake = exercises.set_command(options, seed, count, str(output))
+    say(
+        t("generate.wrote", count=count, path=str(output), first=seed, last=seed + count - 1, command=remake),
+        env.stderr,
+    )

@@ -1,4 +1,10 @@
-"""The check report: step by step for a student (coloured or plain), JSON lines for scripts, CSV for a gradebook."""
+"""The check report: step by step for a student, one line per file, and a gradebook (JSON lines, CSV, Markdown).
+
+A gradebook has exactly one row (or object) per file given, whatever happened to
+it: right, wrong, problem_changed (its problem differs from the key's) or
+not_graded (with the error). Statuses and codes stay English in JSON and CSV, for
+scripts; the human and Markdown reports speak the user's language.
+"""
 
 from __future__ import annotations
 
@@ -8,10 +14,22 @@ import json
 import math
 from collections.abc import Sequence
 
-from attncli.grading import CARRIED, NOT_ANSWERED, RIGHT, TOO_FEW_DECIMALS, WRONG, Cell, Report, StepReport
+from attncli.grading import (
+    CARRIED,
+    MISSING,
+    NOT_ANSWERED,
+    RIGHT,
+    TOO_FEW_DECIMALS,
+    WRONG,
+    Cell,
+    Report,
+    StepReport,
+)
 from attncli.i18n import t
+from attncli.parsing.answers import HEAD_STEPS, STEPS
 from attncli.render.layout import BLANK, Line, line, table
 from attncli.render.numbers import fixed
+from attncli.submissions import NOT_GRADED, PROBLEM_CHANGED, Result
 
 MARKS = {
     RIGHT: ("✓", "green"),
@@ -19,23 +37,38 @@ MARKS = {
     WRONG: ("✗", "bold red"),
     TOO_FEW_DECIMALS: ("✗", "bold red"),
     NOT_ANSWERED: ("?", "dim"),
+    MISSING: ("—", "bold red"),
 }
-CSV_HEADER = ("file", "step", "head", "correct", "total", "diagnosis")
+STEP_STATUSES = (RIGHT, CARRIED, WRONG, NOT_ANSWERED, MISSING)
+CSV_HEADER = (
+    "file", "exercise", "status", *STEP_STATUSES, "first_mistake", "codes", "cells_right", "cells", "error",
+)  # fmt: skip
+NEAR = 10  # a wrong number within this many times the rule's allowance shows the rule's arithmetic
 TOKEN_ROWS = ("keys", "values")  # steps whose rows are the key tokens; the others' rows are the queries
-Result = tuple[str, Report | str]  # a file and its report, or the error that kept it from being graded
 
 
-def human(report: Report, precision: int, width: int) -> list[Line]:
-    """Every answered step as a table of marked cells, its diagnosis, and the summary line."""
+def human(report: Report, precision: int, width: int, rule: bool = True) -> list[Line]:
+    """Every answered step as a table of marked cells, its diagnosis, and the summary line.
+
+    With `rule` (no --tolerance), a cell that the rounding rule decided shows its arithmetic.
+    """
     out = [line((report.file, "bold underline")), line((t("check.legend"), "dim")), BLANK]
     first = report.first_mistake
     for step in report.steps:
         title = f"{label(step)}: {t('check.count', correct=step.correct, total=step.total)}"
         if step is first:
             title += t("check.first_mistake_mark")
-        out += _table(step, title, precision, width)
+        if step.status == MISSING:
+            out += [line((f"{label(step)}: {t('check.missing_step')}", "bold red")), BLANK]
+            continue
+        if step.cells:
+            out += _table(step, title, precision, width)
+        else:
+            out.append(line((title, "bold")))
+            out.append(line((t("check.wrong_shape", rows=len(step.rows), columns=len(step.columns)), "bold red")))
         if step.status == CARRIED:
             out.append(line((t("check.carried_note"), "yellow")))
+        out += [line((text, "dim")) for text in _arithmetic(step)] if rule else []
         for code in step.diagnosis:
             out.append(line((f"{t(f'check.diagnosis.{code}')} ({code}): ", "bold"), t(f"check.hint.{code}")))
         if step.status == WRONG and not step.diagnosis:
@@ -46,95 +79,97 @@ def human(report: Report, precision: int, width: int) -> list[Line]:
 
 
 def label(step: StepReport) -> str:
-    """The step's field name, with its head when the answer belongs to one of several."""
-    return step.step if step.head_name is None else t("check.step_of_head", step=step.step, head=step.head_name)
+    """The step's name in the user's language, with its head when the answer belongs to one of several."""
+    name = t(f"check.step.{step.step}")
+    return name if step.head_name is None else t("check.step_of_head", step=name, head=step.head_name)
 
 
 def summary(report: Report) -> str:
-    """One line: the count of each step, then the first mistake's diagnosis (or that all is right)."""
+    """One line: the count of each step, then every wrong or missing step with its diagnosis (or that all is right)."""
     parts = []
     for step in report.steps:
+        if step.status == MISSING:
+            parts.append(f"{label(step)}: {t('check.missing_step')}")
+            continue
         part = f"{label(step)}: {step.correct}/{step.total}"
         parts.append(part + t("check.carried_mark") if step.status == CARRIED else part)
-    first = report.first_mistake  # None exactly when all is right: a carried error always starts at a wrong step
-    if first is None:
+    mistakes = [step for step in report.steps if step.status in (WRONG, MISSING)]
+    if report.ok:
         verdict = t("check.all_right")
-    elif first.diagnosis:
-        verdict = "; ".join(t(f"check.diagnosis.{code}") for code in first.diagnosis)
+    elif not mistakes:
+        verdict = t("check.nothing_answered_yet")
     else:
-        verdict = t("check.first_mistake", step=label(first))
+        verdict = "; ".join(f"{label(step)}: {_verdict(step)}" for step in mistakes)
     return f"{', '.join(parts)} — {verdict}"
 
 
-def total(reports: Sequence[Report], broken: int) -> str:
-    """The line under several files' summaries: how many are right, wrong or unreadable, and how many cells."""
+def _verdict(step: StepReport) -> str:
+    if step.status == MISSING:
+        return t("check.missing_step")
+    if step.diagnosis:
+        return ", ".join(t(f"check.diagnosis.{code}") for code in step.diagnosis)
+    return t("check.status.wrong")
+
+
+def file_line(result: Result) -> str:
+    """One plain line for one file: its summary, or why it was not graded."""
+    if result.report is not None:
+        return f"{result.file}: {summary(result.report)}"
+    if result.status == PROBLEM_CHANGED:
+        return f"{result.file}: {t('check.problem_changed', fields=', '.join(result.changed))}"
+    return f"{result.file}: {t('check.not_graded')}"
+
+
+def total(results: Sequence[Result]) -> str:
+    """The line under several files' summaries: how many are right, wrong, changed or unreadable, and how many cells."""
+    reports = [result.report for result in results if result.report is not None]
     return t(
         "check.total",
-        files=len(reports) + broken,
-        ok=sum(report.ok for report in reports),
-        wrong=sum(not report.ok for report in reports),
-        broken=broken,
+        files=len(results),
+        ok=sum(result.status == RIGHT for result in results),
+        wrong=sum(result.status == WRONG for result in results),
+        changed=sum(result.status == PROBLEM_CHANGED for result in results),
+        broken=sum(result.status == NOT_GRADED for result in results),
         correct=sum(step.correct for report in reports for step in report.steps),
         cells=sum(step.total for report in reports for step in report.steps),
     )
 
 
 def summaries(results: Sequence[Result]) -> str:
-    """Several files: one summary line per file (or that it could not be graded), then the total.
-
-    Plain lines, never wrapped, so that a script reads one file per line.
-    """
-    lines = [
-        f"{file}: {t('check.not_graded') if isinstance(result, str) else summary(result)}" for file, result in results
-    ]
-    reports = [result for _, result in results if not isinstance(result, str)]
-    lines.append(total(reports, len(results) - len(reports)))
-    return "".join(f"{line}\n" for line in lines)
+    """Several files: one line per file, then the total. Plain lines, never wrapped: a script reads one per line."""
+    return "".join(f"{text}\n" for text in (*map(file_line, results), total(results)))
 
 
 def json_lines(results: Sequence[Result]) -> str:
-    """One JSON object per file, one per line, in the order the files were given."""
-    return "".join(
-        _json_error(file, result) if isinstance(result, str) else json_line(result) for file, result in results
-    )
+    """One JSON object per file, one per line, in the order the files were given (numbers at full precision)."""
+    return "".join(json.dumps(_json(result), ensure_ascii=False, allow_nan=False) + "\n" for result in results)
 
 
-def json_line(report: Report) -> str:
-    """One JSON object on one line (numbers at full precision; null for a masked score)."""
+def _json(result: Result) -> dict:
+    report = result.report
+    first = report.first_mistake if report is not None else None
     document = {
-        "file": report.file,
-        "ok": report.ok,
-        "steps": [
-            {
-                "step": step.step,
-                "head": step.head,
-                "status": step.status,
-                "correct": step.correct,
-                "total": step.total,
-                "cells": [_json_cell(step, cell) for cell in step.cells],
-                "diagnosis": list(step.diagnosis),
-            }
-            for step in report.steps
-        ],
+        "file": result.file,
+        "exercise": result.exercise,
+        "status": result.status,
+        "ok": result.status == RIGHT,
+        "changed": list(result.changed),
+        "first_mistake": None if first is None else _step_name(first),
+        "steps": [] if report is None else [_json_step(step) for step in report.steps],
     }
-    return json.dumps(document, ensure_ascii=False, allow_nan=False) + "\n"
+    return document if result.error is None else {**document, "error": result.error}  # only a file not graded
 
 
-def _json_error(file: str, message: str) -> str:
-    """The line for a file that could not be graded, so a script still sees every file."""
-    return json.dumps({"file": file, "ok": False, "error": message, "steps": []}, ensure_ascii=False) + "\n"
-
-
-def csv_text(reports: Sequence[Report]) -> str:
-    """A header and one row per file and step: file, step, head, correct, total, diagnosis (codes joined by ';')."""
-    buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(CSV_HEADER)
-    for report in reports:
-        for step in report.steps:
-            head = "" if step.head is None else step.head
-            writer.writerow((report.file, step.step, head, step.correct, step.total, ";".join(step.diagnosis)))
-    return buffer.getvalue()
+def _json_step(step: StepReport) -> dict:
+    return {
+        "step": step.step,
+        "head": step.head,
+        "status": step.status,
+        "correct": step.correct,
+        "total": step.total,
+        "cells": [_json_cell(step, cell) for cell in step.cells],
+        "diagnosis": list(step.diagnosis),
+    }
 
 
 def _json_cell(step: StepReport, cell: Cell) -> dict:
@@ -147,7 +182,111 @@ def _json_cell(step: StepReport, cell: Cell) -> dict:
         "expected": cell.expected if math.isfinite(cell.expected) else None,
         "masked": cell.masked,
         "status": cell.status,
+        "own": cell.own,
+        "carried_in": cell.carried_in,
     }
+
+
+def _step_name(step: StepReport) -> str:
+    """A step as scripts name it: `weights`, or `weights[2]` for the second head's."""
+    return step.step if step.head is None or step.head_name is None else f"{step.step}[{step.head + 1}]"
+
+
+def csv_text(results: Sequence[Result]) -> str:
+    """A gradebook: a header, then one row per file (steps counted by status; codes `step:code` joined by ';')."""
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(CSV_HEADER)
+    for result in results:
+        report = result.report
+        steps = report.steps if report is not None else ()
+        first = report.first_mistake if report is not None else None
+        error = result.error or ", ".join(result.changed)
+        writer.writerow(
+            (
+                result.file,
+                result.exercise or "",
+                result.status,
+                *(sum(step.status == status for step in steps) for status in STEP_STATUSES),
+                "" if first is None else _step_name(first),
+                ";".join(f"{_step_name(step)}:{code}" for step in steps for code in step.diagnosis),
+                sum(step.correct for step in steps),
+                sum(step.total for step in steps),
+                error,
+            )
+        )
+    return buffer.getvalue()
+
+
+def markdown(results: Sequence[Result]) -> str:
+    """A class report: one row per student file, one column per step, then the total."""
+    columns = _columns(results)
+    header = [t("check.md.file"), t("check.md.status"), *(label(step) for step in columns.values())]
+    header += [t("check.md.cells"), t("check.md.note")]
+    rows = [header, ["---"] * len(header)]
+    for result in results:
+        found = {} if result.report is None else {(s.step, s.head): s for s in result.report.steps}
+        cells = [_md_step(found.get(key)) for key in columns]
+        steps = list(found.values())
+        count = f"{sum(s.correct for s in steps)}/{sum(s.total for s in steps)}" if result.report else ""
+        note = result.error or (t("check.problem_changed", fields=", ".join(result.changed)) if result.changed else "")
+        rows.append([f"`{result.file}`", t(f"check.status.{result.status}"), *cells, count, note])
+    table_text = "".join("| " + " | ".join(_md_escape(cell) for cell in row) + " |\n" for row in rows)
+    return f"# {t('check.md.title')}\n\n{table_text}\n{total(results)}\n"
+
+
+def _columns(results: Sequence[Result]) -> dict[tuple[str, int | None], StepReport]:
+    """Every step any file answered (or misses), in the order of the calculation, with one report naming it."""
+    seen: dict[tuple[str, int | None], StepReport] = {}
+    for result in results:
+        for step in result.report.steps if result.report is not None else ():
+            seen.setdefault((step.step, step.head), step)
+
+    def position(key: tuple[str, int | None]) -> tuple[float, int]:
+        step, head = key
+        return (math.inf, STEPS.index(step)) if head is None else (head, HEAD_STEPS.index(step))
+
+    return {key: seen[key] for key in sorted(seen, key=position)}
+
+
+def _md_step(step: StepReport | None) -> str:
+    if step is None:
+        return ""
+    mark = MARKS[step.status][0]
+    if step.status in (MISSING, NOT_ANSWERED):
+        return f"{mark} {t(f'check.status.{step.status}')}"
+    codes = "".join(f" `{code}`" for code in step.diagnosis)
+    return f"{mark} {step.correct}/{step.total}{codes}"
+
+
+def _md_escape(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def _arithmetic(step: StepReport) -> list[str]:
+    """The rounding rule at work where it decided: a number right only thanks to the rounding its inputs carry in,
+    or one wrong by less than ten times what the rule allows (a rounding slip, not a method's)."""
+    out = []
+    for cell in step.cells:
+        entry = cell.entry
+        if entry is None or entry.value is None or entry.decimals is None or not math.isfinite(cell.expected):
+            continue
+        difference, allowed = abs(entry.value - cell.expected), cell.own + cell.carried_in
+        near = cell.status == WRONG and difference <= NEAR * allowed
+        if not (near or (cell.status == RIGHT and difference > cell.own)):
+            continue
+        digits = entry.decimals + 2
+        numbers = {name: _plain(value, digits) for name, value in (("expected", cell.expected), ("difference",
+            difference), ("own", cell.own), ("carried", cell.carried_in))}  # fmt: skip
+        relation = "≤" if difference <= allowed else ">"
+        cell_name = f"{step.rows[cell.row]}, {step.columns[cell.column]}"
+        out.append(t("check.arithmetic", cell=cell_name, given=entry.text, relation=relation, **numbers))
+    return [t("check.arithmetic_rule"), *out] if out else []
+
+
+def _plain(value: float, decimals: int) -> str:
+    """`value` with at most `decimals` decimals and no trailing zeros: 0.00005, 0.6652."""
+    return f"{value:.{decimals}f}".rstrip("0").rstrip(".") or "0"
 
 
 def _table(step: StepReport, title: str, precision: int, width: int) -> list[Line]:
