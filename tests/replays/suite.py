@@ -25,7 +25,7 @@ from tests.replays.mistakes import CATALOGUE, Mistake, NotApplicable
 from tests.replays.student import HEAD_ORDER, SHARED, Key, Problem, Work, Written, answers_yaml, read, text_of
 
 ROOT = Path(__file__).resolve().parents[2]
-MIN_DECIMALS_CASES = 9  # files graded with --min-decimals 3
+MIN_DECIMALS_CASES = 9  # files graded with --min-decimals 3 by default
 PER_MISTAKE = 6  # cases of each mistake by default (the suite's time is mostly `check` diagnosing them)
 ROUNDINGS = tuple(
     (step, how, digits) for digits in (1, 2, 3) for step, how in (("weights", "truncated"), ("output", "off_by_one"))
@@ -309,8 +309,16 @@ def _rounding_cases(exercise: Exercise, index: int, suite: Suite) -> list[Case]:
     return [Case(f"{exercise.id}/{how}:{step}:{digits}", exercise, "rounding", work, f"rounding:{how}", step=key)]
 
 
-def build(directory: Path, per_mistake: int = PER_MISTAKE) -> Suite:
+def build(
+    directory: Path,
+    per_mistake: int = PER_MISTAKE,
+    roundings: int | None = None,
+    min_decimals: int = MIN_DECIMALS_CASES,
+) -> Suite:
     """Every case written to `directory` and graded: careful students, mistakes, wrong roundings.
+
+    `per_mistake` cases of each mistake, wrong roundings on `roundings` exercises (None: all), and
+    `min_decimals` files of too few decimals: a wrong file costs `check` far more than a right one.
 
     When `check` has `--keys`, the careful students also hand in their answers alone (with their
     `exercise:` id), graded against the keys. The `check` runs go side by side.
@@ -319,7 +327,8 @@ def build(directory: Path, per_mistake: int = PER_MISTAKE) -> Suite:
     suite = Suite(exercises=_generate(directory) + _own_problems(directory, with_ids="--keys" in options))
     careful = [c for e in suite.exercises for c in _careful_cases(e)]
     wrong = _mistake_cases(suite.exercises, suite, per_mistake)
-    wrong += [c for i, e in enumerate(suite.exercises) for c in _rounding_cases(e, i, suite)]
+    rounded = _interleaved(suite.exercises)[:roundings]
+    wrong += [c for i, e in enumerate(rounded) for c in _rounding_cases(e, i, suite)]
     batches: dict[str, tuple[Sequence[Case | Probe], list[str]]] = {"careful": (careful, [])}
     batches |= {f"mistakes:{i}": (wrong[i::2], []) for i in range(2)}  # two runs: two cores
     keyed = [Case(c.id + "-key", c.exercise, c.kind, c.work, form="key") for c in careful]
@@ -335,7 +344,7 @@ def build(directory: Path, per_mistake: int = PER_MISTAKE) -> Suite:
         batches["carry3"] = (coarse, ["--carry", "3"])
     short = []
     if "--min-decimals" in options:  # weights rounded right to 2 decimals, graded with --min-decimals 3
-        short = [_two_decimals(e) for e in suite.exercises[:: len(suite.exercises) // MIN_DECIMALS_CASES]]
+        short = [_two_decimals(e) for e in _interleaved(suite.exercises)[:min_decimals]]
         batches["min_decimals"] = (short, ["--min-decimals", "3"])
     suite.cases = careful + wrong + keyed + coarse + short
     suite.options = options
