@@ -1,19 +1,19 @@
 """The blocked attention kernel behind `from attncli import attention`: O(L + S) memory, no intermediates kept.
 
-attncli.core computes the same softmax(q·kᵀ·scale + mask)·v but keeps every (L, S) step for
-display and grading; this module keeps none of them and works on blocks of query rows,
-like PyTorch's scaled_dot_product_attention (its semantics: boolean masks True = may attend,
-additive float masks, causal top-left, scale 1/√E by default). tests/test_kernel.py checks
-that the two agree.
+It follows PyTorch's scaled_dot_product_attention (boolean masks True = may attend, additive
+float masks, causal top-left, scale 1/√E by default) and works on blocks of query rows. The
+every-step path the CLI shows is attncli.core.attend; its docstring says how the two relate.
 
-Blocks are shared among threads, one per core: numpy lets go of the GIL inside its matrix
-products and ufuncs, so a second thread computes e^s while the first multiplies. BLAS is
-held to one thread meanwhile (threadpoolctl), so the cores are not asked for twice over.
+The blocks are shared among the caller's thread and helper threads kept between calls, one
+per core: numpy lets go of the GIL inside its matrix products and ufuncs, so one thread
+computes e^s while another multiplies. BLAS is held to one thread meanwhile (threadpoolctl),
+so the cores are not asked for twice over.
 """
 
 from __future__ import annotations
 
 import os
+import queue
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -26,6 +26,9 @@ if TYPE_CHECKING:
     from threadpoolctl import ThreadpoolController
 
 BLOCK_CELLS = 1 << 20  # scores per block of query rows: a few MiB, so a block stays in cache
+# Multiply-adds in all above which OpenBLAS would run its own threads: the blocks go to ours instead.
+# (Under load, OpenBLAS's spinning threads make a 0.3 ms call take 80 ms; ours wait without spinning.)
+PARALLEL_WORK = 1 << 19
 
 
 def attention(
@@ -48,8 +51,9 @@ def attention(
     defaults to 1/√E. The dtype of the inputs is kept: float32 in, float32 out.
     Queries are processed a block of rows at a time (`block_rows`, by default as many as
     make BLOCK_CELLS scores), so the (L, S) score matrix is never built unless
-    `return_weights` asks for it. `threads` defaults to the cores this process may use;
-    the result does not depend on either.
+    `return_weights` asks for it. `threads` defaults to the cores this process may use,
+    once a problem is big enough (PARALLEL_WORK); `threads=1` is a plain loop that leaves
+    BLAS as it is. The result does not depend on either to the last bit.
     """
     q, k, v = np.asarray(q), np.asarray(k), np.asarray(v)
     dtype = np.result_type(q.dtype, k.dtype, v.dtype, np.float16)
@@ -79,15 +83,21 @@ def attention(
         )
         for index in np.ndindex(*batch)
     ]
-    rows = block_rows or max(1, min(n_q, BLOCK_CELLS // max(n_k, 1)))
+    cores = threads or _cores()
+    parallel = cores > 1 and (threads is not None or len(heads) * n_q * n_k * (d + d_v) > PARALLEL_WORK)
+    rows = block_rows or max(1, min(n_q, BLOCK_CELLS // max(n_k, 1), -(-n_q // cores) if parallel else n_q))
     blocks = [(head, start, min(n_q, start + rows)) for head in heads for start in range(0, n_q, rows)]
-    workers = min(len(blocks), threads or _cores())
-    if workers <= 1:
-        scratch = _Scratch(rows, n_k, d_v, dtype, causal)
-        for head, start, stop in blocks:
-            _attend_block(head, start, stop, causal, scratch)
+    call = _Call(blocks, causal, lambda: _Scratch(rows, n_k, d_v, dtype, causal))
+    if not parallel:
+        call.work()  # one thread, BLAS left as it is
     else:
-        _in_threads(blocks, workers, lambda: _Scratch(rows, n_k, d_v, dtype, causal), causal)
+        with _BLAS.one():
+            _POOL.lend(call, min(len(blocks), cores) - 1)
+            try:
+                call.work()
+            finally:
+                call.close()
+    call.raise_first_failure()
     return (out, weights) if return_weights else out
 
 
@@ -180,41 +190,88 @@ def _check_rows(ok: np.ndarray, start: int) -> None:
         raise ValueError(f"query row {row} has no key to attend to: every key is masked")
 
 
-def _in_threads(
-    blocks: list[tuple[_Head, int, int]], workers: int, scratch: Callable[[], _Scratch], causal: bool
-) -> None:
-    """Every block, taken in order by whichever of `workers` threads is free (this one included).
+class _Call:
+    """One call's blocks, taken in order by whichever thread is free: the caller's and any helpers'.
 
-    The first failing block's error is raised, whichever thread met it, so the message
-    does not depend on the scheduling.
+    A block that fails is recorded and no new block is started; the first failing block's
+    error is raised, whichever thread met it, so the message does not depend on scheduling.
     """
-    lock = threading.Lock()
-    tasks = enumerate(blocks)
-    failures: list[tuple[int, BaseException]] = []
 
-    def work() -> None:
-        buffers = scratch()
-        while not failures:
-            with lock:
-                position, (head, start, stop) = next(tasks, (-1, (None, 0, 0)))
-            if head is None:
+    def __init__(self, blocks: list[tuple[_Head, int, int]], causal: bool, scratch: Callable[[], _Scratch]) -> None:
+        self._blocks = enumerate(blocks)
+        self._causal = causal
+        self._scratch = scratch
+        self._lock = threading.Lock()
+        self._idle = threading.Condition(self._lock)
+        self._open = True
+        self._helping = 0
+        self._failures: list[tuple[int, Exception]] = []
+
+    def work(self) -> None:
+        buffers = None
+        while True:
+            with self._lock:
+                task = next(self._blocks, None) if self._open and not self._failures else None
+            if task is None:
                 return
+            position, (head, start, stop) = task
+            if buffers is None:
+                buffers = self._scratch()
             try:
-                _attend_block(head, start, stop, causal, buffers)
-            except BaseException as error:
-                failures.append((position, error))
+                _attend_block(head, start, stop, self._causal, buffers)
+            except Exception as error:  # anything else (Ctrl-C) propagates at once
+                with self._lock:
+                    self._failures.append((position, error))
 
-    helpers = [threading.Thread(target=work, daemon=True) for _ in range(workers - 1)]
-    with _BLAS.one():
-        for helper in helpers:
-            helper.start()
+    def help(self) -> None:
+        """A helper thread's share; nothing if the call has already closed."""
+        with self._lock:
+            if not self._open:
+                return
+            self._helping += 1
         try:
-            work()
+            self.work()
         finally:
-            for helper in helpers:
-                helper.join()
-    if failures:
-        raise min(failures, key=lambda failure: failure[0])[1]
+            with self._lock:
+                self._helping -= 1
+                self._idle.notify_all()
+
+    def close(self) -> None:
+        """No block starts after this; returns when the helpers' blocks are done."""
+        with self._lock:
+            self._open = False
+            while self._helping:
+                self._idle.wait()
+
+    def raise_first_failure(self) -> None:
+        if self._failures:
+            raise min(self._failures, key=lambda failure: failure[0])[1]
+
+
+class _Pool:
+    """Helper threads kept between calls: starting a thread costs more than a small block.
+
+    They wait on a queue of calls and are daemons, so they never hold up the interpreter's
+    exit; a forked child starts with none.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._calls: queue.SimpleQueue[_Call] = queue.SimpleQueue()
+        self._size = 0
+
+    def lend(self, call: _Call, helpers: int) -> None:
+        with self._lock:
+            for _ in range(self._size, helpers):
+                threading.Thread(target=self._serve, args=(self._calls,), name="attncli-kernel", daemon=True).start()
+            self._size = max(self._size, helpers)
+        for _ in range(helpers):
+            self._calls.put(call)
+
+    @staticmethod
+    def _serve(calls: queue.SimpleQueue[_Call]) -> None:
+        while True:
+            calls.get().help()
 
 
 def _cores() -> int:
@@ -255,3 +312,14 @@ class _BlasThreads:
 
 
 _BLAS = _BlasThreads()
+_POOL = _Pool()
+
+
+def _after_fork() -> None:
+    """A forked child has only the thread that forked: no helpers, and locks that nobody holds."""
+    global _BLAS, _POOL
+    _BLAS, _POOL = _BlasThreads(), _Pool()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork)

@@ -35,6 +35,7 @@ from types import ModuleType
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # measure the checkout this script is in, not an installed attncli
 THREADS = 2
 
 
@@ -52,13 +53,30 @@ class Row:
 Contenders = dict[str, Callable[[], object]]
 
 
-def interleaved(contenders: Contenders, repeats: int, warm_up: bool = True) -> dict[str, list[float]]:
-    """Wall times of each contender, taking turns `repeats` times (after one warm-up round)."""
-    for run in contenders.values() if warm_up else ():
+@dataclass(frozen=True)
+class Plan:
+    """How long to measure: sizes, turns, and the pause before each timed run."""
+
+    n: int  # tokens of the large cases
+    small: int  # tokens of the per-call-overhead case
+    big: int  # tokens of the memory probe
+    repeats: int  # turns of each kernel comparison
+    runs: int  # turns of each command-line comparison
+    settle: float  # s before each timed run (0: no warm-up round either)
+
+
+def interleaved(contenders: Contenders, repeats: int, settle: float) -> dict[str, list[float]]:
+    """Wall times of each contender, taking turns `repeats` times after a warm-up round.
+
+    Each run starts after a pause of `settle`: OpenBLAS's idle threads spin for ~0.1 s after
+    a call and libgomp's (torch's) for a few ms, and whoever ran next would pay for them.
+    """
+    for run in contenders.values() if settle else ():
         run()
     times: dict[str, list[float]] = {name: [] for name in contenders}
     for _ in range(repeats):
         for name, run in contenders.items():
+            time.sleep(settle)
             start = time.perf_counter()
             run()
             times[name].append(time.perf_counter() - start)
@@ -86,12 +104,13 @@ def _torch(wanted: bool) -> ModuleType | None:
     return torch
 
 
-def kernel(n: int, small_n: int, d: int, heads: int, repeats: int, torch: ModuleType | None) -> list[Row]:
+def kernel(plan: Plan, d: int, heads: int, torch: ModuleType | None) -> list[Row]:
     """`attention` against a matrix product of the same FLOPs and against torch's fused SDPA."""
     from attncli import attention
 
     rng = np.random.default_rng(0)
     rows: list[Row] = []
+    n = plan.n
     cases = [("float32", np.float32, False, 1, n), ("float64", np.float64, False, 1, n)]
     cases += [("float32 causal", np.float32, True, 1, n), (f"float32 {heads} heads", np.float32, False, heads, n // 2)]
     for label, dtype, causal, count, length in cases:
@@ -107,7 +126,7 @@ def kernel(n: int, small_n: int, d: int, heads: int, repeats: int, torch: Module
             tq, tk, tv = (torch.from_numpy(x) for x in (q, k, v))
             sdpa = torch.nn.functional.scaled_dot_product_attention
             contenders["torch"] = partial(sdpa, tq, tk, tv, is_causal=causal)
-        times = interleaved(contenders, repeats)
+        times = interleaved(contenders, plan.repeats, plan.settle)
         size = f"n={length}, d={d}" + (f", {count} heads" if count > 1 else "")
         rows += [
             timed(f"attncli.attention, {label} (s)", times["attncli"], size),
@@ -121,20 +140,22 @@ def kernel(n: int, small_n: int, d: int, heads: int, repeats: int, torch: Module
                 timed(f"torch SDPA (1, {count}, L, E), {label} (s)", times["torch"], f"{THREADS} threads"),
                 ratio(f"torch / attncli, {label}", times["torch"], times["attncli"], "target ≥ 1.5"),
             ]
-    return rows + small(small_n, d, 20 * repeats, torch) + errors(min(n, 2048), d, torch)
+    return rows + small(plan, d, torch) + errors(min(n, 2048), d, torch)
 
 
-def small(n: int, d: int, repeats: int, torch: ModuleType | None) -> list[Row]:
+def small(plan: Plan, d: int, torch: ModuleType | None) -> list[Row]:
     """A short sequence (n = 256): per-call overhead, where torch's fused kernel is at its best."""
     from attncli import attention
 
+    n = plan.small
     rng = np.random.default_rng(1)
     q, k, v = (rng.standard_normal((1, 1, n, d)).astype(np.float32) for _ in range(3))
     if torch is None:
         return [Row(f"torch / attncli, float32 n={n}", np.nan, np.nan, "torch not installed", missing=True)]
     tq, tk, tv = (torch.from_numpy(x) for x in (q, k, v))
     sdpa = torch.nn.functional.scaled_dot_product_attention
-    times = interleaved({"attncli": partial(attention, q, k, v), "torch": partial(sdpa, tq, tk, tv)}, repeats)
+    contenders = {"attncli": partial(attention, q, k, v), "torch": partial(sdpa, tq, tk, tv)}
+    times = interleaved(contenders, 4 * plan.repeats, plan.settle)
     return [
         timed(f"attncli.attention, float32 n={n} (s)", times["attncli"]),
         timed(f"torch SDPA (1, 1, L, E), float32 n={n} (s)", times["torch"]),
@@ -181,7 +202,7 @@ print(tracemalloc.get_traced_memory()[1] / 2**20)
 def memory(n: int, d: int) -> list[Row]:
     """Peak memory one call allocates on top of its inputs (numpy buffers included, via tracemalloc)."""
     result = subprocess.run(
-        [sys.executable, "-c", MEMORY_PROBE, str(n), str(d)], capture_output=True, text=True, check=True
+        [sys.executable, "-c", MEMORY_PROBE, str(n), str(d)], capture_output=True, text=True, check=True, cwd=ROOT
     )
     return [
         _figure(f"peak above inputs, n={n} (MiB)", float(result.stdout), "target ≤ 512"),
@@ -190,10 +211,10 @@ def memory(n: int, d: int) -> list[Row]:
 
 
 def _command(command: list[str]) -> Callable[[], object]:
-    return partial(subprocess.run, command, capture_output=True, check=True)
+    return partial(subprocess.run, command, capture_output=True, check=True, cwd=ROOT)
 
 
-def startup(repeats: int, warm_up: bool) -> list[Row]:
+def startup(plan: Plan) -> list[Row]:
     """Wall time of the CLI on the worked example, and of --help, against importing its heavy libraries."""
     cli = [sys.executable, "-m", "attncli"]
     times = interleaved(
@@ -202,8 +223,8 @@ def startup(repeats: int, warm_up: bool) -> list[Row]:
             "compute": _command([*cli, "compute", str(ROOT / "samples" / "bank.yaml")]),
             "help": _command([*cli, "--help"]),
         },
-        repeats,
-        warm_up,
+        plan.runs,
+        plan.settle,
     )
     return [
         timed("python -c 'import numpy, yaml, rich.table' (s)", times["baseline"], "baseline"),
@@ -223,8 +244,9 @@ np.save(sys.argv[4], attention(q, k, v))
 """
 
 
-def large_cli(n: int, d: int, repeats: int, warm_up: bool) -> list[Row]:
+def large_cli(plan: Plan, d: int) -> list[Row]:
     """`attncli compute` on n tokens from .npy files against a Python script that loads, computes and saves."""
+    n = plan.n
     rng = np.random.default_rng(0)
     with tempfile.TemporaryDirectory() as folder:
         paths = [os.path.join(folder, f"{name}.npy") for name in ("q", "k", "v")]
@@ -239,8 +261,8 @@ def large_cli(n: int, d: int, repeats: int, warm_up: bool) -> list[Row]:
                 "npy": _command([*cli, "-f", "npy", "-o", out]),
                 "summary": _command(cli),
             },
-            repeats,
-            warm_up,
+            max(1, plan.runs // 3),
+            plan.settle,
         )
     return [
         timed(f"python script: load, attention(), save, {n} tokens (s)", times["script"]),
@@ -268,9 +290,9 @@ def main(argv: list[str] | None = None) -> list[Row]:
     parser.add_argument("--quick", action="store_true", help="toy sizes: checks the script, measures nothing")
     parser.add_argument("--without-torch", action="store_true", help="leave torch out even if it is installed")
     args = parser.parse_args(argv)
-    n, small_n, big, repeats, runs = (64, 32, 256, 2, 1) if args.quick else (4096, 256, 32768, 15, 15)
-    rows = kernel(n, small_n, 64, 8, repeats, _torch(not args.without_torch)) + memory(big, 64)
-    rows += startup(runs, not args.quick) + large_cli(n, 64, max(1, runs // 3), not args.quick)
+    plan = Plan(64, 32, 256, 2, 1, 0.0) if args.quick else Plan(4096, 256, 32768, 15, 15, 0.15)
+    rows = kernel(plan, 64, 8, _torch(not args.without_torch)) + memory(plan.big, 64)
+    rows += startup(plan) + large_cli(plan, 64)
     print(f"{'measure':<58} {'min':>10} {'median':>10}  note")
     for row in rows:
         print(f"{row.name:<58} {row.minimum:>10.4g} {row.median:>10.4g}  {row.note}")
