@@ -232,23 +232,26 @@ def test_heatmap_shows_every_weight_and_marks_masked_cells() -> None:
     """storm_causal: bank (position 2) sees The and bank; storm sees every token but the final '.'."""
     result = run(str(SAMPLES / "storm_causal.yaml"), "--format", "text")
     assert result.exit_code == 0, result.output
-    heat = result.stdout.split("Attention weights (rows: queries")[1].split("Outputs")[0]
+    heat = result.stdout.split("Attention weights (rows: keys")[1].split("Outputs")[0]
     r = 1 / math.sqrt(2)
     expected = {
         "bank": [*softmax([0, r]), None, None, None, None, None],
         "storm": [*softmax([r, r, 2 * r, 0, r, 3 * r]), None],
     }
-    for query, weights in expected.items():
-        (line,) = [line for line in heat.splitlines() if line.startswith(query + " ")]
-        numbers = [cell for cell in line.split()[1:] if cell[0].isdigit() or cell == "·"]
-        assert numbers == ["·" if w is None else f"{w:.4f}" for w in weights]
+    tokens = ["The", "bank", "flooded", "after", "the", "storm", "."]
+    columns = {
+        token: next(row.split()[1:] for row in heat.splitlines() if row.startswith(token + " ")) for token in tokens
+    }
+    for q, (query, weights) in enumerate(expected.items()):
+        numbers = [columns[token][q].rstrip("▁▂▃▄▅▆▇█") for token in tokens]
+        assert numbers == ["·" if w is None else f"{w:.4f}" for w in weights], query
     assert flat(en.MESSAGES["analysis.caution_map"]) in flat(result.stdout)
 
 
 def test_heatmap_flag_forces_the_map_for_one_query() -> None:
     assert "Attention weights (rows" not in run(BANK, "--format", "text").stdout
     forced = run(BANK, "--heatmap", "--format", "text").stdout
-    assert "Attention weights (rows" in forced and "0.6652 ▓" in forced
+    assert "Attention weights (rows" in forced and "0.6652█" in forced
 
 
 def test_interventions_show_beside_the_original_with_the_caution() -> None:

@@ -8,6 +8,8 @@ a heatmap cell carries its number and a shade character, for plain text too.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -15,16 +17,17 @@ import numpy as np
 from attncli.core import HeadSteps, Steps
 from attncli.i18n import t
 from attncli.problem import Problem
-from attncli.render.layout import BLANK, Cell, Line, Span, bar, line, table
+from attncli.render.layout import BLANK, Cell, Line, Span, bar, line, plain, table, width_of
 from attncli.render.numbers import fixed, vector
-from attncli.render.summary import SHADES
 
 if TYPE_CHECKING:
     from attncli.probes import Comparison, Intervention, Norms, Ranking, Scaling
 
-# The ends of the heatmap's colour scale, weight 0 and 1: light enough for black ink all along, so that a
-# terminal with 8 or 256 colours, which rounds the colour, never puts the ink on a background of its own colour.
-LIGHT, DARK = (247, 251, 255), (66, 146, 198)
+# The heatmap's eight steps: bars of rising height, so that plain text carries the level, on backgrounds of
+# evenly falling lightness (matplotlib's "Blues"), with black ink on the four light ones and white on the dark.
+BARS = "▁▂▃▄▅▆▇█"
+BACKGROUNDS = ("#dfecf7", "#c7dcef", "#9fcae1", "#6caed6", "#4292c6", "#2171b5", "#08519c", "#08306b")
+COMPACT_DECIMALS = 2  # the rounding of the compact grid, when the full precision does not fit
 MASKED_CELL = "·"
 DISAGREE = "≠"
 CHART_WIDTH = 30
@@ -37,30 +40,116 @@ def _caution(key: str) -> Line:
 # Heatmaps
 
 
+@dataclass(frozen=True)
+class _Grid:
+    """One way to lay the heatmap out: decimals per cell (None: bars only), numbered columns, the gap."""
+
+    decimals: int | None
+    numbered: bool
+    gap: int
+
+
 def heatmap(head: HeadSteps, problem: Problem, precision: int, width: int) -> list[Line]:
-    """One head's weight matrix as shaded cells: each cell shows its number and a shade, masked cells a dot."""
-    rows = []
-    for i, query in enumerate(problem.query_tokens):
-        cells: list[Cell] = [query]
-        for j in range(len(problem.tokens)):
-            if problem.mask[i, j]:
-                cells.append(_heat_cell(float(head.weights[i, j]), precision))
-            else:
-                cells.append((MASKED_CELL, "dim"))
-        rows.append(cells)
-    columns = range(1, len(problem.tokens) + 1)
-    return [
-        *table(t("render.weight_matrix_title"), [t("render.query"), *problem.tokens], rows, width, right=columns),
-        line((t("analysis.heatmap_legend", shades=SHADES[1:]), "dim")),
-        _caution("analysis.caution_map"),
-        BLANK,
+    """One head's weights as a grid of numbers with bars, in the first layout that fits `width`.
+
+    Keys are the rows when there are fewer queries than keys (a tall grid fits where a wide one does not).
+    Bars and colours step in eighths of the head's largest weight, so that a row's weights are told apart
+    even when all are small; the legend gives the scale. Then, in order: numbered columns, 2 decimals,
+    bars alone; a stacked list only when even that does not fit.
+    """
+    by_key = len(problem.query_tokens) < len(problem.tokens)
+    weights = np.where(problem.mask, head.weights, np.nan)
+    if by_key:
+        weights = weights.T
+    rows, columns = (problem.tokens, problem.query_tokens) if by_key else (problem.query_tokens, problem.tokens)
+    allowed = weights[~np.isnan(weights)]
+    largest = float(allowed.max()) if allowed.size else 0.0
+    title = t("render.weight_matrix_title_keys" if by_key else "render.weight_matrix_title")
+    layouts = [_Grid(precision, False, 2), _Grid(precision, True, 2), _Grid(precision, True, 1)]
+    if precision > COMPACT_DECIMALS:
+        layouts.append(_Grid(COMPACT_DECIMALS, True, 1))
+    layouts.append(_Grid(None, True, 1))
+    for layout in layouts:
+        grid = _grid(layout, weights, rows, columns, largest, width)
+        if grid is not None:
+            notes = []
+            if layout.numbered:
+                names = ", ".join(f"{j + 1} {name}" for j, name in enumerate(columns))
+                notes.append(t("analysis.heatmap_columns", names=names))
+            if layout.decimals is None:
+                notes.append(t("analysis.heatmap_bars_only"))
+            elif layout.decimals < precision:
+                notes.append(t("analysis.heatmap_rounded", decimals=layout.decimals))
+            return [
+                line((title, "bold")),
+                *grid,
+                *_legend(largest, precision, notes),
+                _caution("analysis.caution_map"),
+                BLANK,
+            ]
+    stacked = [[name, *(_heat_cell(w, largest, precision) for w in row)] for name, row in zip(rows, weights)]
+    corner = t("render.key") if by_key else t("render.query")
+    grid = table(title, [corner, *columns], stacked, width)[:-1]
+    return [*grid, *_legend(largest, precision, []), _caution("analysis.caution_map"), BLANK]
+
+
+def _grid(
+    layout: _Grid, weights: np.ndarray, rows: Sequence[str], columns: Sequence[str], largest: float, width: int
+) -> list[Line] | None:
+    """The grid in `layout`, or None when it is wider than `width`."""
+    cells = [[_heat_cell(w, largest, layout.decimals) for w in row] for row in weights]
+    headers = [str(j + 1) for j in range(len(columns))] if layout.numbered else list(columns)
+    label = max(width_of(name) for name in rows)
+    sizes = [max(width_of(headers[j]), *(width_of(plain(row[j])) for row in cells)) for j in range(len(columns))]
+    if label + sum(size + layout.gap for size in sizes) > width:
+        return None
+    gap = " " * layout.gap
+    top = [(" " * label, "")]
+    for header, size in zip(headers, sizes):
+        top.append((gap + header.rjust(size), "bold"))
+    out = [_trim(top)]
+    for name, row in zip(rows, cells):
+        spans: list[Span] = [(name.ljust(label), "")]
+        for cell, size in zip(row, sizes):
+            spans += [(gap + " " * (size - width_of(plain(cell))), ""), cell]
+        out.append(_trim(spans))
+    return out
+
+
+def _trim(spans: list[Span]) -> Line:
+    return line(*spans[:-1], (spans[-1][0].rstrip(), spans[-1][1]))
+
+
+def _heat_cell(weight: float, largest: float, decimals: int | None) -> Span:
+    """A weight as its number (when `decimals` is given) and its bar, on its background; masked (nan) as a dot."""
+    if math.isnan(weight):
+        return MASKED_CELL, "dim"
+    level = _level(weight, largest)
+    bar_text = BARS[level - 1] if level else " "
+    text = bar_text if decimals is None else fixed(weight, decimals) + bar_text
+    if not level:
+        return text, ""
+    ink = "black" if level <= len(BARS) // 2 else "white"
+    return text, f"{ink} on {BACKGROUNDS[level - 1]}"
+
+
+def _level(weight: float, largest: float) -> int:
+    """0 for a weight of 0, else 1 to 8: the eighth of the largest weight it falls in."""
+    if weight <= 0 or largest <= 0:
+        return 0
+    return min(len(BARS), max(1, math.ceil(weight / largest * len(BARS))))
+
+
+def _legend(largest: float, precision: int, notes: list[str]) -> list[Line]:
+    """The bars on their colours, their scale (eighths of `largest`), then what the layout changed."""
+    half = len(BARS) // 2
+    swatch = [
+        (f" {bar_text} ", f"{'black' if i < half else 'white'} on {colour}")
+        for i, (bar_text, colour) in enumerate(zip(BARS, BACKGROUNDS))
     ]
-
-
-def _heat_cell(weight: float, precision: int) -> Span:
-    shade = SHADES[min(len(SHADES) - 1, math.ceil(weight * (len(SHADES) - 1)))]
-    r, g, b = (round(lo + (hi - lo) * weight) for lo, hi in zip(LIGHT, DARK))
-    return f"{fixed(weight, precision)} {shade}", f"black on rgb({r},{g},{b})"
+    step = fixed(largest / len(BARS), precision)
+    scale = t("analysis.heatmap_scale", largest=fixed(largest, precision), step=step, masked=MASKED_CELL)
+    return [line(*swatch), *(line((note, "dim")) for note in [scale, *notes])]
 
 
 # Norms
