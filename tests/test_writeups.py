@@ -244,6 +244,7 @@ def sections(fmt: str, source: str, steps: core.Steps) -> list[tuple[str, ...]]:
     concat = {"terminal": t("render.concat_title", names=names), "markdown": f"{t('writeup.concat_title')}: {names}"}
     headings = {
         in_format["title"].format(text(t("render.weight_matrix_title"))): ("matrix",),
+        t("render.weight_matrix_title_keys"): ("matrix",),  # the terminal's map, keys as rows
         in_format["title"].format(text(t("render.outputs_title"))): ("outputs",),
         in_format["subsection"].format(text(concat.get(fmt, t("writeup.concat_title")))): ("concat",),
         in_format["subsection"].format(text(t("render.final_title"))): ("final",),
