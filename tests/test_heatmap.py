@@ -16,7 +16,7 @@ import pytest
 import yaml
 from rich.cells import cell_len
 
-from tests.conftest import SAMPLES
+from tests.paths import SAMPLES
 from tests.test_cli_compute import run
 from tests.test_terminal import ANSI, in_terminal
 
