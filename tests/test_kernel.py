@@ -9,8 +9,10 @@ rounding, whatever the block size and the number of threads.
 from __future__ import annotations
 
 import math
+import os
 import subprocess
 import sys
+import threading
 
 import numpy as np
 import pytest
@@ -182,3 +184,48 @@ def test_benchmark_script_runs_in_quick_mode() -> None:
     names = [row.name for row in rows]
     assert "attention / matmul, float32" in names and "compute / baseline" in names
     assert all(row.median == row.median for row in rows if not row.missing)  # no NaN but what is not installed
+
+
+def test_calls_from_several_threads_at_once_each_get_their_own_result() -> None:
+    """The helper threads and the BLAS limit are shared: four callers at once, each result as if alone,
+    and BLAS back at its own number of threads afterwards."""
+    from threadpoolctl import threadpool_info
+
+    before = [library["num_threads"] for library in threadpool_info() if library["user_api"] == "blas"]
+    rng = np.random.default_rng(7)
+    problems = [tuple(rng.standard_normal((2, 40, 8)) for _ in range(3)) for _ in range(4)]
+    alone = [attention(*problem, block_rows=3, threads=2) for problem in problems]
+    results: list[np.ndarray | None] = [None] * len(problems)
+
+    def call(index: int) -> None:
+        results[index] = attention(*problems[index], block_rows=3, threads=2)
+
+    callers = [threading.Thread(target=call, args=(index,)) for index in range(len(problems))]
+    for caller in callers:
+        caller.start()
+    for caller in callers:
+        caller.join()
+    assert all(np.array_equal(a, b) for a, b in zip(alone, results))
+    assert [library["num_threads"] for library in threadpool_info() if library["user_api"] == "blas"] == before
+
+
+FORK = """
+import os, sys, threading
+import numpy as np
+from attncli import kernel
+q = np.ones((64, 8))
+kernel.attention(q, q, q, block_rows=4, threads=2)  # the parent's helpers exist now
+pid = os.fork()
+if pid == 0:
+    out = kernel.attention(q, q, q, block_rows=4, threads=2)
+    helped = any(thread.name == "attncli-kernel" for thread in threading.enumerate())
+    os._exit(0 if np.allclose(out, 1) and helped else 1)
+_, status = os.waitpid(pid, 0)
+sys.exit(os.waitstatus_to_exitcode(status))
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork here")
+def test_a_forked_child_computes_with_threads_of_its_own() -> None:
+    """A child has none of its parent's helper threads: it starts its own rather than wait for them."""
+    subprocess.run([sys.executable, "-c", FORK], cwd=ROOT, check=True, timeout=60)
