@@ -274,13 +274,13 @@ def text_of(x: float, digits: int = 4, unknown: str = "masked") -> str:
     return written[1:] if written.startswith("-") and float(written) == 0 else written
 
 
-def _rows(problem: Problem, key: Key, written: Written) -> str:
+def _rows(problem: Problem, key: Key, written: Written, digits: int) -> str:
     """Rows as `token: [...]`, or as a plain list of rows when the student wrote another number of rows.
 
     NaN is `masked` in dot, scores and weights, and `?` (not answered) after them: a query that saw no key.
     """
     unknown = "masked" if key[1] in MASKABLE else '"?"'
-    text = written.text or [[text_of(x, unknown=unknown) for x in row] for row in written.values]
+    text = written.text or [[text_of(x, digits, unknown) for x in row] for row in written.values]
     if len(text) != problem.n:
         return "\n".join(f"  - [{', '.join(row)}]" for row in text)
     return "\n".join(f"  {token}: [{', '.join(row)}]" for token, row in zip(problem.tokens, text))
@@ -292,7 +292,7 @@ def answers_yaml(work: Work, steps: Sequence[Key] | None = None) -> str:
     chosen = [k for k in work.steps if steps is None or k in steps]
 
     def block(key: Key, indent: str) -> str:
-        body = _rows(p, key, work.steps[key])
+        body = _rows(p, key, work.steps[key], work.digits or 17)
         return f"{indent}{key[1]}:\n" + "\n".join(indent + "  " + line[2:] for line in body.splitlines())
 
     lines = ["answers:"]
