@@ -182,3 +182,18 @@ def test_additive() -> None:
     close(head.weights, [weights])
     # values the [1, 0], bank [0, 1], flooded [1, 1]
     close(steps.output, [[weights[0] + weights[2], weights[1] + weights[2]]])
+
+
+def test_kv_cache() -> None:
+    """One new query against four cached keys: scores 2, 1, 0, 1, so Σ e^s = e² + 2e + 1 = (e + 1)²."""
+    steps = solve("kv_cache.yaml")
+    (head,) = steps.heads
+    z = (E + 1) ** 2
+    weights = [E**2 / z, E / z, 1 / z, E / z]
+    assert steps.problem.mask_rule.kind == "causal_lower_right"
+    assert steps.problem.mask.tolist() == [[True] * 4]  # j ≤ 0 + 4 − 1
+    close(head.scores, [[2, 1, 0, 1]])
+    close(head.weights, [weights])
+    # values [2, 0], [0, 2], [1, 1], [1, 0]
+    close(steps.output, [[2 * weights[0] + weights[2] + weights[3], 2 * weights[1] + weights[2]]])
+    assert [round(w, 4) for w in weights] == [0.5344, 0.1966, 0.0723, 0.1966]

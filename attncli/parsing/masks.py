@@ -13,7 +13,8 @@ from attncli.parsing.fields import FieldReader, rows_from_text
 from attncli.problem import MaskRule
 from attncli.yamldoc import kind_of
 
-RULES = ("none", "causal")  # masks named in words; anything else is a 0/1 matrix
+CAUSAL = ("causal", "causal_lower_right")  # top-left aligned (query i sees 0..i), and aligned to the last key
+RULES = ("none", *CAUSAL)  # masks named in words; anything else is a 0/1 matrix
 
 
 @dataclass(frozen=True)
@@ -51,8 +52,8 @@ def read(reader: FieldReader, data: dict, positions: Positions) -> tuple[np.ndar
     if kind == "matrix":
         allowed &= matrix(reader, written, tokens, query_tokens)
     window = _window(reader, data)
-    if kind == "causal" or window is not None:
-        allowed &= _by_position(reader, positions, kind == "causal", window)
+    if kind in CAUSAL or window is not None:
+        allowed &= _by_position(reader, positions, kind, window)
     padding = _padding(reader, data, tokens)
     allowed &= ~np.isin(np.array(tokens, dtype=object), np.array(padding, dtype=object))[None, :]
     culprit = next((name for name in ("mask", "padding", "window") if name in data), "mask")
@@ -72,14 +73,31 @@ def _window(reader: FieldReader, data: dict) -> int | None:
     return window
 
 
-def _by_position(reader: FieldReader, positions: Positions, causal: bool, window: int | None) -> np.ndarray:
+def _by_position(reader: FieldReader, positions: Positions, kind: str, window: int | None) -> np.ndarray:
     """The (L, S) cells a causal mask and/or a window allow, from where each query and key stands."""
-    query_at = positions.query_positions(reader, "mask" if causal else "window")  # (L,)
+    causal = kind in CAUSAL
+    if kind == "causal_lower_right":
+        query_at = _lower_right(reader, positions)
+    else:
+        query_at = positions.query_positions(reader, "mask" if causal else "window")  # (L,)
     offset = query_at[:, None] - np.arange(len(positions.tokens))[None, :]  # (L, S) i - j
     allowed = offset >= 0 if causal else np.ones(offset.shape, dtype=bool)
     if window is not None:
         allowed &= offset <= window if causal else np.abs(offset) <= window
     return allowed
+
+
+def _lower_right(reader: FieldReader, positions: Positions) -> np.ndarray:
+    """Query row i at key i + S − L, as torch's causal_lower_right: the last query is the newest token.
+
+    In self-attention a named query stands at its own token, so the queries must then be the
+    last L tokens, in order; otherwise the two readings would disagree and the mask is refused.
+    """
+    count, keys = len(positions.query_tokens), len(positions.tokens)
+    query_at = np.arange(count) + keys - count  # (L,)
+    if not positions.cross and positions.query_tokens != positions.tokens[keys - count :]:
+        raise reader.error(("mask",), "problem.lower_right_not_last")
+    return query_at
 
 
 def _padding(reader: FieldReader, data: dict, tokens: tuple[str, ...]) -> tuple[str, ...]:
