@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import math
+import re
+import stat
 import warnings
 import zipfile
 from pathlib import Path
+from typing import IO
 
 import numpy as np
 
@@ -19,24 +22,23 @@ MAX_TEXT_BYTES = 64 * 2**20  # a .csv/.tsv file, like a YAML file
 
 
 def load(path: Path, key: object = None) -> np.ndarray:
-    """A finite 2-D float array from `path`; pickled objects are never loaded."""
+    """A finite 2-D float array from `path`, a regular file; pickled objects are never loaded.
+
+    A FIFO or a device is refused without being opened (reading one could block or never end);
+    a binary file's shape and dtype are checked from its header before its data is read; a text
+    file's errors name the cell, never its content (a link to /etc/passwd must not print it).
+    """
     suffix = path.suffix.lower()
-    if not path.is_file():
-        raise fail("arrays.missing", path=str(path))
+    _check_regular(path)
     try:
         if suffix == ".npy":
-            mapped = np.load(path, mmap_mode="r", allow_pickle=False)  # reads the header only
-            _check_size(path, mapped.shape)
-            array = np.array(mapped)
+            with open(path, "rb") as stream:
+                _check_header(path, stream)
+            array = np.load(path, allow_pickle=False)
         elif suffix == ".npz":
             array = _member(path, key)
         elif suffix in (".csv", ".tsv", ".txt"):
-            if path.stat().st_size > MAX_TEXT_BYTES:
-                size = path.stat().st_size
-                raise fail("arrays.too_large", path=str(path), size=_mib(size), limit=_mib(MAX_TEXT_BYTES))
-            with warnings.catch_warnings():  # an empty file is reported below, not warned about
-                warnings.simplefilter("ignore")
-                array = np.loadtxt(path, delimiter="\t" if suffix == ".tsv" else ",", dtype=np.float64, ndmin=2)
+            array = _table(path, "\t" if suffix == ".tsv" else ",")
         else:
             raise fail("arrays.unknown_format", path=str(path))
     except (ValueError, OSError, EOFError, MemoryError, zipfile.BadZipFile) as error:
@@ -47,15 +49,39 @@ def load(path: Path, key: object = None) -> np.ndarray:
         array = array[None, :]
     if array.ndim != 2 or array.size == 0:
         raise fail("arrays.not_matrix", path=str(path), shape="×".join(map(str, array.shape)) or "()")
-    if not np.issubdtype(array.dtype, np.number) or np.iscomplexobj(array):
-        raise fail("arrays.not_numbers", path=str(path), dtype=str(array.dtype))
     if not np.isfinite(array).all():
         raise fail("arrays.not_finite", path=str(path))
     return array
 
 
+def _check_regular(path: Path) -> None:
+    """Refuse what is not a regular file (symbolic links followed) before opening it."""
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        raise fail("arrays.missing", path=str(path)) from None
+    except OSError as error:  # a name too long, a loop of links, a folder without permission
+        raise fail("arrays.unreadable", path=str(path), reason=error.strerror or str(error)) from None
+    if not stat.S_ISREG(mode):
+        raise fail("arrays.not_regular", path=str(path))
+
+
+def _check_header(path: Path, stream: IO[bytes]) -> None:
+    """The shape and dtype an .npy header claims, checked before any data is read.
+
+    Only real numbers are taken: integers, floats and booleans (read as 0 and 1); complex,
+    dates, time spans (numpy counts them as integers), objects, text and records are refused.
+    """
+    version = np.lib.format.read_magic(stream)
+    read = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+    shape, _, dtype = read(stream)
+    if dtype.kind not in "biuf":
+        raise fail("arrays.not_numbers", path=str(path), dtype=str(dtype))
+    _check_size(path, shape)
+
+
 def _member(path: Path, key: object) -> np.ndarray:
-    """The array `key` of an .npz archive (the only one when `key` is None), its size checked first."""
+    """The array `key` of an .npz archive (the only one when `key` is None), its header checked first."""
     with np.load(path, allow_pickle=False) as archive:
         names = list(archive.keys())
         if key is None and len(names) == 1:
@@ -66,13 +92,30 @@ def _member(path: Path, key: object) -> np.ndarray:
             raise fail("arrays.npz_key", path=str(path), name=key, names=", ".join(names))
         member = f"{key}.npy" if f"{key}.npy" in archive.zip.namelist() else str(key)
         with archive.zip.open(member) as stream:
-            version = np.lib.format.read_magic(stream)
-            read_header = np.lib.format.read_array_header_1_0
-            if version != (1, 0):
-                read_header = np.lib.format.read_array_header_2_0
-            shape, _, _ = read_header(stream)
-        _check_size(path, shape)
+            _check_header(path, stream)
         return archive[str(key)]
+
+
+# numpy's reasons for refusing a table quote the text it could not read; only the cell is kept.
+_NOT_A_NUMBER = re.compile(r"could not convert string .* at row (\d+), column (\d+)", re.DOTALL)
+_RAGGED = re.compile(r"the number of columns changed from (\d+) to (\d+) at row (\d+)")
+
+
+def _table(path: Path, delimiter: str) -> np.ndarray:
+    """A .csv/.tsv/.txt file of numbers; an error names the row and column, not what is written there."""
+    size = path.stat().st_size
+    if size > MAX_TEXT_BYTES:
+        raise fail("arrays.too_large", path=str(path), size=_mib(size), limit=_mib(MAX_TEXT_BYTES))
+    try:
+        with warnings.catch_warnings():  # an empty file is reported by `load`, not warned about
+            warnings.simplefilter("ignore")
+            return np.loadtxt(path, delimiter=delimiter, dtype=np.float64, ndmin=2, encoding="utf-8")
+    except ValueError as error:
+        if found := _NOT_A_NUMBER.search(str(error)):  # numpy counts rows from 0 here, columns from 1
+            raise fail("arrays.not_a_number", path=str(path), row=int(found[1]) + 1, column=found[2]) from None
+        if found := _RAGGED.search(str(error)):
+            raise fail("arrays.ragged", path=str(path), row=found[3], count=found[2], expected=found[1]) from None
+        raise fail("arrays.not_a_table", path=str(path)) from None
 
 
 def _check_size(path: Path, shape: tuple[int, ...]) -> None:

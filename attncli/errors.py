@@ -1,4 +1,8 @@
-"""The one error a user can cause, how its message lists names, and the exit codes the command line promises."""
+"""The one error a user can cause, how its message lists names, and the exit codes the command line promises.
+
+Also which characters a terminal obeys instead of showing: a name, a title or a file name holding
+one is refused (in a problem) or shown escaped (in a message, a report).
+"""
 
 from __future__ import annotations
 
@@ -7,6 +11,10 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 
 NAMES_SHOWN = 10  # a message lists at most this many token names, then how many there are
+# C0, DEL, C1, the Unicode line and paragraph separators, and the bidirectional embeddings,
+# overrides and isolates (U+202A-U+202E, U+2066-U+2069), which can make text read backwards.
+CONTROL_CODES = (*range(0x20), *range(0x7F, 0xA0), 0x2028, 0x2029, *range(0x202A, 0x202F), *range(0x2066, 0x206A))
+_ESCAPED = {code: ascii(chr(code))[1:-1] for code in CONTROL_CODES}
 
 
 class ExitCode(IntEnum):
@@ -80,3 +88,8 @@ def listed(names: Sequence[str]) -> str:
     """Token names for a one-line message: the first few, and how many there are in all."""
     shown = ", ".join(names[:NAMES_SHOWN])
     return shown if len(names) <= NAMES_SHOWN else f"{shown}, ... ({len(names)})"
+
+
+def printable(text: str) -> str:
+    """`text` with every control character (CONTROL_CODES) written as its escape, \\x1b or \\u202e."""
+    return text.translate(_ESCAPED)

@@ -14,7 +14,7 @@ import shlex
 from dataclasses import dataclass, replace
 from fractions import Fraction
 
-from attncli import pipeline
+from attncli import expr, pipeline
 from attncli.errors import fail
 from attncli.i18n import current_language, t
 from attncli.render.numbers import fixed
@@ -67,9 +67,9 @@ class _Head:
 def parse_tokens(text: str) -> int | tuple[str, ...]:
     """`--tokens`: a count (`4`) or the names (`the,cat,sat`)."""
     text = text.strip()
-    if text.isdigit():
-        count = int(text)
-        if not 1 <= count <= MAX_TOKENS:
+    count = expr.whole_number(text)
+    if count is not None or text.isdigit():  # ² or 5,000 digits: a count, but not one attncli takes
+        if count is None or not 1 <= count <= MAX_TOKENS:
             raise fail("generate.bad_tokens", got=text, limit=MAX_TOKENS)
         return count
     names = tuple(name.strip() for name in text.split(",") if name.strip())

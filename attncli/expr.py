@@ -56,14 +56,15 @@ def evaluate(text: str) -> float:
 
 
 def whole_number(text: str) -> int | None:
-    """The whole number `text` writes in ASCII digits (spaces around allowed), or None if it writes none.
+    """The whole number `text` writes in decimal digits (spaces around allowed), or None if it writes none.
 
-    Every integer an option or a field spells out goes through here: str.isdigit() also passes
-    ² (which int() refuses) and ٤ (which int() reads), and int() refuses more than 4,300 digits;
-    here only 0-9 count, and more than WHOLE_DIGITS of them is no whole number attncli takes.
+    Every integer attncli reads from text goes through here: str.isdigit() also passes ², which
+    int() refuses, and int() refuses more than 4,300 digits. Decimal digits of any script count,
+    as they do for int() and for the integer options (٤ is 4); more than WHOLE_DIGITS of them is
+    no whole number attncli takes.
     """
     text = text.strip()
-    if not text or len(text) > WHOLE_DIGITS or not (text.isascii() and text.isdigit()):
+    if not text or len(text) > WHOLE_DIGITS or not text.isdecimal():
         return None
     return int(text)
 

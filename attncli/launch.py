@@ -13,6 +13,8 @@ import sys
 import traceback
 from typing import TextIO
 
+from attncli.errors import printable
+
 
 def main() -> None:
     arguments = sys.argv[1:]
@@ -79,12 +81,18 @@ def say(line: str, stderr: TextIO | None = None) -> None:
     cannot send commands to the terminal.
     """
     with contextlib.suppress(OSError):
-        print(f"attncli: {line.translate(_ESCAPED)}", file=stderr or sys.stderr)
+        print(_fit(f"attncli: {printable(line)}"), file=stderr or sys.stderr)
 
 
-_ESCAPED = {
-    code: ascii(chr(code))[1:-1] for code in (*range(0x20), *range(0x7F, 0xA0), 0x2028, 0x2029)
-}  # C0, DEL, C1, and the Unicode line and paragraph separators
+def _fit(line: str) -> str:
+    """`line` cut to LINE_LIMIT characters in the middle, the cut marked "…": its start says where, its end what."""
+    if len(line) <= LINE_LIMIT:
+        return line
+    head = (LINE_LIMIT - 1) * 2 // 3
+    return f"{line[:head]}…{line[len(line) - (LINE_LIMIT - 1 - head) :]}"
+
+
+LINE_LIMIT = 200  # characters of an error line on stderr, "attncli: " included
 
 
 def silence_stdout() -> None:

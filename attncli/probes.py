@@ -366,6 +366,14 @@ class Scaling:
     rows: tuple[ScalingRow, ...]
 
 
+def parse_dims(text: str) -> list[int]:
+    """`--dk`: the d_k values, whole numbers from 1 to MAX_DK separated by commas."""
+    dims = [whole_number(part) for part in text.split(",")]
+    if not all(d is not None and 1 <= d <= MAX_DK for d in dims):
+        raise fail("analysis.bad_dk", got=quote(text), limit=MAX_DK)
+    return dims
+
+
 def scaling_work(dims: Sequence[int], keys: int, samples: int) -> int:
     """The Monte Carlo's cost in steps of about 40 ns: numbers drawn, softmax cells (two each), a generator per d_k."""
     return sum(samples * (keys * (d_k + 2) + d_k) + SCALING_ROW_WORK for d_k in dims)

@@ -31,10 +31,11 @@ PLACEHOLDERS = {"<5000 digits>": "9" * 5000, "<10000 characters>": "n" * 10_000}
 
 
 def expanded(case: dict) -> dict:
-    args = case.get("args", [])
+    args, file = case.get("args", []), case["file"]
     for short, long in PLACEHOLDERS.items():
         args = [arg.replace(short, long) for arg in args]
-    return {**case, "args": args} if "args" in case else case
+        file = file.replace(short, long) if file else file
+    return {**case, "args": args, "file": file}
 
 
 CASES = [expanded(case) for case in yaml.safe_load((CORPUS / "cases.yaml").read_text(encoding="utf-8"))]
@@ -61,8 +62,12 @@ class Hang(BaseException):
 
 
 def case_id(case: dict) -> str:
-    words = " ".join(arg if len(arg) <= 40 else f"{arg[:12]}…({len(arg)})" for arg in case.get("args", []))
-    return f"{case.get('command', 'compute')}:{case['file'] or 'flags'}:{words}".rstrip(":")
+    words = " ".join(_short(arg) for arg in case.get("args", []))
+    return f"{case.get('command', 'compute')}:{_short(case['file'] or 'flags')}:{words}".rstrip(":")
+
+
+def _short(arg: str) -> str:
+    return arg if len(arg) <= 40 else f"{arg[:12]}…({len(arg)})"
 
 
 def command(case: dict) -> list[str]:
@@ -81,6 +86,7 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A private copy of the corpus, so that "nothing written" can be checked file by file."""
     copy = tmp_path_factory.mktemp("corpus")
     shutil.copytree(CORPUS, copy, dirs_exist_ok=True)
+    CliRunner().invoke(app, ["compute", str(copy / "bank.yaml"), "--format", "json"])  # imports, not timed
     return copy
 
 
@@ -118,7 +124,7 @@ def check_one_line(stderr: str, case: dict) -> None:
     assert len(lines) == 1, stderr
     assert lines[0].startswith("attncli: "), lines[0]
     assert case["message"] in lines[0]
-    assert len(lines[0]) < 400, "not a short message"
+    assert len(lines[0]) <= 200, f"not a short message: {len(lines[0])} characters"
 
 
 def test_the_corpus_is_big_enough_and_every_file_is_used() -> None:
@@ -140,7 +146,7 @@ def test_bad_input_exits_2_with_one_line(case: dict, in_corpus: Path) -> None:
     assert elapsed < SECONDS, f"took {elapsed:.2f} s"
 
 
-@pytest.mark.parametrize("case", CASES, ids=case_id)
+@pytest.mark.parametrize("case", [case for case in CASES if "--lang" not in case["args"]], ids=case_id)
 def test_bad_input_in_spanish_is_one_line_too(case: dict, in_corpus: Path) -> None:
     result = CliRunner().invoke(app, [*command(case), "--lang", "es"], env={"LANG": "es_ES.UTF-8"})
     assert result.exit_code == case.get("exit", 2), result.stderr

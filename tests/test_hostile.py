@@ -11,6 +11,7 @@ import dataclasses
 import io
 import json
 import math
+import os
 import time
 from pathlib import Path
 
@@ -20,10 +21,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner, Result
 
-from attncli import core, probes
+from attncli import core, expr, probes
 from attncli.cli import app, progress
 from attncli.cli.environment import Environment
 from attncli.parsing import problem_file
+from tests.paths import SAMPLES
 from tests.test_bad_inputs import run_limited
 
 ROOT2 = math.sqrt(2)
@@ -226,3 +228,70 @@ def test_scaling_in_a_pipe_prints_no_bar() -> None:
     assert result.exit_code == 0, result.output
     assert result.stderr == ""
     assert json.loads(result.stdout)["rows"][0]["d_k"] == 64
+
+
+# #1, #2: every integer read from text goes through expr.whole_number
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [("7", 7), (" 12 ", 12), ("٤", 4), ("１", 1), ("²", None), ("-1", None), ("+1", None), ("1.0", None), ("", None)],
+)
+def test_whole_numbers_as_int_reads_them_and_never_past_18_digits(text: str, value: int | None) -> None:
+    assert expr.whole_number(text) == value
+    assert expr.whole_number("9" * 18) == int("9" * 18)
+    assert expr.whole_number("9" * 19) is None
+    assert expr.whole_number("9" * 5000) is None  # int() would raise past 4,300 digits
+
+
+def test_an_answer_with_a_5000_digit_exponent_is_just_wrong(tmp_path: Path) -> None:
+    """Before: exit 70 while counting its decimals. 1e-99…9 is 0, not the output 1.4205."""
+    text = (SAMPLES / "bank.yaml").read_text()
+    (tmp_path / "homework.yaml").write_text(text + f"answers:\n  output: [1e-{'9' * 5000}, 0.5795]\n")
+    result = run("check", str(tmp_path / "homework.yaml"), "--format", "json")
+    assert result.exit_code == 1, result.output
+    assert result.stderr == ""
+
+
+# #7, #13, #20: array files that are no regular file, that link to a secret, or hold no real numbers
+
+
+def test_a_fifo_named_as_an_array_file_is_refused_without_reading(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    os.mkfifo("pipe.npy")  # opening it for reading would wait for a writer forever
+    Path("p.yaml").write_text("queries: [[1]]\nkeys: [[1]]\nvalues: {file: pipe.npy}\n")
+    start = time.monotonic()
+    result = run("compute", "p.yaml")
+    one_line_error(result, "values: pipe.npy is not a regular file (a folder, a pipe or a device)")
+    assert time.monotonic() - start < 5
+
+
+def test_a_table_linked_to_a_secret_does_not_print_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    Path("secret.txt").write_text("root:x:0:0:root:/root:/bin/bash\n1,2\n")
+    Path("link.csv").symlink_to(tmp_path / "secret.txt")
+    Path("p.yaml").write_text("queries: [[1, 0]]\nkeys: [[1, 0]]\nvalues: {file: link.csv}\n")
+    result = run("compute", "p.yaml")
+    one_line_error(result, "values: link.csv, row 1, column 1: not a number")
+    assert "root" not in result.stderr
+
+
+def test_boolean_arrays_are_read_as_0_and_1(tmp_path: Path) -> None:
+    np.save(tmp_path / "v.npy", np.array([[True, False], [False, True]]))
+    (tmp_path / "p.yaml").write_text("tokens: [a, b]\nquery_tokens: [q]\nscores: [[0, 0]]\nvalues: {file: v.npy}\n")
+    result = run("compute", str(tmp_path / "p.yaml"), "--format", "json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["output"] == [[0.5, 0.5]]  # equal weights over [1, 0] and [0, 1]
+
+
+# #12: one short line whatever the input's size
+
+
+def test_every_error_line_is_cut_to_200_characters_with_the_cut_marked() -> None:
+    result = run("scaling", "--keys", "9" * 5000)  # Typer's own message quotes the value in full
+    one_line_error(result, "Invalid value for '--keys': '999")
+    line = result.stderr.rstrip("\n")
+    assert len(line) == 200
+    assert "…" in line and line.endswith("(see 'attncli scaling -h')")

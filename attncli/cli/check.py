@@ -53,6 +53,8 @@ def check(
 
     if key is not None and keys is not None:
         raise fail("check.key_and_keys").at(source="--keys")
+    if tolerance is not None and not answers.is_tolerance(tolerance):
+        raise fail("check.bad_tolerance", got=repr(tolerance)).at(source="--tolerance")
     with located("--require"):
         required = answers.step_list(require) if require is not None else None
     options = submissions.Options(tolerance, min_decimals=min_decimals, require=required)

@@ -7,10 +7,21 @@ from typing import Annotated
 import typer
 
 from attncli.cli import progress
-from attncli.cli.app import Debug, Lang, NoColor, Output, Precision, app, boundary, choose, epilog, format_option
+from attncli.cli.app import (
+    Debug,
+    Lang,
+    NoColor,
+    Output,
+    Precision,
+    app,
+    boundary,
+    choose,
+    epilog,
+    format_option,
+    located,
+)
 from attncli.cli.environment import Environment
 from attncli.cli.output import print_human, write
-from attncli.errors import fail
 from attncli.i18n import t
 
 FORMATS = ("rich", "text", "json")
@@ -41,12 +52,8 @@ def scaling(
     from attncli import probes
     from attncli.render import analysis
 
-    parts = [part.strip() for part in dk.split(",")]
-    if not all(part.isdigit() for part in parts):
-        raise fail("analysis.bad_dk", got=dk, limit=probes.MAX_DK).at(source="--dk")
-    dims = [int(part) for part in parts]
-    if not all(1 <= d <= probes.MAX_DK for d in dims):  # as probes.scaling would say, but at the flag
-        raise fail("analysis.bad_dk", got=",".join(str(d) for d in dims), limit=probes.MAX_DK).at(source="--dk")
+    with located("--dk"):
+        dims = probes.parse_dims(dk)
     with progress.bar(probes.scaling_work(dims, keys, samples), t("analysis.scaling_progress"), env) as advance:
         record = probes.scaling(dims, keys=keys, samples=samples, seed=seed, progress=advance)
     if format == "json":

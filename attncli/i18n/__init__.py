@@ -25,6 +25,7 @@ from attncli.i18n import en, es
 CATALOGUES: dict[str, Mapping[str, str]] = {"en": en.MESSAGES, "es": es.MESSAGES}
 LANGUAGES = tuple(CATALOGUES)
 LANGUAGE: ContextVar[str] = ContextVar("attncli_language", default="en")
+QUOTED = 80  # characters of a name or value an error message repeats; longer ones are cut, the cut marked
 
 
 def language_from_environment(environ: Mapping[str, str] = os.environ) -> str:
@@ -87,8 +88,22 @@ def _text(value: object) -> object:
 
 
 def describe(error: AttnError) -> str:
-    """`file:line: field: message` in the current language, leaving out what is not known."""
+    """`file:line: field: message` in the current language, leaving out what is not known.
+
+    What came from the user (a file name, a field, a name, a value) is quoted at most QUOTED
+    characters long, its cut marked: a 10,000-character name must not make a 10,000-character line.
+    """
     where = error.where
-    place = ":".join(str(part) for part in (where.source, where.line) if part is not None)
-    parts = [part for part in (place, where.field, t(error.key, **error.params)) if part]
+    place = ":".join(_short(part) for part in (where.source, where.line) if part is not None)
+    params = {name: _short(value) if isinstance(value, str) else value for name, value in error.params.items()}
+    parts = [part for part in (place, where.field and _short(where.field), t(error.key, **params)) if part]
     return ": ".join(parts)
+
+
+def _short(value: object) -> str:
+    """`value` as text, cut in the middle past QUOTED characters: a path keeps its start and its file name."""
+    text = str(value)
+    if len(text) <= QUOTED:
+        return text
+    tail = (QUOTED - 3) // 3
+    return f"{text[: QUOTED - 3 - tail]}...{text[len(text) - tail :]}"

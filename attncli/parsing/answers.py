@@ -17,6 +17,7 @@ import numpy as np
 
 from attncli.core import Steps
 from attncli.errors import AttnError, fail, listed
+from attncli.expr import WHOLE_DIGITS, whole_number
 from attncli.i18n import current_language, t
 from attncli.parsing.fields import FieldReader, row_label
 from attncli.yamldoc import Document, FieldPath, did_you_mean, kind_of
@@ -29,7 +30,9 @@ MASK_WORDS = ("masked", "-inf", "-∞", "-infinity")
 NOT_ANSWERED = "?"  # what a template holds in every cell; left there (or empty), the cell is not answered
 SETTINGS = ("tolerance", "carry", "min_decimals", "require")  # how the file asks to be graded
 MAX_DECIMALS = 17
-_DECIMAL = re.compile(r"[+-]?\d*\.(?P<fraction>\d*)(?:[eE](?P<exponent>[+-]?\d+))?|[+-]?\d+[eE](?P<power>[+-]?\d+)")
+_DECIMAL = re.compile(
+    r"[+-]?\d*\.(?P<fraction>\d*)(?:[eE](?P<exponent>[+-]?\d+))?|[+-]?\d+[eE](?P<power>[+-]?\d+)", re.ASCII
+)
 _DECIMAL_COMMA = re.compile(r"[+-]?\d+,\d+")
 _SPACED = re.compile(r"[+-]?[\d.]+(?:\s+[+-]?[\d.]+)+")
 
@@ -97,14 +100,30 @@ def read_settings(document: Document) -> Settings:
     return _Reader(document, None).settings()
 
 
+def is_tolerance(number: float) -> bool:
+    """Whether `number` may be a tolerance, from a file or from --tolerance: finite and 0 or more.
+
+    nan would mark every answer wrong and inf every answer right.
+    """
+    return math.isfinite(number) and number >= 0
+
+
 def decimals(text: str) -> int | None:
     """How many decimals a plain number shows (`0.0900` → 4, `1.5e-3` → 4); None for whole numbers and expressions."""
     match = _DECIMAL.fullmatch(text.strip().replace("−", "-"))
     if match is None:
         return None
     power = match["power"]
-    count = -int(power) if power is not None else len(match["fraction"]) - int(match["exponent"] or 0)
+    count = -_exponent(power) if power is not None else len(match["fraction"]) - _exponent(match["exponent"])
     return count if count > 0 else None
+
+
+def _exponent(text: str | None) -> int:
+    """A written exponent; one of more than WHOLE_DIGITS digits (1e-999…9) stands for ±10^WHOLE_DIGITS."""
+    if text is None:
+        return 0
+    size = whole_number(text.lstrip("+-"))
+    return (-1 if text.startswith("-") else 1) * (size if size is not None else 10**WHOLE_DIGITS)
 
 
 def is_mask_marker(value: object) -> bool:
@@ -152,7 +171,7 @@ class _Reader(FieldReader):
 
     def tolerance(self, value: object) -> float:
         number = self.number(("tolerance",), value) if not isinstance(value, bool) else None
-        if number is None or number < 0:
+        if number is None or not is_tolerance(number):
             raise self.error(("tolerance",), "check.bad_tolerance", got=kind_of(value))
         return number
 

@@ -15,11 +15,11 @@ from pathlib import Path
 import numpy as np
 
 from attncli import arrays
-from attncli.errors import AttnError, fail, listed
+from attncli.errors import CONTROL_CODES, AttnError, fail, listed
 from attncli.i18n import t
 from attncli.yamldoc import Document, FieldPath, did_you_mean, field_name, finite_number, kind_of, unknown_field
 
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")  # characters a terminal obeys instead of showing
+_CONTROL = re.compile("[" + "".join(re.escape(chr(code)) for code in CONTROL_CODES) + "]")
 
 
 @dataclass(frozen=True)
