@@ -73,15 +73,17 @@ def ending(error: BaseException, debug: bool = False) -> int:
     return ExitCode.INTERNAL
 
 
-def say(line: str, stderr: TextIO | None = None) -> None:
+def say(line: str, stderr: TextIO | None = None, *, whole: bool = False) -> None:
     """One line on stderr (`stderr`, else the process's), prefixed with the program's name.
 
     Control characters (a newline or an escape sequence inside a field name, a token,
     an expression) are shown escaped: the message stays one line, and a hostile file
-    cannot send commands to the terminal.
+    cannot send commands to the terminal. An error line is cut to LINE_LIMIT characters;
+    a notice the user may copy (a command that remakes files) is kept `whole`.
     """
+    text = f"attncli: {printable(line)}"
     with contextlib.suppress(OSError):
-        print(_fit(f"attncli: {printable(line)}"), file=stderr or sys.stderr)
+        print(text if whole else _fit(text), file=stderr or sys.stderr)
 
 
 def _fit(line: str) -> str:

@@ -80,4 +80,5 @@ def generate(
     say(
         t("generate.wrote", count=count, path=str(output), first=seed, last=seed + count - 1, command=remake),
         env.stderr,
+        whole=True,
     )
