@@ -1,7 +1,8 @@
 """The blocked attention kernel behind `from attncli import attention`: O(L + S) memory, no intermediates kept.
 
 It follows PyTorch's scaled_dot_product_attention (boolean masks True = may attend, additive
-float masks, causal top-left, scale 1/√E by default) and works on blocks of query rows. The
+float masks, causal top-left or bottom-right, grouped-query heads, scale 1/√E by default) and
+works on blocks of query rows. The
 every-step path the CLI shows is attncli.core.attend; its docstring says how the two relate.
 
 The blocks are shared among the caller's thread and helper threads kept between calls, one
@@ -37,8 +38,9 @@ def attention(
     v: np.ndarray,
     *,
     mask: np.ndarray | None = None,
-    causal: bool = False,
+    causal: bool | str = False,
     scale: float | None = None,
+    enable_gqa: bool = False,
     return_weights: bool = False,
     block_rows: int | None = None,
     threads: int | None = None,
@@ -47,8 +49,12 @@ def attention(
 
     q (..., L, E), k (..., S, E), v (..., S, E_v); leading dimensions are batches.
     `mask` is boolean (True = may attend, as in SDPA) or additive floats, and broadcasts
-    to (..., L, S). `causal` lets query i see keys 0..i (top-left aligned). The scale
-    defaults to 1/√E. The dtype of the inputs is kept: float32 in, float32 out.
+    to (..., L, S). `causal=True` or "upper_left" lets query i see keys 0..i (top-left,
+    as SDPA's is_causal); "lower_right" keys 0..i + S − L (torch's causal_lower_right: the
+    last query sees every key, as when decoding against a KV cache). With `enable_gqa`,
+    q (..., H, L, E) meets k, v (..., G, S, E): query head h reads key/value head ⌊h·G/H⌋,
+    as SDPA's enable_gqa=True. The scale defaults to 1/√E. The dtype of the inputs is
+    kept: float32 in, float32 out.
     Queries are processed a block of rows at a time (`block_rows`, by default as many as
     make BLOCK_CELLS scores), so the (L, S) score matrix is never built unless
     `return_weights` asks for it. `threads` defaults to the cores this process may use,
@@ -62,12 +68,16 @@ def attention(
     q, k, v = q.astype(dtype, copy=False), k.astype(dtype, copy=False), v.astype(dtype, copy=False)
     if q.ndim < 2 or k.ndim != q.ndim or v.ndim != q.ndim:
         raise ValueError(f"q, k and v need the same number (≥ 2) of dimensions, got {q.ndim}, {k.ndim}, {v.ndim}")
+    if enable_gqa and q.ndim >= 3 and (q.shape[-3], v.shape[-3]) != (k.shape[-3],) * 2:
+        options = {"causal": causal, "scale": scale, "block_rows": block_rows, "threads": threads}
+        return _grouped(q, k, v, mask, return_weights, options)
     batch = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
     (n_q, d), (n_k, d_k), (n_v, d_v) = q.shape[-2:], k.shape[-2:], v.shape[-2:]
     if d != d_k or n_k != n_v:
         raise ValueError(f"shapes do not line up: q {q.shape}, k {k.shape}, v {v.shape}")
     if mask is not None:
         mask = np.broadcast_to(np.asarray(mask), (*batch, n_q, n_k))
+    causal = _diagonal(causal, n_q, n_k)
     factor = dtype.type(1 / np.sqrt(d) if scale is None else scale)
     out = np.empty((*batch, n_q, d_v), dtype=dtype)  # (..., L, E_v)
     weights = np.empty((*batch, n_q, n_k), dtype=dtype) if return_weights else None  # (..., L, S)
@@ -136,15 +146,52 @@ class _Head:
         return cls(q, k, v_ones, mask, shift, out, weights)
 
 
+def _diagonal(causal: bool | str, n_q: int, n_k: int) -> int | None:
+    """The last key query row 0 may see under `causal`: 0 top-left, S − L bottom-right; None without a causal mask."""
+    if causal is False:
+        return None
+    if causal is True or causal == "upper_left":
+        return 0
+    if causal == "lower_right":
+        return n_k - n_q
+    raise ValueError(f"causal must be True, False, 'upper_left' or 'lower_right', got {causal!r}")
+
+
+def _grouped(
+    q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray | None, return_weights: bool, options: dict
+) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
+    """H query heads over G key/value heads, query head h reading kv head ⌊h·G/H⌋ (SDPA's repeat_interleave).
+
+    q is viewed as (..., G, H/G, L, E) and k, v as (..., G, 1, S, E), so the shared keys and
+    values are broadcast to their H/G query heads, never copied.
+    """
+    heads, groups = q.shape[-3], k.shape[-3]
+    if v.shape[-3] != groups or heads % groups:
+        raise ValueError(
+            f"enable_gqa needs as many key as value heads, and query heads a multiple of them: "
+            f"q {q.shape}, k {k.shape}, v {v.shape}"
+        )
+    batch = np.broadcast_shapes(q.shape[:-3], k.shape[:-3], v.shape[:-3])
+    n_q, n_k = q.shape[-2], k.shape[-2]
+    split = (*batch, groups, heads // groups)
+    if mask is not None:
+        mask = np.broadcast_to(np.asarray(mask), (*batch, heads, n_q, n_k)).reshape(*split, n_q, n_k)
+    q = np.broadcast_to(q, (*batch, *q.shape[-3:])).reshape(*split, *q.shape[-2:])
+    result = attention(q, k[..., None, :, :], v[..., None, :, :], mask=mask, return_weights=return_weights, **options)
+    out, weights = result if return_weights else (result, None)
+    out = out.reshape(*batch, heads, *out.shape[-2:])
+    return (out, weights.reshape(*batch, heads, n_q, n_k)) if return_weights else out
+
+
 class _Scratch:
     """One thread's buffers, allocated once per call: a block's scores and its weighted sums."""
 
-    def __init__(self, rows: int, n_k: int, d_v: int, dtype: np.dtype, causal: bool) -> None:
+    def __init__(self, rows: int, n_k: int, d_v: int, dtype: np.dtype, causal: int | None) -> None:
         self._scores = np.empty(rows * n_k, dtype=dtype)
         self._mixed = np.empty(rows * (d_v + 1), dtype=dtype)
         self.d_v = d_v
         # above[r, c]: key c is after query r within a diagonal block
-        self.above = np.triu(np.ones((rows, rows), dtype=bool), 1) if causal else None
+        self.above = np.triu(np.ones((rows, rows), dtype=bool), 1) if causal is not None else None
 
     def scores(self, rows: int, width: int) -> np.ndarray:
         return self._scores[: rows * width].reshape(rows, width)  # contiguous, as BLAS writes it
@@ -153,17 +200,21 @@ class _Scratch:
         return self._mixed[: rows * (self.d_v + 1)].reshape(rows, self.d_v + 1)
 
 
-def _attend_block(head: _Head, start: int, stop: int, causal: bool, scratch: _Scratch) -> None:
+def _attend_block(head: _Head, start: int, stop: int, causal: int | None, scratch: _Scratch) -> None:
     """Query rows start..stop of `head`, into its `out` (and `weights`).
 
-    Causal rows never see keys past `stop - 1`, so those columns are not computed, and
-    keys before `start` are visible to every row of the block: only the square on the
-    diagonal needs a mask.
+    With a causal mask row r sees keys up to r + `causal` (`_diagonal`): keys past
+    `stop - 1 + causal` are not computed, and keys before `start + causal` are visible to
+    every row of the block: only the square on the diagonal needs a mask.
     """
-    width = min(head.k.shape[0], stop) if causal else head.k.shape[0]
+    width = head.k.shape[0] if causal is None else max(0, min(head.k.shape[0], stop + causal))
+    if width == 0:
+        _check_rows(np.zeros(stop - start, dtype=bool), start)
     s = np.matmul(head.q[start:stop], head.k[:width].T, out=scratch.scores(stop - start, width))  # (B, S')
-    if causal and start < width:
-        np.copyto(s[:, start:width], -np.inf, where=scratch.above[: stop - start, : width - start])
+    diagonal = start + (causal or 0)  # the last key block row 0 sees
+    low = max(diagonal, 0)
+    if causal is not None and low < width:
+        np.copyto(s[:, low:width], -np.inf, where=scratch.above[: stop - start, low - diagonal : width - diagonal])
     if head.mask is not None:
         block = head.mask[start:stop, :width]  # (B, S')
         if block.dtype == np.bool_:
@@ -197,7 +248,9 @@ class _Call:
     error is raised, whichever thread met it, so the message does not depend on scheduling.
     """
 
-    def __init__(self, blocks: list[tuple[_Head, int, int]], causal: bool, scratch: Callable[[], _Scratch]) -> None:
+    def __init__(
+        self, blocks: list[tuple[_Head, int, int]], causal: int | None, scratch: Callable[[], _Scratch]
+    ) -> None:
         self._blocks = enumerate(blocks)
         self._causal = causal
         self._scratch = scratch

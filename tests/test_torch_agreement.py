@@ -8,11 +8,13 @@ PyTorch computes the same attention on its own.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 
 import numpy as np
 import pytest
 
 from attncli import pipeline
+from attncli.errors import AttnError
 
 torch = pytest.importorskip("torch")
 F = torch.nn.functional
@@ -29,6 +31,13 @@ def solve(fields: dict) -> pipeline.Steps:
 
 def tensor(array: np.ndarray) -> torch.Tensor:
     return torch.from_numpy(np.ascontiguousarray(array, dtype=np.float64))
+
+
+def refused(call: Callable[[], object]) -> str:
+    """Why `call` was refused: the reason an AttnError carries."""
+    with pytest.raises(AttnError) as caught:
+        call()
+    return str(caught.value.params.get("reason", caught.value.key))
 
 
 def names(prefix: str, count: int) -> list[str]:
@@ -48,3 +57,47 @@ def test_lower_right_causal(queries: int, keys: int) -> None:
     assert steps.problem.mask.tolist() == bias._materialize().tolist()
     want = F.scaled_dot_product_attention(tensor(q), tensor(k), tensor(v), attn_mask=bias).numpy()
     assert np.abs(steps.output - want).max() <= TOLERANCE
+
+
+@pytest.mark.parametrize(("queries", "keys", "block_rows"), [(1, 6, None), (3, 7, 2), (5, 5, 2), (6, 3, None)])
+def test_kernel_lower_right(queries: int, keys: int, block_rows: int | None) -> None:
+    """attention(causal="lower_right") is SDPA with causal_lower_right, whatever the blocks; True is is_causal."""
+    rng = np.random.default_rng(queries + 100 * keys)
+    q, k, v = rng.normal(size=(2, queries, 4)), rng.normal(size=(2, keys, 4)), rng.normal(size=(2, keys, 3))
+    if queries <= keys:
+        got = pipeline.attention(q, k, v, causal="lower_right", block_rows=block_rows)
+        bias = causal_lower_right(queries, keys)
+        want = F.scaled_dot_product_attention(tensor(q), tensor(k), tensor(v), attn_mask=bias).numpy()
+        assert np.abs(got - want).max() <= TOLERANCE
+    else:  # the first L − S rows have no key: torch gives NaN, attncli an error
+        assert "row 0 has no key" in refused(lambda: pipeline.attention(q, k, v, causal="lower_right"))
+    if queries <= keys:
+        upper = F.scaled_dot_product_attention(tensor(q), tensor(k), tensor(v), is_causal=True).numpy()
+        for causal in (True, "upper_left"):
+            assert np.abs(pipeline.attention(q, k, v, causal=causal, block_rows=block_rows) - upper).max() <= TOLERANCE
+
+
+@pytest.mark.parametrize(("heads", "groups"), [(4, 2), (6, 3), (4, 1), (3, 3)])
+def test_kernel_grouped_query(heads: int, groups: int) -> None:
+    """attention(enable_gqa=True) is SDPA's enable_gqa=True, with a mask over (H, L, S) and the weights too."""
+    rng = np.random.default_rng(heads * 10 + groups)
+    q = rng.normal(size=(2, heads, 3, 4))
+    k, v = rng.normal(size=(2, groups, 5, 4)), rng.normal(size=(2, groups, 5, 2))
+    mask = rng.random(size=(heads, 3, 5)) < 0.7
+    mask[..., 0] = True
+    got, weights = pipeline.attention(q, k, v, mask=mask, enable_gqa=True, return_weights=True, block_rows=2)
+    tq, tk, tv = tensor(q), tensor(k), tensor(v)
+    want = F.scaled_dot_product_attention(tq, tk, tv, attn_mask=torch.from_numpy(mask), enable_gqa=True).numpy()
+    assert got.shape == want.shape
+    assert np.abs(got - want).max() <= TOLERANCE
+    # the weights, from torch's own repeat_interleave of K (as its documentation writes enable_gqa)
+    keys = tk.repeat_interleave(heads // groups, dim=-3)
+    scores = (tq @ keys.transpose(-2, -1)) / 2.0 + torch.where(torch.from_numpy(mask), 0.0, -torch.inf)
+    assert np.abs(weights - torch.softmax(scores, dim=-1).numpy()).max() <= TOLERANCE
+
+
+def test_kernel_grouped_query_refused() -> None:
+    """H = 4 query heads cannot share G = 3 key/value heads."""
+    q, k = np.ones((4, 2, 2)), np.ones((3, 2, 2))
+    assert "a multiple of them" in refused(lambda: pipeline.attention(q, k, k, enable_gqa=True))
+    assert "causal must be" in refused(lambda: pipeline.attention(q, q, q, causal="lower-right"))
