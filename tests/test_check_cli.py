@@ -336,3 +336,33 @@ def test_grading_benchmark_runs_in_quick_mode() -> None:
     rows = {name: value for name, value, _ in benchmark.main(["--quick"])}
     assert rows["gradebook rows / files"] == 1
     assert rows["  not_graded"] == 1 and rows["  right"] + rows["  wrong"] == 9
+
+
+def test_the_rounding_rule_shows_its_arithmetic_where_it_decided(tmp_path: Path) -> None:
+    """|written − true| against half a unit of the last decimal plus the rounding carried in, as the JSON says."""
+    homework = write(tmp_path, "a.yaml", BANK + "answers:\n  weights: [0.6653, 0.2449, 0.0900]\n")
+    cells = json.loads(run(homework, "--format", "json").stdout)["steps"][0]["cells"]
+    text = run(homework, "--format", "text").stdout
+    shown = 0
+    for cell in cells:
+        difference = abs(float(cell["given"]) - cell["expected"])
+        allowed = cell["own"] + cell["carried_in"]
+        decides = (cell["status"] == "right" and difference > cell["own"]) or (
+            cell["status"] == "wrong" and difference <= 10 * allowed
+        )
+        line = f"bank, {cell['column_name']}: |{cell['given']} − "
+        assert (line in text) == decides, (cell, text)
+        shown += decides
+    assert shown >= 1  # 0.2449 is 0.00017 from 0.244728: a rounding slip, not a method's
+    assert "Rounding rule: |written − true| ≤ half a unit of the last decimal written" in text
+    assert "|0.2449 − 0.244728| = 0.000172 " in text
+
+
+def test_a_step_of_the_wrong_shape_in_every_report(tmp_path: Path) -> None:
+    """Forgot W_O: the final output as wide as the concatenation (4 numbers where W_O gives 2)."""
+    two_heads = (SAMPLES / "two_heads.yaml").read_text(encoding="utf-8")
+    homework = write(tmp_path, "a.yaml", two_heads + "answers:\n  final: [1.4205, 0.5795, 0.2447, 1.3348]\n")
+    text = run(homework, "--format", "text").stdout
+    assert "final: wrong shape" in text and "this step has 1 row(s) and 2 column(s)" in text
+    markdown = run(homework, "--format", "markdown").stdout
+    assert f"| `{homework}` | wrong | ✗ wrong shape" in markdown

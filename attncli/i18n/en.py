@@ -192,6 +192,7 @@ MESSAGES: dict[str, str] = {
     "check.problem_changed": "problem changed: {fields} differ from the key's problem (grade the key's numbers, not your own)",
     "check.missing_step": "missing (required)",
     "check.wrong_shape": "The shape fits neither way: this step has {rows} row(s) and {columns} column(s).",
+    "check.wrong_shape_short": "wrong shape",
     "check.nothing_answered_yet": "nothing answered yet",
     "check.arithmetic_rule": "Rounding rule: |written − true| ≤ half a unit of the last decimal written + the rounding the inputs carry in.",
     "check.arithmetic": "{cell}: |{given} − {expected}| = {difference} {relation} {own} + {carried}",

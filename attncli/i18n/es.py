@@ -241,6 +241,7 @@ MESSAGES: dict[str, str] = {
     "check.problem_changed": "problema cambiado: {fields} no coinciden con el problema del solucionario (usa los números del solucionario, no los tuyos)",
     "check.missing_step": "falta (obligatorio)",
     "check.wrong_shape": "La forma no encaja de ninguna manera: este paso tiene {rows} fila(s) y {columns} columna(s).",
+    "check.wrong_shape_short": "forma equivocada",
     "check.nothing_answered_yet": "todavía no hay nada respondido",
     "check.arithmetic_rule": "Regla de redondeo: |escrito − exacto| ≤ media unidad del último decimal escrito + el redondeo que arrastran los datos.",
     "check.arithmetic": "{cell}: |{given} − {expected}| = {difference} {relation} {own} + {carried}",

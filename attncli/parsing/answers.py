@@ -9,6 +9,7 @@ mark wrong and diagnose; only answers that cannot be read at all are errors.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from dataclasses import dataclass
@@ -326,7 +327,7 @@ class _Reader(FieldReader):
 
     def label(self, matrix: FieldPath, shape: _Shape, index: int) -> str:
         """`answers.weights, row 2 (river)`: where a row is, for messages."""
-        return row_label(matrix, index, shape.rows if index < len(shape.rows) else None)
+        return _label(matrix, index, shape.rows if index < len(shape.rows) else None, current_language())
 
     def check_row(self, path: FieldPath, row: object, label: str) -> None:
         """A row must be a non-empty list of numbers; `0.1 0.2 0.3` typed without commas gets its own message."""
@@ -373,9 +374,11 @@ class _Reader(FieldReader):
         """One cell: a number, a masked mark, or None when left as `?`."""
         if isinstance(value, (list, dict)):
             raise self.error(path, "problem.not_number", got=kind_of(value))
+        text = self.text_of(path, value)
+        if (type(value) is float and math.isfinite(value)) or (type(value) is int and abs(value) < 2**53):  # most cells
+            return Entry(text, float(value), decimals(text))
         if _is_not_answered(value):
             return None
-        text = self.text_of(path, value)
         if is_mask_marker(value):
             if step not in MASKABLE:
                 raise self.error(path, "check.masked_here", label, text=text or "null", step=step)
@@ -388,6 +391,12 @@ class _Reader(FieldReader):
         if isinstance(value, str) and _SPACED.fullmatch(value.strip()):
             raise self.error(path, "check.spaces", label, text=value.strip())
         return Entry(text, self.number(path, value, label), decimals(text))
+
+
+@functools.lru_cache(maxsize=4096)
+def _label(matrix: FieldPath, index: int, names: tuple[str, ...] | None, language: str) -> str:
+    """`row_label`, kept: every homework of a class has the same rows; `language` keys the cache (labels are text)."""
+    return row_label(matrix, index, names)
 
 
 def _coordinates(count: int) -> tuple[str, ...]:

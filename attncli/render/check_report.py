@@ -55,7 +55,8 @@ def human(report: Report, precision: int, width: int, rule: bool = True) -> list
     out = [line((report.file, "bold underline")), line((t("check.legend"), "dim")), BLANK]
     first = report.first_mistake
     for step in report.steps:
-        title = f"{label(step)}: {t('check.count', correct=step.correct, total=step.total)}"
+        count = t("check.count", correct=step.correct, total=step.total) if step.cells else _shape_slip()
+        title = f"{label(step)}: {count}"
         if step is first:
             title += t("check.first_mistake_mark")
         if step.status == MISSING:
@@ -91,7 +92,7 @@ def summary(report: Report) -> str:
         if step.status == MISSING:
             parts.append(f"{label(step)}: {t('check.missing_step')}")
             continue
-        part = f"{label(step)}: {step.correct}/{step.total}"
+        part = f"{label(step)}: {step.correct}/{step.total}" if step.cells else f"{label(step)}: {_shape_slip()}"
         parts.append(part + t("check.carried_mark") if step.status == CARRIED else part)
     mistakes = [step for step in report.steps if step.status in (WRONG, MISSING)]
     if report.ok:
@@ -256,7 +257,12 @@ def _md_step(step: StepReport | None) -> str:
     if step.status in (MISSING, NOT_ANSWERED):
         return f"{mark} {t(f'check.status.{step.status}')}"
     codes = "".join(f" `{code}`" for code in step.diagnosis)
-    return f"{mark} {step.correct}/{step.total}{codes}"
+    return f"{mark} {step.correct}/{step.total}{codes}" if step.cells else f"{mark} {_shape_slip()}{codes}"
+
+
+def _shape_slip() -> str:
+    """What a step whose shape fits neither way shows instead of its count of right cells."""
+    return t("check.wrong_shape_short")
 
 
 def _md_escape(text: str) -> str:
