@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import csv
 import re
+import resource
 import subprocess
 import sys
 import tempfile
@@ -54,9 +55,12 @@ def grade_class(count: int, options: Options) -> list[tuple[str, float, str]]:
         grades = base / "grades.csv"
         command = [sys.executable, "-m", "attncli", "check", "--key", str(base / "key.yaml"), *files]
         command += ["--format", "csv", "-o", str(grades)]
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
         start = time.perf_counter()
         done = subprocess.run(command, capture_output=True, cwd=ROOT)
         elapsed = time.perf_counter() - start
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
         if done.returncode not in (0, 1, 2):
             raise SystemExit(done.stderr.decode())
         rows = list(csv.DictReader(grades.open(encoding="utf-8")))
@@ -64,6 +68,7 @@ def grade_class(count: int, options: Options) -> list[tuple[str, float, str]]:
     shape = f"{len(key.split('tokens: [')[1].split(']')[0].split(','))} tokens, {options.heads} head(s)"
     return [
         (f"check --key, {count} files, {shape} (s)", elapsed, f"target ≤ {TARGET * count / 1000:.3g}"),
+        ("  its CPU time, user + system (s)", cpu, "the same on a busy machine"),
         ("gradebook rows / files", len(rows) / count, "must be 1"),
         *((f"  {status}", float(value), "") for status, value in statuses.items()),
     ]
