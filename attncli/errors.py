@@ -27,21 +27,21 @@ class ExitCode(IntEnum):
     INTERRUPTED = 130
 
 
+@dataclass(frozen=True)
+class Message:
+    """A catalogue key and its parameters, translated only when printed: a part of an error's message, or its field."""
+
+    key: str
+    params: dict[str, object] = field(default_factory=dict)
+
+
 @dataclass
 class Where:
     """Where in the input a problem sits: file (or flag), line, and field path."""
 
     source: str | None = None
     line: int | None = None
-    field: str | None = None
-
-
-@dataclass(frozen=True)
-class Message:
-    """A catalogue key and its parameters, translated only when printed: a hint inside an error's message."""
-
-    key: str
-    params: dict[str, object] = field(default_factory=dict)
+    field: str | Message | None = None  # a Message where the field is named in words (`keys, row 3 (bank)`)
 
 
 @dataclass
@@ -61,7 +61,7 @@ class AttnError(Exception):
     def __post_init__(self) -> None:
         super().__init__(self.key)
 
-    def at(self, source: str | None = None, line: int | None = None, field: str | None = None) -> AttnError:
+    def at(self, source: str | None = None, line: int | None = None, field: str | Message | None = None) -> AttnError:
         """Fill in location details that the raiser did not know."""
         self.where = Where(
             source=self.where.source or source,
@@ -79,8 +79,9 @@ def fail(key: str, /, **params: object) -> AttnError:
     return AttnError(key, dict(params))
 
 
-def hint(key: str, /, **params: object) -> Message:
-    """A part of an error's message, passed as one of its parameters: `fail(key, hint=hint("hint.x", name=n))`."""
+def phrase(key: str, /, **params: object) -> Message:
+    """A part of an error's message (a hint, what was found), passed as one of its parameters or as its field:
+    `fail(key, hint=phrase("hint.did_you_mean", name=n))`. Translated with the message, when printed."""
     return Message(key, dict(params))
 
 

@@ -22,9 +22,8 @@ import yaml
 from yaml.nodes import ScalarNode
 from yaml.resolver import Resolver
 
-from attncli.errors import AttnError, fail
+from attncli.errors import AttnError, Message, fail, phrase
 from attncli.expr import evaluate, quote
-from attncli.i18n import t
 
 FieldPath = tuple[str | int, ...]  # where a value sits: ("heads", 0, "keys") is heads[1].keys
 
@@ -311,19 +310,19 @@ def field_name(path: FieldPath) -> str:
     return text
 
 
-def kind_of(value: object) -> str:
+def kind_of(value: object) -> Message:
     """What a value is, for messages that say what was found instead of what was expected."""
     if value is None:
-        return t("kind.nothing")
+        return phrase("kind.nothing")
     if isinstance(value, bool):
-        return t("kind.boolean", value=str(value).lower())
+        return phrase("kind.boolean", value=str(value).lower())
     if isinstance(value, (int, float)):
-        return t("kind.number", value=quote(value))
+        return phrase("kind.number", value=quote(value))
     if isinstance(value, str):
-        return t("kind.text", value=quote(value, 30))
+        return phrase("kind.text", value=quote(value, 30))
     if isinstance(value, list):
-        return t("kind.list", count=len(value))
-    return t("kind.mapping")
+        return phrase("kind.list", count=len(value))
+    return phrase("kind.mapping")
 
 
 def finite_number(value: object) -> float:
@@ -347,9 +346,9 @@ def unknown_field(data: dict, known: Sequence[str]) -> str | None:
     return next((name for name in data if name not in known and not name.startswith("x-")), None)
 
 
-def did_you_mean(name: str, known: Sequence[str]) -> str:
+def did_you_mean(name: str, known: Sequence[str]) -> Message | str:
     """A hint naming the closest of `known`, or "" when none is close."""
     import difflib  # only on this error path: it is slow to import
 
     close = difflib.get_close_matches(name, known, n=1)
-    return t("hint.did_you_mean", name=close[0]) if close else ""
+    return phrase("hint.did_you_mean", name=close[0]) if close else ""

@@ -19,8 +19,10 @@ import pytest
 import typer.main
 from typer.testing import CliRunner, Result
 
+from attncli import pipeline
 from attncli.cli import app
-from attncli.i18n import en, es, language_from_environment, language_in_arguments
+from attncli.errors import AttnError
+from attncli.i18n import LANGUAGE, current_language, describe, en, es, language_from_environment, language_in_arguments
 from tests.paths import ROOT, SAMPLES
 
 GOLDEN = Path(__file__).parent / "golden"
@@ -214,6 +216,54 @@ def test_error_in_both_languages(tmp_path: Path, lang: str, message: str) -> Non
     assert result.exit_code == 2
     assert result.stdout == ""
     assert result.stderr == f"attncli: {problem}:3: {message}\n"
+
+
+@pytest.mark.parametrize(
+    ("text", "english", "spanish"),
+    [
+        (
+            "tokens: [a, b]\nqueries: [[1], [0]]\nkyes: [[1], [2]]\nvalues: [[1], [2]]\n",
+            "<text>:3: kyes: unknown field 'kyes'; did you mean 'keys'?",
+            "<text>:3: kyes: campo desconocido 'kyes'; ¿quisiste decir 'keys'?",
+        ),
+        (
+            "tokens: [a]\nqueries: [[1]]\nkeys: [[1]]\nvalues: [[1, x]]\n",
+            "<text>:4: values, row 1 (a): unknown name 'x' (only the constants pi and e are known)",
+            "<text>:4: values, fila 1 (a): nombre desconocido 'x' (solo se conocen las constantes pi y e)",
+        ),
+        (
+            "tokens: [a]\nqueries: yes\nkeys: [[1]]\nvalues: [[1]]\n",
+            "<text>:2: queries: expected a matrix (a list of rows, or a mapping token: row), got the text 'yes'",
+            "<text>:2: queries: se esperaba una matriz (una lista de filas, o un mapeo token: fila), "
+            "pero hay el texto 'yes'",
+        ),
+        (
+            "tokens: [a, b]\nqueries: {c: [1]}\nkeys: [[1], [2]]\nvalues: [[1], [2]]\n",
+            "<text>:2: queries.c: 'c' is not a token; for cross-attention, list the query tokens in query_tokens",
+            "<text>:2: queries.c: 'c' no es un token; para la atención cruzada, "
+            "enumera los tokens de consulta en query_tokens",
+        ),
+    ],
+)
+def test_an_error_is_translated_when_printed_hint_row_and_all(text: str, english: str, spanish: str) -> None:
+    """Raised while English is spoken, printed in either language: no part was translated in advance."""
+    with pytest.raises(AttnError) as caught:
+        pipeline.load(text=text)
+    assert describe(caught.value) == english
+    spoken = LANGUAGE.set("es")
+    try:
+        assert describe(caught.value) == spanish
+    finally:
+        LANGUAGE.reset(spoken)
+
+
+def test_a_run_leaves_no_language_behind() -> None:
+    """The language is the run's: a Spanish run, then English without --lang or locale."""
+    assert run(["compute", str(SAMPLES / "bank.yaml"), "--format", "text", "--lang", "es"]).exit_code == 0
+    assert current_language() == "en"
+    assert run(["compute", str(SAMPLES / "bank.yaml"), "--format", "text"]).stdout == (
+        GOLDEN / "bank.en.txt"
+    ).read_text(encoding="utf-8")
 
 
 @pytest.mark.parametrize(

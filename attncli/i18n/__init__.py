@@ -8,8 +8,8 @@ importing the commands, whose --help texts are built on import; each command run
 sets it again from its own --lang (attncli.cli.app.boundary).
 
 Errors are translated only when printed (`describe`): an AttnError carries a
-catalogue key and its parameters, and a parameter may itself be a `Message`
-(a hint), translated with it.
+catalogue key and its parameters, and a parameter (a hint, what was found) or
+the field itself may be a `Message`, translated with it.
 """
 
 from __future__ import annotations
@@ -96,7 +96,8 @@ def describe(error: AttnError) -> str:
     where = error.where
     place = ":".join(_short(part) for part in (where.source, where.line) if part is not None)
     params = {name: _short(value) if isinstance(value, str) else value for name, value in error.params.items()}
-    parts = [part for part in (place, where.field and _short(where.field), t(error.key, **params)) if part]
+    field = _text(where.field)  # a row named in words is a Message
+    parts = [part for part in (place, field and _short(field), t(error.key, **params)) if part]
     return ": ".join(parts)
 
 

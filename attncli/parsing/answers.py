@@ -17,9 +17,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from attncli.core import Steps
-from attncli.errors import AttnError, fail, listed
+from attncli.errors import AttnError, fail, listed, phrase
 from attncli.expr import WHOLE_DIGITS, whole_number
-from attncli.i18n import current_language, t
+from attncli.i18n import current_language
 from attncli.parsing.fields import FieldReader, row_label
 from attncli.yamldoc import Document, FieldPath, did_you_mean, kind_of
 
@@ -141,7 +141,7 @@ def step_list(text: str) -> tuple[str, ...]:
     names = tuple(name.strip() for name in text.split(",") if name.strip())
     for name in names:
         if name not in STEPS:
-            hint = did_you_mean(name, STEPS) or t("check.known_steps", names=", ".join(STEPS))
+            hint = did_you_mean(name, STEPS) or phrase("check.known_steps", names=", ".join(STEPS))
             raise fail("check.unknown_step", name=name, hint=hint)
     return names
 

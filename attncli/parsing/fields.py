@@ -15,8 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from attncli import arrays
-from attncli.errors import CONTROL_CODES, AttnError, fail, listed
-from attncli.i18n import t
+from attncli.errors import CONTROL_CODES, AttnError, Message, fail, listed, phrase
 from attncli.yamldoc import Document, FieldPath, did_you_mean, field_name, finite_number, kind_of, unknown_field
 
 _CONTROL = re.compile("[" + "".join(re.escape(chr(code)) for code in CONTROL_CODES) + "]")
@@ -35,11 +34,11 @@ def rows_from_text(text: str) -> list[list[str]]:
     return [[cell.strip() for cell in row.split(",")] for row in text.split(";") if row.strip()]
 
 
-def row_label(path: FieldPath, index: int, names: Sequence[str] | None = None) -> str:
+def row_label(path: FieldPath, index: int, names: Sequence[str] | None = None) -> Message:
     """How an error names row `index` of the matrix at `path`: `keys, row 2 (net)`, or without a name."""
     if names:
-        return t("field.row", field=field_name(path), row=index + 1, token=names[index])
-    return t("field.row_unnamed", field=field_name(path), row=index + 1)
+        return phrase("field.row", field=field_name(path), row=index + 1, token=names[index])
+    return phrase("field.row_unnamed", field=field_name(path), row=index + 1)
 
 
 class FieldReader:
@@ -68,7 +67,7 @@ class FieldReader:
             return f"--{str(path[0]).replace('_', '-')}", None
         return self.document.name, self.document.line(path)
 
-    def error(self, path: FieldPath, key: str, field: str | None = None, **params: object) -> AttnError:
+    def error(self, path: FieldPath, key: str, field: str | Message | None = None, **params: object) -> AttnError:
         """The error `key` placed at `path`; `field` names it instead of the path (a row label, say)."""
         return fail(key, **params).at(*self.location(path), field if field is not None else field_name(path))
 
@@ -78,7 +77,7 @@ class FieldReader:
         """An error for the first field of `data` not in `known`, with the closest name or the list (`names_hint`)."""
         name = unknown_field(data, known)
         if name is not None:
-            hint = did_you_mean(name, known) or t(names_hint, names=", ".join(known))
+            hint = did_you_mean(name, known) or phrase(names_hint, names=", ".join(known))
             raise self.error((*path, name), "problem.unknown_field", name=name, hint=hint)
 
     def number(self, path: FieldPath, value: object, field: str | None = None) -> float:
@@ -190,7 +189,7 @@ class FieldReader:
         named = set(rows)
         unknown = [name for name in value if name not in named]
         if unknown:
-            hint = t("hint.cross_attention") if rows_field == "query_tokens" else ""
+            hint = phrase("hint.cross_attention") if rows_field == "query_tokens" else ""
             raise self.error(
                 (*path, unknown[0]), "problem.unknown_row_name", name=unknown[0], names=listed(rows), hint=hint
             )

@@ -7,8 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from attncli.errors import listed
-from attncli.i18n import t
+from attncli.errors import listed, phrase
 from attncli.parsing.fields import FieldReader, rows_from_text
 from attncli.problem import MaskRule
 from attncli.yamldoc import kind_of
@@ -145,6 +144,6 @@ def _rows(reader: FieldReader, written: object, query_tokens: tuple[str, ...]) -
             "problem.unknown_row_name",
             name=unknown[0],
             names=listed(query_tokens),
-            hint=t("hint.cross_attention"),
+            hint=phrase("hint.cross_attention"),
         )
     return [written.get(name) for name in query_tokens]
