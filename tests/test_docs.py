@@ -1,0 +1,127 @@
+"""The README against the program: its synopses are the options `--help` lists, its samples exist.
+
+The synopsis of each command (the block under "The command line", and any other block
+that spells a command's options, such as the one of `attncli generate`) must name every
+option of that command and no other; the options every command takes (`--lang`,
+`--debug`, `-h/--help`) are said once, in the paragraph after the block. Every
+command's --help ends with examples that use only its own options, and every file in
+samples/ is named in the README.
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+import shlex
+from typing import Any
+
+import pytest
+import typer.main
+
+from attncli.cli import app
+from attncli.i18n import t
+from tests.paths import ROOT, SAMPLES
+
+README = (ROOT / "README.md").read_text(encoding="utf-8")
+COMMANDS: dict[str, Any] = typer.main.get_command(app).commands  # type: ignore[attr-defined]  (Click commands)
+COMMON = {"--lang", "--debug", "--help", "-h"}  # every command's, said once after the synopsis
+OPTION = re.compile(r"(?<![\w-])(--?[a-zA-Z][\w-]*)")
+
+
+def blocks(text: str) -> list[str]:
+    """The fenced code blocks of a Markdown text."""
+    return re.findall(r"^```[a-z]*\n(.*?)^```$", text, flags=re.MULTILINE | re.DOTALL)
+
+
+def synopses(block: str) -> list[tuple[str, str]]:
+    """(command, synopsis) for each `attncli NAME ...` line of `block`, with its indented continuation lines."""
+    entries: list[tuple[str, str]] = []
+    for line in block.splitlines():
+        if line.startswith("attncli "):
+            entries.append((line.split()[1], line))
+        elif line.startswith(" ") and entries:
+            entries[-1] = (entries[-1][0], f"{entries[-1][1]} {line.strip()}")
+    return entries
+
+
+def command_line_block() -> str:
+    section = README.split("\n## The command line\n", 1)[1]
+    return blocks(section)[0]
+
+
+def every_synopsis() -> list[tuple[str, str]]:
+    """The command-line block's synopses, and those of any other block written as a synopsis ([options])."""
+    found = synopses(command_line_block())
+    for block in blocks(README):
+        if block != command_line_block() and block.startswith("attncli ") and "[--" in block:
+            found += synopses(block)
+    return found
+
+
+def options_of(command: Any) -> dict[str, set[str]]:
+    """Each option of `command`, by its first name, with every name it answers to (`-o`, `--no-answers`).
+
+    The options every command takes are left out.
+    """
+    options = [param for param in command.params if param.param_type_name == "option"]
+    names = {param.opts[0]: set(param.opts) | set(param.secondary_opts) for param in options}
+    return {name: each for name, each in names.items() if not each & COMMON}
+
+
+def test_the_command_line_block_has_every_command_once() -> None:
+    named = [name for name, _ in synopses(command_line_block())]
+    assert sorted(named) == sorted(COMMANDS)
+
+
+def test_the_paragraph_after_the_block_names_the_options_every_command_takes() -> None:
+    paragraph = README.split("\n## The command line\n", 1)[1].split("```", 2)[2].split("\n\n")[1]
+    for option in ("--lang", "-h/--help", "--debug"):
+        assert option in paragraph
+    for name, command in COMMANDS.items():
+        names = {opt for param in command.params for opt in param.opts}
+        assert {"--lang", "--debug"} <= names, name
+
+
+@pytest.mark.parametrize(("name", "synopsis"), every_synopsis())
+def test_a_synopsis_names_every_option_and_no_other(name: str, synopsis: str) -> None:
+    options = options_of(COMMANDS[name])
+    written = set(OPTION.findall(synopsis))
+    missing = [option for option, each in options.items() if not each & written]
+    unknown = sorted(written - set().union(*options.values()))
+    assert (missing, unknown) == ([], []), f"attncli {name}: missing from the README {missing}, not options {unknown}"
+
+
+@pytest.mark.parametrize(("name", "synopsis"), every_synopsis())
+def test_a_synopsis_lists_the_formats_the_command_offers(name: str, synopsis: str) -> None:
+    formats = getattr(importlib.import_module(f"attncli.cli.{name}"), "FORMATS", None)
+    written = re.search(r"--format ([\w|]+)", synopsis)
+    assert (written.group(1).split("|") if written else None) == (list(formats) if formats else None)
+
+
+@pytest.mark.parametrize("name", sorted(COMMANDS))
+def test_every_command_help_ends_with_examples_of_its_own_options(name: str) -> None:
+    command = COMMANDS[name]
+    epilog = command.epilog or ""
+    assert epilog.startswith(t("help.examples")), name
+    examples = [line.split(f"attncli {name}", 1)[1] for line in epilog.splitlines() if f"attncli {name}" in line]
+    assert examples, f"attncli {name} --help shows no example"
+    known = set().union(*(set(param.opts) | set(param.secondary_opts) for param in command.params))
+    for example in examples:
+        words = shlex.split(re.split(r"\s[|>]\s?", example)[0])
+        used = {word.partition("=")[0] for word in words if OPTION.fullmatch(word.partition("=")[0])}
+        assert used <= known, f"attncli{example}: {sorted(used - known)} are not options of {name}"
+
+
+def test_every_sample_is_named_in_the_readme() -> None:
+    samples = sorted(path.name for path in SAMPLES.iterdir() if path.is_file())
+    assert samples
+    assert [name for name in samples if f"`{name}`" not in README] == []
+
+
+@pytest.mark.parametrize("readme", ["README.md", "README.es.md"])
+def test_the_readmes_point_only_into_the_repository(readme: str) -> None:
+    """A reader has the repository and nothing beside it: no `../` paths, and every relative link resolves."""
+    text = (ROOT / readme).read_text(encoding="utf-8")
+    assert "../" not in text
+    links = re.findall(r"\]\(([^)#]+)\)", text)
+    assert [link for link in links if "://" not in link and not (ROOT / link).exists()] == []
