@@ -9,6 +9,7 @@ import pytest
 
 from attncli import pipeline, yamldoc
 from attncli.errors import AttnError
+from attncli.i18n import describe
 
 BANK = """\
 title: bank
@@ -52,7 +53,7 @@ def test_a_bad_row_is_reported_at_its_own_line() -> None:
     error = parse_error(BANK.replace("  - [0, 1]", "  - [0, 1, 5]"))
     assert (error.where.source, error.where.line) == ("p.yaml", 9)
     assert error.key == "problem.row_width"
-    assert "keys" in error.where.field and "bank" in error.where.field
+    assert describe(error).startswith("p.yaml:9: keys, row 3 (bank): ")
 
 
 def test_a_bad_number_is_reported_at_its_line() -> None:
@@ -72,7 +73,7 @@ def test_an_unknown_field_is_reported_at_its_line_with_a_suggestion() -> None:
     error = parse_error(BANK + "keyz: 1\n")
     assert error.where.line == 11
     assert error.key == "problem.unknown_field"
-    assert "keys" in error.params["hint"]
+    assert describe(error) == "p.yaml:11: keyz: unknown field 'keyz'; did you mean 'keys'?"
 
 
 def test_syntax_errors_carry_the_line() -> None:
