@@ -109,7 +109,7 @@ def exercise(options: Options, seed: int, within: tuple[str, str] | None = None)
         lines = [f"# {t('generate.set_comment')}", f"#   {within[1]}", f"exercise: {quote(within[0])}"]
     lines += [
         f"title: {quote(t('generate.title', words=sentence))}",
-        f"notes: {quote(t('generate.notes'))}",
+        f"notes: {quote(t('generate.notes') if within is None else t('generate.set_notes', name=within[0]))}",
         f"tokens: {flow(quote(name) for name in tokens)}",
     ]
     if options.score != "scaled_dot":

@@ -267,6 +267,7 @@ MESSAGES: dict[str, str] = {
     "generate.set_comment": "Exercise of a worksheet made by attncli; this command makes the whole set again, byte for byte:",
     "generate.title": "Attention exercise: {words}",
     "generate.notes": "Compute the scores, the softmax weights and the output of every query. Write them under answers: (scores:, weights:, output: ...) and run attncli check on this file.",
+    "generate.set_notes": "Compute the dot products, the scores, the softmax weights and the output of every query. Replace each ? in {name}-answers.yaml with your number and hand that file in: it is graded against this exercise's key.",
     "generate.head": "head {number}",
     "generate.answers_note": "Answer key: whole numbers are exact, the others rounded to {decimals} decimals.",
     "generate.wrote": "wrote {count} exercises to {path}, each as a sheet, a key and a blank answers file; seeds {first}–{last}: {command} makes them again",

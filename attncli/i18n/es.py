@@ -316,6 +316,7 @@ MESSAGES: dict[str, str] = {
     "generate.set_comment": "Ejercicio de una hoja hecha por attncli; esta orden vuelve a crear la hoja entera, byte a byte:",
     "generate.title": "Ejercicio de atención: {words}",
     "generate.notes": "Calcula las puntuaciones, los pesos de softmax y la salida de cada consulta. Escríbelos bajo answers: (scores:, weights:, output: ...) y ejecuta attncli check sobre este archivo.",
+    "generate.set_notes": "Calcula los productos escalares, las puntuaciones, los pesos de softmax y la salida de cada consulta. Sustituye cada ? de {name}-answers.yaml por tu número y entrega ese archivo: se corrige con el solucionario de este ejercicio.",
     "generate.head": "cabeza {number}",
     "generate.answers_note": "Soluciones: los números enteros son exactos; los demás, redondeados a {decimals} decimales.",
     "generate.wrote": "escritos {count} ejercicios en {path}, cada uno con su enunciado, su solucionario y un archivo de respuestas en blanco; semillas {first}–{last}: {command} los vuelve a crear",
