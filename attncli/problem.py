@@ -56,6 +56,7 @@ class Head:
     keys: Operand | None  # (S, d_k); None when scores are given
     values: Operand  # (S, d_v)
     scores: np.ndarray | None = None  # (L, S), given directly
+    kv_head: int | None = None  # grouped-query attention: which of `kv_heads` gives keys and values
 
 
 @dataclass(frozen=True)
@@ -76,6 +77,7 @@ class Problem:
     mask: np.ndarray  # (L, S) bool, True = may attend
     mask_rule: MaskRule = field(default_factory=MaskRule)
     w_o: np.ndarray | None = None  # (Σ d_v, d_out)
+    kv_names: tuple[str, ...] = ()  # the shared key/value heads' names, when `kv_heads:` is given
     title: str | None = None
     notes: str | None = None
     source: str = "-"

@@ -197,3 +197,20 @@ def test_kv_cache() -> None:
     # values [2, 0], [0, 2], [1, 1], [1, 0]
     close(steps.output, [[2 * weights[0] + weights[2] + weights[3], 2 * weights[1] + weights[2]]])
     assert [round(w, 4) for w in weights] == [0.5344, 0.1966, 0.0723, 0.1966]
+
+
+def test_gqa() -> None:
+    """Four query heads over two kv heads: head h reads kv head ⌊h·2/4⌋; each head's scores by hand."""
+    steps = solve("gqa.yaml")
+    assert [head.spec.kv_head for head in steps.heads] == [0, 0, 1, 1]
+    assert steps.problem.kv_names == ("kv 1", "kv 2")
+    first = [[2, 0], [0, 2], [1, 1]]  # kv 1's values; kv 2's are [1, 0], [0, 1], [1, 1]
+    second = [[1, 0], [0, 1], [1, 1]]
+    cases = [([2, 1, 0], first), ([0, 1, 1], first), ([1, 0, 1], second), ([0, 1, 1], second)]
+    for head, (scores, values) in zip(steps.heads, cases):
+        weights = softmax(*scores)
+        close(head.scores, [scores])
+        close(head.output, [[sum(w * v[c] for w, v in zip(weights, values)) for c in range(2)]])
+    close(steps.heads[0].output, [[1.4205124847200243, 0.5794875152799758]])  # the worked example
+    z = 1 + 2 * E
+    close(steps.heads[1].weights, [[1 / z, E / z, E / z]])

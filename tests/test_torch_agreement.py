@@ -25,8 +25,8 @@ TOLERANCE = 1e-12
 
 def solve(fields: dict) -> pipeline.Steps:
     """The problem `fields` (numpy arrays become nested lists of exact floats), solved by attncli."""
-    plain = {name: value.tolist() if isinstance(value, np.ndarray) else value for name, value in fields.items()}
-    return pipeline.solve(pipeline.load(text=json.dumps(plain), name="torch.yaml"))
+    text = json.dumps(fields, default=lambda array: array.tolist())
+    return pipeline.solve(pipeline.load(text=text, name="torch.yaml"))
 
 
 def tensor(array: np.ndarray) -> torch.Tensor:
@@ -101,3 +101,20 @@ def test_kernel_grouped_query_refused() -> None:
     q, k = np.ones((4, 2, 2)), np.ones((3, 2, 2))
     assert "a multiple of them" in refused(lambda: pipeline.attention(q, k, k, enable_gqa=True))
     assert "causal must be" in refused(lambda: pipeline.attention(q, q, q, causal="lower-right"))
+
+
+def test_kv_heads_file() -> None:
+    """`kv_heads:` with projections: six query heads over two kv heads, as SDPA's enable_gqa=True."""
+    rng = np.random.default_rng(7)
+    x, tokens = rng.normal(size=(4, 3)), names("t", 4)
+    w_q, w_k, w_v = rng.normal(size=(6, 3, 2)), rng.normal(size=(2, 3, 2)), rng.normal(size=(2, 3, 2))
+    steps = solve({
+        "tokens": tokens, "x": x, "mask": "causal",
+        "heads": [{"w_q": w} for w in w_q],
+        "kv_heads": [{"w_k": wk, "w_v": wv} for wk, wv in zip(w_k, w_v)],
+    })  # fmt: skip
+    assert [head.spec.kv_head for head in steps.heads] == [0, 0, 0, 1, 1, 1]
+    q, k, v = (tensor(np.einsum("sd,hde->hse", x, w)) for w in (w_q, w_k, w_v))
+    want = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True).numpy()  # (H, L, E_v)
+    got = np.stack([head.output for head in steps.heads])
+    assert np.abs(got - want).max() <= TOLERANCE

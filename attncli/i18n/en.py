@@ -60,6 +60,9 @@ MESSAGES: dict[str, str] = {
     "problem.missing_row": "no row for '{name}'",
     "problem.no_tokens": "no tokens, keys, values or x: nothing to attend to",
     "problem.bad_heads": "heads must be a list of mappings, got {got}",
+    "problem.bad_kv_heads": "kv_heads must be a list of mappings with keys and values (or w_k, w_v), got {got}",
+    "problem.shared_by_kv_heads": "{name} cannot be given here when kv_heads is: every query head reads its keys and values from kv_heads",
+    "problem.gqa_divisible": "{heads} query heads cannot share {groups} kv heads evenly: the number of heads must be a multiple of the number of kv heads",
     "problem.missing": "missing {name} (give {name}, or {alternative})",
     "problem.given_and_projected": "give either {given} or {weight}, not both",
     "problem.projection_without_x": "{weight} projects the inputs, but there is no {x}",
@@ -109,6 +112,7 @@ MESSAGES: dict[str, str] = {
     "core.overflow": "a result passes the range of floating-point numbers (about ±1.8e308); use smaller numbers",
     # Human output
     "render.head_title": " {name} ",
+    "render.head_reads": "{name}: keys and values of {kv} (shared)",
     "render.tokens": "Tokens (keys and values)",
     "render.queries": "Queries",
     "render.self_attention": "self-attention",

@@ -64,6 +64,9 @@ MESSAGES: dict[str, str] = {
     "problem.missing_row": "falta la fila de '{name}'",
     "problem.no_tokens": "no hay tokens, keys, values ni x: no hay nada a lo que atender",
     "problem.bad_heads": "heads debe ser una lista de mapeos, pero hay {got}",
+    "problem.bad_kv_heads": "kv_heads debe ser una lista de mapeos con keys y values (o w_k, w_v), pero hay {got}",
+    "problem.shared_by_kv_heads": "{name} no puede darse aquí si se da kv_heads: cada cabeza de consulta lee sus claves y valores de kv_heads",
+    "problem.gqa_divisible": "{heads} cabezas de consulta no pueden repartirse {groups} cabezas kv por igual: el número de cabezas debe ser múltiplo del de cabezas kv",
     "problem.missing": "falta {name} (indica {name}, o bien {alternative})",
     "problem.given_and_projected": "indica {given} o {weight}, pero no ambos",
     "problem.projection_without_x": "{weight} proyecta las entradas, pero no hay {x}",
@@ -113,6 +116,7 @@ MESSAGES: dict[str, str] = {
     "core.overflow": "un resultado supera el rango de los números de coma flotante (unos ±1.8e308); usa números más pequeños",
     # Salida para personas
     "render.head_title": " {name} ",
+    "render.head_reads": "{name}: claves y valores de {kv} (compartidos)",
     "render.tokens": "Tokens (claves y valores)",
     "render.queries": "Consultas",
     "render.self_attention": "autoatención",

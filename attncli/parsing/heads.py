@@ -18,6 +18,8 @@ from attncli.yamldoc import FieldPath, kind_of
 
 HEAD_FIELDS = ("name", "queries", "keys", "values", "w_q", "w_k", "w_v", "scores", "score")
 VECTORS = ("queries", "keys", "w_q", "w_k")  # the fields scores are computed from
+KV_FIELDS = ("name", "keys", "values", "w_k", "w_v")  # a shared key/value head under `kv_heads:`
+SHARED = ("keys", "values", "w_k", "w_v", "scores")  # what only kv_heads may give once they are used
 
 
 class Level(IntEnum):
@@ -70,18 +72,42 @@ class Heads:
                 reader.check_fields(head, path, HEAD_FIELDS)
         else:
             raise reader.error(("heads",), "problem.bad_heads", got=kind_of(listed))
+        self.kv = self._kv_heads()
+        self.kv_read: dict[int, tuple[tuple[FieldPath, Operand], tuple[FieldPath, Operand]]] = {}
+
+    def _kv_heads(self) -> list[tuple[FieldPath, dict]]:
+        """The shared key/value heads of grouped-query attention; none without `kv_heads:`."""
+        if "kv_heads" not in self.data:
+            return []
+        listed = self.data["kv_heads"]
+        if not (isinstance(listed, list) and listed and all(isinstance(head, dict) for head in listed)):
+            raise self.reader.error(("kv_heads",), "problem.bad_kv_heads", got=kind_of(listed))
+        kv = [(("kv_heads", g), head) for g, head in enumerate(listed)]
+        for path, head in kv:
+            self.reader.check_fields(head, path, KV_FIELDS)
+        for path, fields in [((), self.data), *self.fields]:
+            stray = next((name for name in SHARED if name in fields), None)
+            if stray is not None:
+                raise self.reader.error((*path, stray), "problem.shared_by_kv_heads", name=stray)
+        if len(self.fields) % len(kv):
+            raise self.reader.error(("kv_heads",), "problem.gqa_divisible", heads=len(self.fields), groups=len(kv))
+        return kv
+
+    def kv_head(self, index: int) -> int | None:
+        """The key/value head query head `index` reads: ⌊h·G/H⌋, as SDPA's enable_gqa; None without kv_heads."""
+        return index * len(self.kv) // len(self.fields) if self.kv else None
 
     def __len__(self) -> int:
         return len(self.fields)
 
-    def level(self, head: int, name: str) -> Level:
-        if name in self.fields[head][1]:
+    def level(self, head: int, name: str, kv: bool = False) -> Level:
+        if name in (self.kv if kv else self.fields)[head][1]:
             return Level.HEAD
         return Level.TOP if name in self.data else Level.ABSENT
 
-    def lookup(self, head: int, name: str) -> tuple[FieldPath, object] | None:
-        """A head's own field, else the top-level one; None when neither gives it."""
-        path, fields = self.fields[head]
+    def lookup(self, head: int, name: str, kv: bool = False) -> tuple[FieldPath, object] | None:
+        """A head's own field (of kv head `head` with `kv`), else the top-level one; None when neither gives it."""
+        path, fields = (self.kv if kv else self.fields)[head]
         if name in fields:
             return (*path, name), fields[name]
         if name in self.data:
@@ -93,7 +119,11 @@ class Heads:
         path, fields = self.fields[index]
         default_name = f"head {index + 1}" if len(self) > 1 else "head"
         name = self.reader.optional_text(fields, "name", path) or default_name
-        values = self.operand(index, "values", "w_v", tokens, inputs.x, "x")
+        group = self.kv_head(index)
+        if group is None:
+            values = self.operand(index, "values", "w_v", tokens, inputs.x, "x")
+        else:
+            keys, values = self.shared(group, tokens, inputs)
         if values is None:
             raise self.reader.error(path, "problem.missing", name="values", alternative="w_v")
         vectors = max(self.level(index, field) for field in VECTORS)
@@ -102,7 +132,8 @@ class Heads:
                 name, Score(GIVEN, 1.0), None, None, values[1], scores=self.given_scores(index, tokens, query_tokens)
             )
         queries = self.operand(index, "queries", "w_q", query_tokens, inputs.x_query, "x_query")
-        keys = self.operand(index, "keys", "w_k", tokens, inputs.x, "x")
+        if group is None:
+            keys = self.operand(index, "keys", "w_k", tokens, inputs.x, "x")
         if queries is None or keys is None:
             missing = ("queries", "w_q") if queries is None else ("keys", "w_k")
             raise self.reader.error(path, "problem.missing", name=missing[0], alternative=f"{missing[1]}, scores")
@@ -110,7 +141,26 @@ class Heads:
         score = scores.read(
             self.reader, self.lookup(index, "score"), top_scale, width(queries[1]), width(keys[1]), keys[0]
         )
-        return Head(name, score, queries[1], keys[1], values[1])
+        return Head(name, score, queries[1], keys[1], values[1], kv_head=group)
+
+    def shared(
+        self, group: int, tokens: tuple[str, ...], inputs: Inputs
+    ) -> tuple[tuple[FieldPath, Operand], tuple[FieldPath, Operand]]:
+        """The keys and values of kv head `group`, read once for all the query heads that share them."""
+        if group not in self.kv_read:
+            path = self.kv[group][0]
+            keys = self.operand(group, "keys", "w_k", tokens, inputs.x, "x", kv=True)
+            values = self.operand(group, "values", "w_v", tokens, inputs.x, "x", kv=True)
+            for operand, given, weight in ((keys, "keys", "w_k"), (values, "values", "w_v")):
+                if operand is None:
+                    raise self.reader.error(path, "problem.missing", name=given, alternative=weight)
+            self.kv_read[group] = keys, values
+        return self.kv_read[group]
+
+    def kv_name(self, group: int) -> str:
+        """What the view calls kv head `group`: its `name:`, else "kv head g"."""
+        path, fields = self.kv[group]
+        return self.reader.optional_text(fields, "name", path) or f"kv head {group + 1}"
 
     def given_scores(self, index: int, tokens: tuple[str, ...], query_tokens: tuple[str, ...]) -> np.ndarray:
         """The (L, S) scores a head gives instead of vectors."""
@@ -121,20 +171,27 @@ class Heads:
         return matrix
 
     def operand(
-        self, head: int, given: str, weight: str, rows: tuple[str, ...], x: np.ndarray | None, x_name: str
+        self,
+        head: int,
+        given: str,
+        weight: str,
+        rows: tuple[str, ...],
+        x: np.ndarray | None,
+        x_name: str,
+        kv: bool = False,
     ) -> tuple[FieldPath, Operand] | None:
-        """Q, K or V of one head, with where it was given: as rows (`given`), or projected from inputs (x·`weight`)."""
-        chosen = pick(self.level(head, given), self.level(head, weight))
+        """Q, K or V of one head (of kv head `head` with `kv`), with where it was given: as rows, or x·`weight`."""
+        chosen = pick(self.level(head, given, kv), self.level(head, weight, kv))
         if chosen == Pick.NEITHER:
             return None
         if chosen == Pick.BOTH:
             raise self.reader.error(
-                self.lookup(head, given)[0], "problem.given_and_projected", given=given, weight=weight
+                self.lookup(head, given, kv)[0], "problem.given_and_projected", given=given, weight=weight
             )
         if chosen == Pick.FIRST:
-            path, value = self.lookup(head, given)
+            path, value = self.lookup(head, given, kv)
             return path, self.reader.matrix(path, value, rows, "query_tokens" if given == "queries" else "tokens")
-        path, value = self.lookup(head, weight)
+        path, value = self.lookup(head, weight, kv)
         if x is None:
             raise self.reader.error(path, "problem.projection_without_x", weight=weight, x=x_name)
         w = self.reader.matrix(path, value)

@@ -17,7 +17,7 @@ from attncli.problem import Head, Problem, Score, width
 from attncli.yamldoc import Document
 
 TOP_FIELDS = (
-    "title", "notes", "tokens", "query_tokens", "x", "x_query", "heads", "w_o", "mask", "padding", "window",
+    "title", "notes", "tokens", "query_tokens", "x", "x_query", "heads", "kv_heads", "w_o", "mask", "padding", "window",
     "scale", "exercise", "answers", "tolerance", "carry", "min_decimals", "require", *HEAD_FIELDS[1:],
 )  # fmt: skip
 # A problem whose calculation would need more than this is refused before any (L, S) matrix exists.
@@ -69,6 +69,7 @@ class _Builder:
             mask=mask,
             mask_rule=rule,
             w_o=w_o,
+            kv_names=tuple(self.heads.kv_name(group) for group in range(len(self.heads.kv))),
             title=self.reader.optional_text(self.data, "title"),
             notes=self.reader.optional_text(self.data, "notes"),
             source=self.reader.document.name,
@@ -78,9 +79,10 @@ class _Builder:
         """`tokens:`, else the names of the first mapping of keys, values or x, else t1..tS."""
         if "tokens" in self.data:
             return self.reader.text_list(("tokens",), self.data["tokens"])
+        places = [(head, False) for head in range(len(self.heads))] + [(g, True) for g in range(len(self.heads.kv))]
         for name in ("keys", "values", "x"):
-            for head in range(len(self.heads)):
-                found = self.heads.lookup(head, name)
+            for head, kv in places:
+                found = self.heads.lookup(head, name, kv)
                 if found is None or (name == "x" and head):
                     continue
                 path, value = found

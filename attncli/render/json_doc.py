@@ -58,6 +58,10 @@ def document(steps: Steps) -> dict:
         },
         "heads": [_head(head) for head in steps.heads],
     }
+    if problem.kv_names:  # grouped-query attention: the shared key/value heads, and which each head reads
+        doc["kv_heads"] = list(problem.kv_names)
+        for head, record in zip(steps.heads, doc["heads"]):
+            record["kv_head"] = head.spec.kv_head
     if steps.concat is not None:
         doc["concat"] = steps.concat.tolist()
     doc["output"] = steps.output.tolist()
