@@ -21,7 +21,7 @@ from attncli.cli import app
 from attncli.exercises import Options, exercise
 from attncli.i18n import t
 from attncli.problem import Projection
-from attncli.render import human, latex, markdown
+from attncli.render import human, latex, markdown, walk
 from attncli.render.layout import fit, to_text
 from attncli.render.walk import View
 from tests.paths import SAMPLES
@@ -249,8 +249,8 @@ def sections(fmt: str, source: str, steps: core.Steps) -> list[tuple[str, ...]]:
         in_format["subsection"].format(text(concat.get(fmt, t("writeup.concat_title")))): ("concat",),
         in_format["subsection"].format(text(t("render.final_title"))): ("final",),
     }
-    for head in steps.heads:
-        headings[in_format["head"].format(head.spec.name)] = ("head", head.spec.name)
+    for head in steps.heads:  # a grouped-query head's title also names the kv head it reads
+        headings[in_format["head"].format(walk.head_title(head, steps.problem))] = ("head", head.spec.name)
     for name in "QKV":
         projection = rf"{name} = X\,W_{{{name}}}" if fmt == "latex" else f"{name} = X·W_{name}"
         headings[in_format["part"].format(projection)] = ("projection", name)

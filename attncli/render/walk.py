@@ -290,7 +290,7 @@ def items(steps: Steps, view: View) -> list[Item]:
     items: list[Item] = [_facts(steps)]
     for head in steps.heads:
         if len(steps.heads) > 1:
-            items.append(HeadTitle(_head_name(head, problem)))
+            items.append(HeadTitle(head_title(head, problem)))
         items += projections(head, problem)
         items += [_query(head, row, problem) for row in followed_rows]
         if view.heatmap or len(problem.query_tokens) > 1:
@@ -300,7 +300,7 @@ def items(steps: Steps, view: View) -> list[Item]:
     return items
 
 
-def _head_name(head: HeadSteps, problem: Problem) -> str:
+def head_title(head: HeadSteps, problem: Problem) -> str:
     """A head's name, and with grouped-query attention the shared keys and values it reads."""
     if head.spec.kv_head is None:
         return head.spec.name
