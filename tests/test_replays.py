@@ -54,8 +54,14 @@ PASS_WITHOUT_THE_RULE = {
 }
 
 
+# Rows the grading WIP of 10:30 UTC did not pass yet; strict, so each fails the day it is fixed (then drop it).
+KNOWN = {"no_exp+wrong_axis": "check names only not_normalized for s/Σs down the columns (a pair of issue 10 §5)"}
+
+
 def _pending(row: str) -> str | None:
-    """Why a row cannot pass on this tree yet (None: it must pass): its codes never named, or the old rule."""
+    """Why a row cannot pass on this tree yet (None: it must pass): known, its codes never named, or the old rule."""
+    if row in KNOWN:
+        return KNOWN[row]
     missing = [code for code in row.split("+") if code not in NAMED]
     if missing:
         return f"check names {', '.join(missing)} nowhere in the suite yet"
