@@ -25,6 +25,11 @@ class ExitCode(IntEnum):
     BAD_INPUT = 2
     INTERNAL = 70
     INTERRUPTED = 130
+    TERMINATED = 143  # 128 + SIGTERM, as a shell reports it
+
+
+class Terminated(BaseException):
+    """SIGTERM, raised where the program is so that it unwinds like Ctrl-C: temporary files removed."""
 
 
 @dataclass(frozen=True)

@@ -9,15 +9,22 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import sys
 import traceback
+import warnings
 from typing import TextIO
 
-from attncli.errors import printable
+from attncli.errors import Terminated, printable
 
 
 def main() -> None:
     arguments = sys.argv[1:]
+    signal.signal(signal.SIGTERM, _terminate)
+    if "--debug" not in arguments:
+        # A warning speaks of attncli's code, not of the input, and would add lines to stderr: every
+        # overflow numpy could warn of is checked and reported as the one error line.
+        warnings.simplefilter("ignore")
     try:
         from attncli.i18n import LANGUAGE, language_from_environment, language_in_arguments
 
@@ -31,13 +38,18 @@ def main() -> None:
         sys.exit(ending(error, debug="--debug" in arguments))
 
 
+def _terminate(signum: int, frame: object) -> None:
+    raise Terminated
+
+
 def ending(error: BaseException, debug: bool = False) -> int:
     """What attncli says on stderr and returns to the shell for whatever ended a run: the whole exit ladder.
 
-    The user's mistake (an AttnError, a usage error) is one line and 2; Ctrl-C one
-    line and 130; a reader that closed the pipe (`| head`) nothing and 0; anything
-    else is our bug: one line (the traceback with --debug) and 70. A run that ended
-    itself (typer.Exit, SystemExit) keeps its code. The language is the run's.
+    The user's mistake (an AttnError, a usage error) is one line and 2; Ctrl-C one line
+    and 130, SIGTERM one line and 143, both once every temporary file is removed; a reader
+    that closed the pipe (`| head`) nothing and 0; anything else is our bug: one line (the
+    traceback with --debug) and 70. A run that ended itself (typer.Exit, SystemExit) keeps
+    its code. The language is the run's.
     """
     from attncli.errors import AttnError, ExitCode
     from attncli.i18n import describe, t
@@ -48,6 +60,9 @@ def ending(error: BaseException, debug: bool = False) -> int:
     if isinstance(error, KeyboardInterrupt):
         say(t("cli.interrupted"))
         return ExitCode.INTERRUPTED
+    if isinstance(error, Terminated):
+        say(t("cli.terminated"))
+        return ExitCode.TERMINATED
     if isinstance(error, BrokenPipeError):
         silence_stdout()
         return ExitCode.OK

@@ -12,7 +12,12 @@ import io
 import json
 import math
 import os
+import signal
+import stat
+import subprocess
+import sys
 import time
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -24,8 +29,9 @@ from typer.testing import CliRunner, Result
 from attncli import core, expr, probes
 from attncli.cli import app, progress
 from attncli.cli.environment import Environment
+from attncli.errors import Terminated
 from attncli.parsing import problem_file
-from tests.paths import SAMPLES
+from tests.paths import ROOT, SAMPLES
 from tests.test_bad_inputs import run_limited
 
 ROOT2 = math.sqrt(2)
@@ -295,3 +301,101 @@ def test_every_error_line_is_cut_to_200_characters_with_the_cut_marked() -> None
     line = result.stderr.rstrip("\n")
     assert len(line) == 200
     assert "…" in line and line.endswith("(see 'attncli scaling -h')")
+
+
+# #15: no numpy warning reaches stderr
+
+
+def test_an_npy_header_claiming_2_to_the_124_numbers_is_one_line_in_a_real_process() -> None:
+    """Before: numpy's memmap warned of an overflow (two more lines) before the error."""
+    result = subprocess.run(
+        [sys.executable, "-m", "attncli", "compute", "--keys", "@huge_shape.npy", "--queries", "1,0", "--values", "1"],
+        cwd=ROOT / "tests" / "corpus",
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 2
+    assert result.stderr.count("\n") == 1, result.stderr
+    assert "huge_shape.npy is too large" in result.stderr
+
+
+def test_a_cosine_written_out_for_huge_vectors_warns_of_nothing() -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        result = run("compute", "-", "--format", "text", stdin=COSINE.format(q="1e200", k="1e200"))
+    assert result.exit_code == 0, result.output
+    assert result.stderr == ""
+    assert "2.0000e+400" not in result.stdout and "/ (1.4142e+200×1.4142e+200) = 1.0000" in result.stdout
+
+
+# #7: a pipe or a device as -o is written directly, never replaced by a renamed file
+
+
+def attncli_process(*args: str, cwd: Path, **kwargs: object) -> subprocess.Popen:
+    environment = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.Popen([sys.executable, "-m", "attncli", *args], cwd=cwd, env=environment, **kwargs)
+
+
+def test_output_to_dev_stdout_and_to_a_fifo(tmp_path: Path) -> None:
+    """Before: /dev/stdout into a pipe resolved to `pipe:[n]`, which has no path: exit 2 and nothing written."""
+    bank = str(SAMPLES / "bank.yaml")
+    piped = attncli_process(
+        "compute", bank, "--format", "json", "-o", "/dev/stdout", cwd=tmp_path, stdout=subprocess.PIPE
+    )
+    out, _ = piped.communicate(timeout=60)
+    assert piped.returncode == 0
+    assert json.loads(out)["output"][0] == pytest.approx([1.4205, 0.5795], abs=5e-5)
+    os.mkfifo(tmp_path / "fifo")
+    writer = attncli_process("compute", bank, "--format", "json", "-o", "fifo", cwd=tmp_path)
+    with open(tmp_path / "fifo", "rb") as reader:  # attncli waits for a reader, as `> fifo` would
+        received = reader.read()
+    assert writer.wait(timeout=60) == 0
+    assert json.loads(received)["tokens"] == ["fisherman", "net", "bank"]
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["fifo"]  # still a FIFO, no temporary beside it
+    assert stat.S_ISFIFO((tmp_path / "fifo").stat().st_mode)
+
+
+# #8: the outputs of a run are written only once all of it has succeeded
+
+
+def test_pictures_are_not_left_behind_by_a_run_that_fails(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    bank = str(SAMPLES / "bank.yaml")
+    failed = run("compute", bank, "--svg", "pic.svg", "--html", "pic.html", "-o", "nodir/out.json", "--format", "json")
+    one_line_error(failed, "cannot write nodir/out.json")
+    assert list(tmp_path.iterdir()) == []
+    done = run("compute", bank, "--svg", "pic.svg", "--html", "pic.html", "-o", "out.json", "--format", "json")
+    assert done.exit_code == 0, done.output
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["out.json", "pic.html", "pic.svg"]
+
+
+# #18: SIGTERM ends a run like Ctrl-C: temporary files removed, one line, 143
+
+
+def test_sigterm_while_the_output_is_written_leaves_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The signal arrives while the temporary file is flushed: attncli's handler raises Terminated there."""
+    monkeypatch.chdir(tmp_path)
+
+    def terminated(descriptor: int) -> None:
+        raise Terminated
+
+    monkeypatch.setattr(os, "fsync", terminated)
+    result = run("compute", str(SAMPLES / "bank.yaml"), "--format", "json", "-o", "out.json", "--svg", "pic.svg")
+    assert result.exit_code == 143
+    assert result.stderr == "attncli: terminated (SIGTERM); no output was left behind\n"
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_sigterm_to_a_real_process(tmp_path: Path) -> None:
+    process = attncli_process(
+        "scaling", "--dk", "512", "--keys", "512", "--samples", "600", "--format", "json", "-o", "out.json",
+        cwd=tmp_path, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    time.sleep(1.5)  # started, and computing
+    process.send_signal(signal.SIGTERM)
+    _, err = process.communicate(timeout=60)
+    assert process.returncode == 143
+    assert err == "attncli: terminated (SIGTERM); no output was left behind\n"
+    assert list(tmp_path.iterdir()) == []

@@ -132,7 +132,10 @@ class _Bounded:
             plain = options.get("no_color", False) or options.get("format") == "text"
             environment = Environment.of_process(options.get("lang"), plain)
             LANGUAGE.set(environment.language)
-            return self._command(environment, **options)
+            from attncli.cli.output import all_or_nothing
+
+            with all_or_nothing():
+                return self._command(environment, **options)
         except BaseException as error:
             raise typer.Exit(ending(error, debug=options.get("debug", False))) from None
         finally:

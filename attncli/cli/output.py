@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import io
 import os
-from collections.abc import Callable, Iterable
+import stat
+from collections.abc import Callable, Iterable, Iterator
+from contextvars import ContextVar
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
@@ -27,7 +30,8 @@ def write(content: str | bytes, output: Path | None, env: Environment) -> None:
     renamed into place, so a reader never sees half of it; on any failure (a full
     disk, Ctrl-C) the temporary file is removed and the old file stays. A symbolic
     link keeps pointing where it did; a device or pipe (-o /dev/stdout) is written
-    directly, since renaming over it would replace it.
+    directly, since renaming over it would replace it. Inside `all_or_nothing` the
+    file is kept back until the whole run has succeeded.
     """
     data = content.encode("utf-8") if isinstance(content, str) else content
     if output is None:
@@ -42,18 +46,93 @@ def write(content: str | bytes, output: Path | None, env: Environment) -> None:
             silence_stdout()
             raise fail("cli.output_failed", path=STDOUT, reason=error.strerror or str(error)) from None
         return
-    target = Path(os.path.realpath(output))
+    pending = _Pending(output, data)
+    staged = _STAGED.get()
+    if staged is not None:
+        staged.append(pending)
+        return
     try:
-        if target.exists() and not target.is_file():
-            with open(target, "wb") as handle:
-                handle.write(data)
-        else:
-            _replace(target, data)
+        pending.finish()
+    finally:
+        pending.discard()
+
+
+class _Pending:
+    """One output file on its way: a regular file as a temporary beside it, a pipe or device as its bytes."""
+
+    def __init__(self, output: Path, data: bytes) -> None:
+        self.output, self.data, self.temporary = output, data, None
+        with _failing_as(output):
+            if not _is_special(output):  # opened by the name given: /dev/fd/63 resolves to a pipe with no path
+                self.target = Path(os.path.realpath(output))
+                self.temporary = _temporary(self.target, data)
+
+    def finish(self) -> None:
+        with _failing_as(self.output):
+            if self.temporary is None:
+                with open(self.output, "wb") as handle:
+                    handle.write(self.data)
+            else:
+                os.replace(self.temporary, self.target)
+                self.temporary = None
+
+    def discard(self) -> None:
+        if self.temporary is not None:
+            self.temporary.unlink(missing_ok=True)
+            self.temporary = None
+
+
+_STAGED: ContextVar[list[_Pending] | None] = ContextVar("attncli_staged_outputs", default=None)
+
+
+@contextlib.contextmanager
+def all_or_nothing() -> Iterator[None]:
+    """Keep back every file `write` is given inside, and write them all once the block has succeeded.
+
+    A run that fails (bad input, a file that cannot be written, Ctrl-C) leaves no output behind:
+    `--svg pic.svg -o nodir/out.json` writes no pic.svg. A command that ends itself on purpose
+    (typer.Exit, as check does after grading) has succeeded in writing what it wrote.
+    """
+    import typer
+
+    staged: list[_Pending] = []
+    token = _STAGED.set(staged)
+    try:
+        yield
+    except typer.Exit:
+        _finish(staged)
+        raise
+    else:
+        _finish(staged)
+    finally:
+        _STAGED.reset(token)
+        for pending in staged:
+            pending.discard()
+
+
+def _finish(staged: list[_Pending]) -> None:
+    for pending in staged:
+        pending.finish()
+
+
+@contextlib.contextmanager
+def _failing_as(output: Path) -> Iterator[None]:
+    try:
+        yield
     except OSError as error:
         raise fail("cli.output_failed", path=str(output), reason=error.strerror or str(error)) from None
 
 
-def _replace(target: Path, data: bytes) -> None:
+def _is_special(output: Path) -> bool:
+    """Whether `output` exists and is no regular file (symbolic links followed): a pipe, a device, a folder."""
+    try:
+        return not stat.S_ISREG(os.stat(output).st_mode)
+    except FileNotFoundError:
+        return False
+
+
+def _temporary(target: Path, data: bytes) -> Path:
+    """`data` in a new file beside `target`, flushed to disk; removed again if writing it fails."""
     temporary = target.with_name(f".{target.name}.{os.getpid()}.attncli-tmp")
     created = False
     try:
@@ -62,11 +141,11 @@ def _replace(target: Path, data: bytes) -> None:
             handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
-        os.replace(temporary, target)
     except BaseException:
         if created:
             temporary.unlink(missing_ok=True)
         raise
+    return temporary
 
 
 def _stdout(env: Environment) -> TextIO:

@@ -104,6 +104,7 @@ MESSAGES: dict[str, str] = {
     "cli.unknown_follow": "--follow {name}: not a query token (query tokens: {names})",
     "cli.internal": "internal error: {error} (please report it; run with --debug for the traceback)",
     "cli.interrupted": "interrupted",
+    "cli.terminated": "terminated (SIGTERM); no output was left behind",
     "cli.output_failed": "cannot write {path}: {reason}",
     "cli.usage": "{message} (see '{command} -h')",
     "cli.bad_lang": "unknown language '{name}' (known: {known})",
@@ -350,7 +351,7 @@ MESSAGES: dict[str, str] = {
     "writeup.latex_comment": "Made by attncli compute --format latex. To use it in a report, copy the body; the preamble needs the amsmath package.",
     # --help texts, built when the commands are imported (attncli.launch chooses the language first)
     "help.app": "Attention, calculated step by step: q·k, the 1/√d_k scale, softmax, the weighted sum of values.",
-    "help.exit_codes": "Exit codes: 0 done; 1 `check` found wrong answers; 2 bad input or usage; 70 internal error; 130 interrupted.",
+    "help.exit_codes": "Exit codes: 0 done; 1 `check` found wrong answers; 2 bad input or usage; 70 internal error; 130 interrupted; 143 terminated.",
     "help.examples": "Examples:",
     "help.version": "Print the version and exit.",
     "help.lang": "Language of the output: {languages} (default: from LANG).",

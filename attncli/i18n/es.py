@@ -108,6 +108,7 @@ MESSAGES: dict[str, str] = {
     "cli.unknown_follow": "--follow {name}: no es un token de consulta (tokens de consulta: {names})",
     "cli.internal": "error interno: {error} (por favor, infórmanos; con --debug verás la traza)",
     "cli.interrupted": "interrumpido",
+    "cli.terminated": "terminado (SIGTERM); no queda ninguna salida a medias",
     "cli.output_failed": "no se puede escribir {path}: {reason}",
     "cli.usage": "{message} (consulta '{command} -h')",
     "cli.bad_lang": "idioma desconocido '{name}' (se conocen: {known})",
@@ -354,7 +355,7 @@ MESSAGES: dict[str, str] = {
     "writeup.latex_comment": "Hecho con attncli compute --format latex. Para usarlo en un informe, copia el cuerpo; el preámbulo necesita el paquete amsmath.",
     # Textos de --help, que se construyen al importar las órdenes (attncli.launch elige antes el idioma)
     "help.app": "La atención, calculada paso a paso: q·k, la escala 1/√d_k, softmax y la mezcla ponderada de los valores.",
-    "help.exit_codes": "Códigos de salida: 0 hecho; 1 `check` encontró respuestas erróneas; 2 entrada o uso incorrectos; 70 error interno; 130 interrumpido.",
+    "help.exit_codes": "Códigos de salida: 0 hecho; 1 `check` encontró respuestas erróneas; 2 entrada o uso incorrectos; 70 error interno; 130 interrumpido; 143 terminado.",
     "help.examples": "Ejemplos:",
     "help.version": "Muestra la versión y termina.",
     "help.lang": "Idioma de la salida: {languages} (por omisión, el de LANG).",

@@ -18,7 +18,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from attncli.core import HeadSteps, Steps
+from attncli.core import HeadSteps, Steps, row_norms
 from attncli.i18n import t
 from attncli.problem import Problem, Projection
 from attncli.render.numbers import entry, fixed
@@ -155,8 +155,9 @@ def arithmetic(head: HeadSteps, row: int, j: int) -> Arithmetic:
     if kind in ("scaled_dot", "dot") and len(k) <= WRITE_OUT:
         return Terms(tuple((Num(float(a), ENTRY), Num(float(b), ENTRY)) for a, b in zip(q, k)), value)
     if kind == "cosine":
-        norms = (Num(float(np.linalg.norm(q))), Num(float(np.linalg.norm(k))))
-        return Cosine(Num(float(q @ k)), norms, value)
+        norms = tuple(Num(float(norm)) for norm in row_norms(np.stack([q, k])))  # ‖[1e200, 1e200]‖ stays finite
+        with np.errstate(over="ignore"):  # a q·k beyond float's range is shown as ∞; the cosine itself is exact
+            return Cosine(Num(float(q @ k)), norms, value)
     return Plain(value)
 
 
