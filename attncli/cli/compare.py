@@ -2,11 +2,24 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from pathlib import Path
+from typing import Annotated, Optional
 
 import typer
 
-from attncli.cli.app import Debug, Lang, NoColor, Output, Precision, app, boundary, choose, epilog, format_option
+from attncli.cli.app import (
+    Debug,
+    Lang,
+    NoColor,
+    Output,
+    Precision,
+    app,
+    boundary,
+    choose,
+    epilog,
+    format_option,
+    located,
+)
 from attncli.cli.environment import Environment
 from attncli.cli.output import print_human, write
 from attncli.i18n import t
@@ -29,6 +42,7 @@ def compare(
     format: Format = "rich",
     output: Output = None,
     no_color: NoColor = False,
+    figure: Annotated[Optional[Path], typer.Option(metavar="FILE", help=t("help.figure"))] = None,
     lang: Lang = None,
     debug: Debug = False,
 ) -> None:
@@ -38,6 +52,11 @@ def compare(
 
     first, second = (pipeline.solve(pipeline.load(name)) for name in (a, b))
     record = probes.compare(first, second)
+    if figure:
+        from attncli.render.figure import compare_figure
+
+        with located("--figure"):
+            write(compare_figure(record, figure), figure, env)
     if format == "json":
         from attncli.render import json_doc
 

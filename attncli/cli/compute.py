@@ -74,6 +74,7 @@ def compute(
     weights: Annotated[Optional[list[str]], typer.Option(help=t("help.compute.weights"))] = None,
     svg: Annotated[Optional[Path], typer.Option(help=t("help.compute.svg"))] = None,
     html: Annotated[Optional[Path], typer.Option(help=t("help.compute.html"))] = None,
+    figure: Annotated[Optional[Path], typer.Option(metavar="FILE", help=t("help.figure"))] = None,
     lang: Lang = None,
     debug: Debug = False,
 ) -> None:
@@ -100,6 +101,11 @@ def compute(
     build = render.human_lines(steps, **shape, heatmap=heatmap, norms=found, interventions=changes)
     if svg or html:
         save_pictures(build, svg, html, steps.problem.title or "attncli", no_color, env)
+    if figure:
+        from attncli.render.figure import compute_figure
+
+        with located("--figure"):
+            write(compute_figure(steps, found, figure), figure, env)
     if quiet and output is None:
         return
     if format in DOCUMENT_FORMATS:
