@@ -32,11 +32,13 @@ class HeadSteps:
     values: np.ndarray  # (S, d_v)
     compatibility: np.ndarray  # (L, S) before the scale: q·k, cosine, q·W·kᵀ, additive, or the given scores
     hidden: np.ndarray | None  # (L, S, d_a) additive only: tanh(q·W_query + k·W_key)
-    scores: np.ndarray  # (L, S) compatibility × scale; -inf where masked
+    scores: np.ndarray  # (L, S) compatibility × scale (+ bias); -inf where masked
     shift: np.ndarray  # (L,) subtracted before exp in `exp`: 0 unless e^s would overflow or lose digits
     exp: np.ndarray  # (L, S) e^(scores - shift); 0 where masked
     weights: np.ndarray  # (L, S) exp / its row sum: softmax over keys; exactly 0 where masked
     output: np.ndarray  # (L, d_v) weights · values
+    scaled: np.ndarray | None = None  # (L, S) compatibility × scale, before the bias; None without one
+    bias: np.ndarray | None = None  # (L, S) added to the scaled scores before the mask and softmax
 
 
 @dataclass(frozen=True)
@@ -86,7 +88,7 @@ def combine(outputs: Sequence[np.ndarray], w_o: np.ndarray | None) -> tuple[np.n
 def _attend(problem: Problem, index: int) -> HeadSteps:
     """`attend` for head `index`, an overflow named by file and, with several heads, by head."""
     try:
-        return attend(problem.heads[index], problem.mask)
+        return attend(problem.heads[index], problem.mask, None if problem.bias is None else problem.bias.of(index))
     except AttnError as error:
         if len(problem.heads) > 1:
             error.where.field = f"heads[{index + 1}].{error.where.field}"
@@ -94,8 +96,8 @@ def _attend(problem: Problem, index: int) -> HeadSteps:
 
 
 @np.errstate(over="ignore", invalid="ignore")
-def attend(head: Head, mask: np.ndarray) -> HeadSteps:
-    """One head: compatibility, scale, mask, softmax, weighted sum of values — every step kept.
+def attend(head: Head, mask: np.ndarray, bias: np.ndarray | None = None) -> HeadSteps:
+    """One head: compatibility, scale, bias, mask, softmax, weighted sum of values — every step kept.
 
     Two paths compute softmax(q·kᵀ·scale + mask)·v. This one (the CLI's) builds each (L, S)
     intermediate in float64 or the problem's dtype, for display and grading, and takes every
@@ -117,12 +119,14 @@ def attend(head: Head, mask: np.ndarray) -> HeadSteps:
         compat, hidden = compatibility(head.score, queries, keys)  # (L, S), (L, S, d_a) | None
         _finite(compat, "scores")
     scaled = _finite(compat * head.score.scale, "scores")  # (L, S)
-    scores = np.where(mask, scaled, -np.inf)  # (L, S)
+    biased = scaled if bias is None else _finite(scaled + bias, "bias")  # (L, S)
+    scores = np.where(mask, biased, -np.inf)  # (L, S)
     shift = display_shift(scores)  # (L,)
     exp = np.exp(scores - shift[:, None])  # (L, S)
     weights = exp / exp.sum(axis=1, keepdims=True)  # (L, S)
     output = _finite(weights @ values, "output")  # (L, d_v)
-    return HeadSteps(head, queries, keys, values, compat, hidden, scores, shift, exp, weights, output)
+    before = None if bias is None else scaled
+    return HeadSteps(head, queries, keys, values, compat, hidden, scores, shift, exp, weights, output, before, bias)
 
 
 def display_shift(scores: np.ndarray) -> np.ndarray:

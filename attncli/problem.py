@@ -69,6 +69,19 @@ class MaskRule:
 
 
 @dataclass(frozen=True)
+class Bias:
+    """An additive term between the scaled scores and softmax, like SDPA's float attn_mask."""
+
+    kind: str  # matrix | alibi
+    matrix: np.ndarray  # (L, S): the bias itself, or ALiBi's distances |i − j|
+    slopes: tuple[float, ...] = ()  # alibi: m_h of each head
+
+    def of(self, head: int) -> np.ndarray:
+        """The (L, S) bias head `head` adds: the matrix, or −m_h·|i − j|."""
+        return -self.slopes[head] * self.matrix if self.kind == "alibi" else self.matrix
+
+
+@dataclass(frozen=True)
 class Problem:
     tokens: tuple[str, ...]  # S key/value positions
     query_tokens: tuple[str, ...]  # L query positions
@@ -77,6 +90,7 @@ class Problem:
     mask: np.ndarray  # (L, S) bool, True = may attend
     mask_rule: MaskRule = field(default_factory=MaskRule)
     w_o: np.ndarray | None = None  # (Σ d_v, d_out)
+    bias: Bias | None = None
     kv_names: tuple[str, ...] = ()  # the shared key/value heads' names, when `kv_heads:` is given
     title: str | None = None
     notes: str | None = None

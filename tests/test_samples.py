@@ -214,3 +214,24 @@ def test_gqa() -> None:
     close(steps.heads[0].output, [[1.4205124847200243, 0.5794875152799758]])  # the worked example
     z = 1 + 2 * E
     close(steps.heads[1].weights, [[1 / z, E / z, E / z]])
+
+
+def test_alibi() -> None:
+    """Two heads, slopes 2^(−8h/2) = 1/16, 1/256, over distances 2, 1, 0 from bank's own position."""
+    steps = solve("alibi.yaml")
+    assert steps.problem.bias.slopes == (1 / 16, 1 / 256)
+    for head, m in zip(steps.heads, (1 / 16, 1 / 256)):
+        scores = [2 - 2 * m, 1 - m, 0]
+        close(head.bias, [[-2 * m, -m, 0]])
+        close(head.scaled, [[2, 1, 0]])
+        close(head.scores, [scores])
+        close(head.weights, [softmax(*scores)])
+
+
+def test_bias() -> None:
+    """b = [−1, 0, 1] evens the scores 2, 1, 0 out: weights 1/3, output the mean of the values."""
+    steps = solve("bias.yaml")
+    (head,) = steps.heads
+    close(head.scores, [[1, 1, 1]])
+    close(head.weights, [[1 / 3] * 3])
+    close(steps.output, [[1, 1]])

@@ -118,3 +118,30 @@ def test_kv_heads_file() -> None:
     want = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True).numpy()  # (H, L, E_v)
     got = np.stack([head.output for head in steps.heads])
     assert np.abs(got - want).max() <= TOLERANCE
+
+
+def test_additive_bias() -> None:
+    """`bias:` a matrix is SDPA's float attn_mask, with a causal mask on top of it."""
+    rng = np.random.default_rng(11)
+    q, k, v, bias = rng.normal(size=(3, 2)), rng.normal(size=(3, 2)), rng.normal(size=(3, 2)), rng.normal(size=(3, 3))
+    steps = solve({"queries": q, "keys": k, "values": v, "bias": bias, "mask": "causal"})
+    causal = np.where(np.tril(np.ones((3, 3), dtype=bool)), 0.0, -np.inf)
+    want = F.scaled_dot_product_attention(tensor(q), tensor(k), tensor(v), attn_mask=tensor(bias + causal)).numpy()
+    assert np.abs(steps.output - want).max() <= TOLERANCE
+    assert np.abs(pipeline.attention(q, k, v, mask=bias + causal) - want).max() <= TOLERANCE
+
+
+def test_alibi_eight_heads() -> None:
+    """H = 8 heads: slopes 1/2, 1/4, …, 1/256 (Press et al.), and the bias −m_h·(i − j) under the causal mask."""
+    rng = np.random.default_rng(12)
+    q, k, v = rng.normal(size=(8, 4, 2)), rng.normal(size=(8, 4, 2)), rng.normal(size=(8, 4, 2))
+    steps = solve({
+        "tokens": names("t", 4), "mask": "causal", "bias": "alibi",
+        "heads": [{"queries": a, "keys": b, "values": c} for a, b, c in zip(q, k, v)],
+    })  # fmt: skip
+    assert steps.problem.bias.slopes == tuple(1 / 2**h for h in range(1, 9))
+    i, j = np.arange(4)[:, None], np.arange(4)[None, :]
+    for h, head in enumerate(steps.heads):
+        alibi = np.where(j <= i, -(i - j) / 2 ** (h + 1), -np.inf)
+        want = F.scaled_dot_product_attention(tensor(q[h]), tensor(k[h]), tensor(v[h]), attn_mask=tensor(alibi))
+        assert np.abs(head.output - want.numpy()).max() <= TOLERANCE

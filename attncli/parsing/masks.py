@@ -47,7 +47,7 @@ def read(reader: FieldReader, data: dict, positions: Positions) -> tuple[np.ndar
     tokens, query_tokens = positions.tokens, positions.query_tokens
     allowed = np.ones((len(query_tokens), len(tokens)), dtype=bool)  # (L, S)
     written = "none" if data.get("mask") is None else data["mask"]
-    kind = written.strip() if isinstance(written, str) and written.strip() in RULES else "matrix"
+    kind = rule_kind(data)
     if kind == "matrix":
         allowed &= matrix(reader, written, tokens, query_tokens)
     window = _window(reader, data)
@@ -60,6 +60,19 @@ def read(reader: FieldReader, data: dict, positions: Positions) -> tuple[np.ndar
         if not allowed[row].any():
             raise reader.error((culprit,), "problem.all_masked", name=name, row=row + 1)
     return allowed, MaskRule(kind, window, padding)
+
+
+def rule_kind(data: dict) -> str:
+    """The mask's kind as written: one of RULES, else "matrix"."""
+    written = "none" if data.get("mask") is None else data["mask"]
+    return written.strip() if isinstance(written, str) and written.strip() in RULES else "matrix"
+
+
+def query_at(reader: FieldReader, positions: Positions, kind: str, rule_field: str) -> np.ndarray:
+    """Each query's position (L,) for a mask of `kind`, or for a bias by distance (`rule_field` names the field)."""
+    if kind == "causal_lower_right":
+        return _lower_right(reader, positions)
+    return positions.query_positions(reader, rule_field)
 
 
 def _window(reader: FieldReader, data: dict) -> int | None:
@@ -75,11 +88,8 @@ def _window(reader: FieldReader, data: dict) -> int | None:
 def _by_position(reader: FieldReader, positions: Positions, kind: str, window: int | None) -> np.ndarray:
     """The (L, S) cells a causal mask and/or a window allow, from where each query and key stands."""
     causal = kind in CAUSAL
-    if kind == "causal_lower_right":
-        query_at = _lower_right(reader, positions)
-    else:
-        query_at = positions.query_positions(reader, "mask" if causal else "window")  # (L,)
-    offset = query_at[:, None] - np.arange(len(positions.tokens))[None, :]  # (L, S) i - j
+    query = query_at(reader, positions, kind, "mask" if causal else "window")  # (L,)
+    offset = query[:, None] - np.arange(len(positions.tokens))[None, :]  # (L, S) i - j
     allowed = offset >= 0 if causal else np.ones(offset.shape, dtype=bool)
     if window is not None:
         allowed &= offset <= window if causal else np.abs(offset) <= window

@@ -10,15 +10,16 @@ import numpy as np
 
 from attncli import core
 from attncli.errors import fail
-from attncli.parsing import masks
+from attncli.parsing import biases, masks
 from attncli.parsing.fields import FieldReader
 from attncli.parsing.heads import HEAD_FIELDS, Heads, Inputs
 from attncli.problem import Head, Problem, Score, width
 from attncli.yamldoc import Document
 
 TOP_FIELDS = (
-    "title", "notes", "tokens", "query_tokens", "x", "x_query", "heads", "kv_heads", "w_o", "mask", "padding", "window",
-    "scale", "exercise", "answers", "tolerance", "carry", "min_decimals", "require", *HEAD_FIELDS[1:],
+    "title", "notes", "tokens", "query_tokens", "x", "x_query", "heads", "kv_heads", "w_o", "mask", "bias",
+    "padding", "window", "scale", "exercise", "answers", "tolerance", "carry", "min_decimals", "require",
+    *HEAD_FIELDS[1:],
 )  # fmt: skip
 # A problem whose calculation would need more than this is refused before any (L, S) matrix exists.
 MEMORY_BUDGET = 4 * 2**30
@@ -61,6 +62,7 @@ class _Builder:
         w_o = self.output_projection(heads)
         self.check_memory([head.score for head in heads], len(query_tokens), len(tokens))
         mask, rule = masks.read(self.reader, self.data, positions)
+        bias = biases.read(self.reader, self.data, positions, heads)
         return Problem(
             tokens=tokens,
             query_tokens=query_tokens,
@@ -68,6 +70,7 @@ class _Builder:
             heads=heads,
             mask=mask,
             mask_rule=rule,
+            bias=bias,
             w_o=w_o,
             kv_names=tuple(self.heads.kv_name(group) for group in range(len(self.heads.kv))),
             title=self.reader.optional_text(self.data, "title"),

@@ -38,6 +38,8 @@ def _facts(facts: walk.Facts, p: int, width: int) -> list[Line]:
         prefix = f"{name}: " if name is not None else ""
         lines.append(_fact(t("render.score"), prefix + _score_description(formula, p)))
     lines.append(_fact(t("render.mask"), facts.mask))
+    if facts.bias is not None:
+        lines.append(_fact(t("render.bias"), facts.bias))
     return lines + (_access_map(facts, width) if facts.access is not None else [BLANK])  # a table ends blank
 
 
@@ -102,17 +104,18 @@ def _score_table(query: walk.Query, p: int, width: int) -> list[Line]:
             key.key,
             key.k.text(p),
             walk.arithmetic_text(key.compatibility, p),
-            key.score.text(p) if key.allowed else masked,
+            *walk.score_cells(key, p, masked),
         ]
         for key in query.keys
     ]
     spelling = walk.FORMULAS[formula.kind]
+    headers = [t("render.key"), "k", spelling.text, *walk.score_headers(query)]
     return table(
         t("render.step_scores", formula=f"s = {spelling.spelled} × {fixed(formula.scale, p)}"),
-        [t("render.key"), "k", spelling.text, "s"],
+        headers,
         rows,
         width,
-        right=(3,),
+        right=range(3, len(headers)),
     )
 
 
@@ -130,7 +133,7 @@ def _softmax_table(query: walk.Query, p: int, width: int) -> list[Line]:
     total = query.total.text(p)
     return table(
         t("render.step_softmax", exp=exp_header, total=total),
-        [t("render.key"), "s", exp_header, t("render.weight"), ""],
+        [t("render.key"), walk.score_headers(query)[-1], exp_header, t("render.weight"), ""],
         rows,
         width,
         footer=[t("render.sum"), "", total, query.weight_sum.text(p), ""],

@@ -58,6 +58,10 @@ def document(steps: Steps) -> dict:
         },
         "heads": [_head(head) for head in steps.heads],
     }
+    if problem.bias is not None:  # added to every head's scaled scores: heads[].bias, and heads[].scores include it
+        doc["bias"] = {"kind": problem.bias.kind, "slopes": list(problem.bias.slopes)}
+        for head, record in zip(steps.heads, doc["heads"]):
+            record["bias"] = head.bias.tolist()
     if problem.kv_names:  # grouped-query attention: the shared key/value heads, and which each head reads
         doc["kv_heads"] = list(problem.kv_names)
         for head, record in zip(steps.heads, doc["heads"]):

@@ -86,6 +86,8 @@ def _facts(facts: walk.Facts, p: int) -> list[str]:
         words = text(formula.words())
         lines.append(rf"\item \textbf{{{text(t('render.score'))}:}} {prefix}{words}; ${_formula(formula, p)}$")
     lines.append(rf"\item \textbf{{{text(t('render.mask'))}:}} {text(facts.mask)}")
+    if facts.bias is not None:
+        lines.append(rf"\item \textbf{{{text(t('render.bias'))}:}} {text(facts.bias)}")
     if facts.access is not None:
         lines.append(r"\begin{itemize}")
         for name, row in zip(facts.query_tokens, facts.access):
@@ -128,7 +130,7 @@ def _scores(query: walk.Query, p: int) -> list[str]:
     equations = []
     for key in query.keys:
         s = rf"s_{{{_name(key.key)}}}"
-        value = key.score.text(p)
+        value = key.score.text(p) if key.biased is None else key.biased.scaled.text(p)
         if not key.allowed:
             equations.append(rf"{s} &= -\infty \quad \text{{({text(t('render.masked'))})}}")
         elif key.compatibility is None:
@@ -142,6 +144,9 @@ def _scores(query: walk.Query, p: int) -> list[str]:
             scale = fixed(formula.scale, p)
             chain = " = ".join(rf"\left({c}\right) \times {scale}" for c in _chain(key.compatibility, p))
             equations.append(rf"{s} &= {chain} = {value}")
+        if key.biased is not None and key.allowed:  # the bias, added before softmax
+            b = key.biased.bias.text(p)
+            equations[-1] += rf", \quad {s} + b_{{{_name(key.key)}}} = {value} + ({b}) = {key.score.text(p)}"
     heading = rf"\paragraph{{{text(t('writeup.step_scores'))}}} ${_formula(formula, p)}$"
     return [heading, *_align(equations)]
 

@@ -34,6 +34,8 @@ def _facts(facts: walk.Facts, p: int) -> list[str]:
         prefix = f"{_escape(name)}: " if name is not None else ""
         lines.append(f"- **{t('render.score')}:** {prefix}{formula.words()}; {_formula(formula, p)}")
     lines.append(f"- **{t('render.mask')}:** {facts.mask}")
+    if facts.bias is not None:
+        lines.append(f"- **{t('render.bias')}:** {facts.bias}")
     for name, row in zip(facts.query_tokens, facts.access or ()):
         keys = ", ".join(key for key, ok in zip(facts.tokens, row) if ok)
         lines.append(f"  - {t('writeup.may_use', query=_escape(name), keys=_escape(keys))}")
@@ -80,8 +82,11 @@ def _scores(query: walk.Query, p: int) -> list[str]:
         if kind == "given":
             rows.append([_escape(key.key), s])
         else:
-            rows.append([_escape(key.key), key.k.text(p), walk.arithmetic_text(key.compatibility, p), s])
-    headers = [t("render.key"), "s"] if kind == "given" else [t("render.key"), "k", walk.FORMULAS[kind].text, "s"]
+            cells = walk.score_cells(key, p, t("render.masked"))
+            rows.append([_escape(key.key), key.k.text(p), walk.arithmetic_text(key.compatibility, p), *cells])
+    headers = [t("render.key"), "s"]
+    if kind != "given":
+        headers = [t("render.key"), "k", walk.FORMULAS[kind].text, *walk.score_headers(query)]
     title = f"{t('writeup.step_scores')}: {_formula(query.formula, p)}"
     return _table(title, headers, rows, right=(len(headers) - 1,))
 
@@ -97,7 +102,8 @@ def _softmax(query: walk.Query, p: int) -> list[str]:
     ]
     rows.append([f"**{t('render.sum')}**", "", total, query.weight_sum.text(p)])
     title = f"{t('writeup.step_softmax')}: {t('render.weight')} = {exp} / Σ {exp} = {exp} / {total}"
-    return _table(title, [t("render.key"), "s", exp, t("render.weight")], rows, right=(1, 2, 3))
+    score = walk.score_headers(query)[-1]
+    return _table(title, [t("render.key"), score, exp, t("render.weight")], rows, right=(1, 2, 3))
 
 
 def _mix(query: walk.Query, p: int) -> list[str]:

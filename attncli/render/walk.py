@@ -207,6 +207,7 @@ class Facts:
     scores: tuple[tuple[str | None, Formula], ...]
     mask: str  # in words
     access: tuple[tuple[bool, ...], ...] | None  # which keys each query may use; None when no mask was asked for
+    bias: str | None = None  # the bias in words, when there is one
 
 
 @dataclass(frozen=True)
@@ -229,6 +230,27 @@ class Projected:
 
 
 @dataclass(frozen=True)
+class Biased:
+    """A score before its bias, and the bias added to it: the key's `score` is then s + b."""
+
+    scaled: Num
+    bias: Num
+
+
+def score_cells(key: KeyStep, precision: int, masked: str) -> list[str]:
+    """A key's last cells in the score table: s, or with a bias s, b and s + b (`masked` where masked)."""
+    last = key.score.text(precision) if key.allowed else masked
+    if key.biased is None:
+        return [last]
+    return [key.biased.scaled.text(precision), key.biased.bias.text(precision), last]
+
+
+def score_headers(query: Query) -> list[str]:
+    """The headers of those cells: s, or s, b, s + b."""
+    return ["s", "b", "s + b"] if query.keys[0].biased is not None else ["s"]
+
+
+@dataclass(frozen=True)
 class KeyStep:
     """One key in a followed query's steps; masked keys (not `allowed`) have score −∞ and weight 0."""
 
@@ -241,6 +263,7 @@ class KeyStep:
     weight: Num
     value: Vec
     contribution: Vec  # weight × value
+    biased: Biased | None = None  # with a bias: the score before it, and the bias
 
 
 @dataclass(frozen=True)
@@ -344,6 +367,10 @@ def _facts(steps: Steps) -> Facts:
     if rule.padding:
         parts.append(t("render.mask_padding", tokens=", ".join(rule.padding)))
     several = len(steps.heads) > 1
+    bias = problem.bias
+    if bias is not None:
+        slopes = ", ".join(f"{m:g}" for m in bias.slopes)
+        bias_words = t("render.bias_alibi", slopes=slopes) if bias.kind == "alibi" else t("render.bias_matrix")
     return Facts(
         title=problem.title,
         notes=problem.notes,
@@ -353,6 +380,7 @@ def _facts(steps: Steps) -> Facts:
         scores=tuple((head.spec.name if several else None, formula(head)) for head in steps.heads),
         mask="; ".join(parts),
         access=tuple(tuple(bool(ok) for ok in row) for row in problem.mask) if masked else None,
+        bias=None if bias is None else bias_words,
     )
 
 
@@ -372,6 +400,9 @@ def _query(head: HeadSteps, row: int, problem: Problem) -> Query:
                 weight=Num(weight),
                 value=vec(head.values[j], ENTRY),
                 contribution=vec(weight * head.values[j]),
+                biased=None
+                if head.bias is None
+                else Biased(Num(float(head.scaled[row, j])), Num(float(head.bias[row, j]))),
             )
         )
     return Query(
