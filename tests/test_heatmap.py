@@ -144,3 +144,16 @@ def test_colour_is_contrasting_backgrounds_and_no_color_keeps_the_bars() -> None
     code, plain = in_terminal(["compute", str(STORM), "--heatmap"], 80, NO_COLOR="1")
     assert code == 0 and not ANSI.search(plain)
     assert "0.4061█" in plain and "0.0487▁" in plain
+
+
+def test_the_large_summary_lists_no_masked_key(tmp_path: Path) -> None:
+    """20 tokens under --mask causal: query t3 may use t1..t3 only, so its top keys are those three."""
+    rng = np.random.default_rng(5)
+    for name in ("q", "k", "v"):
+        np.save(tmp_path / f"{name}.npy", rng.standard_normal((20, 2)))
+    args = [f"--{n}=@{tmp_path / (n[0] + '.npy')}" for n in ("queries", "keys", "values")]
+    text = run(*args, "--mask", "causal", "--follow", "t3", "--format", "text").stdout
+    table = text.split("Query 't3'")[1].split("\n\n")[0]
+    listed = [row.split()[1] for row in table.splitlines() if row.split() and row.split()[0].isdigit()]
+    assert sorted(listed) == ["t1", "t2", "t3"]
+    assert "−∞" not in table

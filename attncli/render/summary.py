@@ -66,7 +66,8 @@ def render(steps: Steps, follow: tuple[str, ...] | None, precision: int, width: 
 def _top_keys(head: HeadSteps, steps: Steps, row: int, precision: int, width: int) -> list[Line]:
     problem = steps.problem
     weights = head.weights[row]  # (S,)
-    order = np.argsort(-weights, kind="stable")[:TOP_KEYS]
+    allowed = np.flatnonzero(problem.mask[row])  # a masked key (s = −∞) is no candidate, even at weight 0
+    order = allowed[np.argsort(-weights[allowed], kind="stable")][:TOP_KEYS]
     rows = [
         [
             str(j + 1),
