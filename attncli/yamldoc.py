@@ -99,6 +99,7 @@ class _Open:
     start: int
     anchor: str | None = None
     pending_key: str | None = None
+    merging: bool = False  # the pending key is a plain <<, a merge key; a quoted '<<' is a field like any other
     merged: dict = field(default_factory=dict)
 
 
@@ -182,6 +183,7 @@ class _Builder:
         self.count(1, line)
         if self.awaiting_key():
             self.place(event.value, line)
+            self.stack[-1].merging = event.value == "<<" and not event.style  # libyaml says "" for plain
             return
         path = self.child_path()
         self.document.lines[path] = line
@@ -233,7 +235,8 @@ class _Builder:
             parent.pending_key = str(value)
         else:
             key, parent.pending_key = parent.pending_key, None
-            if key == "<<":
+            if parent.merging:
+                parent.merging = False
                 _merge(parent.merged, value, line)
             else:
                 parent.value[key] = value

@@ -399,3 +399,50 @@ def test_sigterm_to_a_real_process(tmp_path: Path) -> None:
     assert process.returncode == 143
     assert err == "attncli: terminated (SIGTERM); no output was left behind\n"
     assert list(tmp_path.iterdir()) == []
+
+
+# #16: only a plain << merges; a quoted '<<' is a name like any other
+
+
+def test_a_quoted_merge_key_is_a_field_and_a_plain_one_merges() -> None:
+    quoted = "tokens: ['<<', b]\nquery_tokens: [b]\nqueries: [[1]]\nkeys: {'<<': [1], b: [2]}\nvalues: [[1], [3]]\n"
+    result = run("compute", "-", "--format", "json", stdin=quoted)
+    assert result.exit_code == 0, result.output
+    weights = json.loads(result.stdout)["heads"][0]["weights"][0]  # scores 1 and 2: softmax by hand
+    assert weights == pytest.approx([1 / (1 + math.e), math.e / (1 + math.e)], rel=1e-15)
+    plain = "x-row: &row {b: [2]}\ntokens: [a, b]\nqueries: [[1]]\nkeys: {<<: *row, a: [1]}\nvalues: [[1], [3]]\n"
+    merged = run("compute", "-", "--format", "json", "--query-tokens", "b", stdin=plain)
+    assert merged.exit_code == 0, merged.output
+    assert json.loads(merged.stdout)["heads"][0]["weights"][0] == pytest.approx(weights, rel=1e-15)
+
+
+def test_generated_tokens_named_like_a_merge_key_read_back() -> None:
+    made = run("generate", "--tokens", "<<,b", "--seed", "3", "--answers")
+    assert made.exit_code == 0, made.output
+    checked = run("check", "-", "--format", "json", stdin=made.stdout)
+    assert checked.exit_code == 0, checked.output
+    assert json.loads(checked.stdout)["status"] == "right"
+
+
+# #10: file names and token names as they are shown: escaped on a terminal, inert in a spreadsheet
+
+
+def test_file_names_are_escaped_in_check_and_compare(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    evil = "\x1b[31mevil\u202e.yaml"
+    Path(evil).write_text((ROOT / "tests" / "check_cases" / "bank_right.yaml").read_text())
+    Path("=cmd.yaml").write_text(Path(evil).read_text())
+    for args in (["check", evil, "=cmd.yaml"], ["check", evil, "--format", "text"], ["compare", evil, evil]):
+        result = run(*args)
+        assert result.exit_code == 0, result.output
+        assert "\x1b" not in result.stdout and "\u202e" not in result.stdout
+        assert "\\x1b[31mevil\\u202e.yaml" in result.stdout
+    rows = run("check", "=cmd.yaml", evil, "--format", "csv").stdout.splitlines()
+    assert rows[1].startswith("'=cmd.yaml,") and rows[2].startswith("\\x1b[31mevil\\u202e.yaml,")
+
+
+def test_token_names_a_spreadsheet_would_evaluate_are_prefixed_in_csv_only() -> None:
+    flags = ["--tokens", "=1+1,@x", "--query-tokens", "@x", "--queries", "1", "--keys", "1; 1", "--values", "1; 1"]
+    table = run("compute", *flags, "--format", "csv").stdout
+    assert "'=1+1" in table and "'@x" in table and ",=1+1" not in table
+    assert json.loads(run("compute", *flags, "--format", "json").stdout)["tokens"] == ["=1+1", "@x"]

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from attncli.core import HeadSteps, Steps
+from attncli.errors import printable
 from attncli.i18n import t
 from attncli.problem import Problem
 from attncli.render.layout import BLANK, Cell, Line, Span, bar, line, plain, table, width_of
@@ -286,7 +287,7 @@ def compare(record: Comparison, precision: int, width: int) -> list[Line]:
 
 
 def _name(problem: Problem) -> str:
-    return f"{problem.title} ({problem.source})" if problem.title else problem.source
+    return f"{problem.title} ({printable(problem.source)})" if problem.title else printable(problem.source)
 
 
 def _side(tokens: tuple[str, ...], allowed: np.ndarray, weights: np.ndarray, j: int, precision: int) -> list[Cell]:

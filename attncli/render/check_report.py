@@ -14,6 +14,7 @@ import json
 import math
 from collections.abc import Sequence
 
+from attncli.errors import printable
 from attncli.grading import (
     CARRIED,
     MISSING,
@@ -28,6 +29,7 @@ from attncli.grading import (
 from attncli.i18n import t
 from attncli.parsing.answers import HEAD_STEPS, STEPS
 from attncli.render.layout import BLANK, Line, line, table
+from attncli.render.long_table import text_cell
 from attncli.render.numbers import fixed
 from attncli.submissions import NOT_GRADED, PROBLEM_CHANGED, Result
 
@@ -52,7 +54,7 @@ def human(report: Report, precision: int, width: int, rule: bool = True) -> list
 
     With `rule` (no --tolerance), a cell that the rounding rule decided shows its arithmetic.
     """
-    out = [line((report.file, "bold underline")), line((t("check.legend"), "dim")), BLANK]
+    out = [line((printable(report.file), "bold underline")), line((t("check.legend"), "dim")), BLANK]
     first = report.first_mistake
     for step in report.steps:
         count = t("check.count", correct=step.correct, total=step.total) if step.cells else _shape_slip()
@@ -115,10 +117,10 @@ def _verdict(step: StepReport) -> str:
 def file_line(result: Result) -> str:
     """One plain line for one file: its summary, or why it was not graded."""
     if result.report is not None:
-        return f"{result.file}: {summary(result.report)}"
+        return f"{printable(result.file)}: {summary(result.report)}"
     if result.status == PROBLEM_CHANGED:
-        return f"{result.file}: {t('check.problem_changed', fields=', '.join(result.changed))}"
-    return f"{result.file}: {t('check.not_graded')}"
+        return f"{printable(result.file)}: {t('check.problem_changed', fields=', '.join(result.changed))}"
+    return f"{printable(result.file)}: {t('check.not_graded')}"
 
 
 def total(results: Sequence[Result]) -> str:
@@ -205,15 +207,15 @@ def csv_text(results: Sequence[Result]) -> str:
         error = result.error or ", ".join(result.changed)
         writer.writerow(
             (
-                result.file,
-                result.exercise or "",
+                text_cell(printable(result.file)),
+                text_cell(result.exercise or ""),
                 result.status,
                 *(sum(step.status == status for step in steps) for status in STEP_STATUSES),
                 "" if first is None else _step_name(first),
                 ";".join(f"{_step_name(step)}:{code}" for step in steps for code in step.diagnosis),
                 sum(step.correct for step in steps),
                 sum(step.total for step in steps),
-                error,
+                text_cell(printable(error)),
             )
         )
     return buffer.getvalue()
@@ -231,7 +233,7 @@ def markdown(results: Sequence[Result]) -> str:
         steps = list(found.values())
         count = f"{sum(s.correct for s in steps)}/{sum(s.total for s in steps)}" if result.report else ""
         note = result.error or (t("check.problem_changed", fields=", ".join(result.changed)) if result.changed else "")
-        rows.append([f"`{result.file}`", t(f"check.status.{result.status}"), *cells, count, note])
+        rows.append([f"`{printable(result.file)}`", t(f"check.status.{result.status}"), *cells, count, note])
     table_text = "".join("| " + " | ".join(_md_escape(cell) for cell in row) + " |\n" for row in rows)
     return f"# {t('check.md.title')}\n\n{table_text}\n{total(results)}\n"
 

@@ -3,7 +3,8 @@
 Long format suits pipes and data frames: filter with grep or awk, pivot later.
 `head` is the head's index from 0, empty for the concatenation and for the final
 output (always present, even when it equals the only head's output); `key` or
-`index` is empty where it does not apply; masked scores are -inf.
+`index` is empty where it does not apply; masked scores are -inf. A token name that a
+spreadsheet would take for a formula (=, +, -, @ first) is written with a leading ' (`text_cell`).
 """
 
 from __future__ import annotations
@@ -18,6 +19,14 @@ from attncli.core import Steps
 
 HEADER = ("step", "head", "query", "key", "index", "value")
 Row = tuple[str, str, str, str, str, str]
+
+
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")  # what makes a spreadsheet evaluate a cell (OWASP)
+
+
+def text_cell(text: str) -> str:
+    """`text` for a CSV/TSV cell that a spreadsheet shows instead of evaluating: `=1+1` becomes `'=1+1`."""
+    return f"'{text}" if text.startswith(FORMULA_STARTS) else text
 
 
 def render(steps: Steps, delimiter: str = ",") -> str:
@@ -48,7 +57,7 @@ def rows(steps: Steps) -> Iterator[Row]:
 
 def _vectors(step: str, head: str, names: Sequence[str], matrix: np.ndarray, by: str) -> Iterator[Row]:
     """One row per entry of each vector, named by its query or key token."""
-    for name, vector in zip(names, matrix):
+    for name, vector in zip(map(text_cell, names), matrix):
         for index, value in enumerate(vector):
             query, key = (name, "") if by == "query" else ("", name)
             yield step, head, query, key, str(index), str(value)
@@ -56,6 +65,7 @@ def _vectors(step: str, head: str, names: Sequence[str], matrix: np.ndarray, by:
 
 def _pairs(step: str, head: str, queries: Sequence[str], keys: Sequence[str], matrix: np.ndarray) -> Iterator[Row]:
     """One row per (query, key) cell."""
-    for query, row in zip(queries, matrix):
+    keys = [text_cell(key) for key in keys]
+    for query, row in zip(map(text_cell, queries), matrix):
         for key, value in zip(keys, row):
             yield step, head, query, key, "", str(value)
