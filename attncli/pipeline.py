@@ -17,20 +17,23 @@ import functools
 import os
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-import attncli.parsing.answers
-from attncli import core, grading, kernel, yamldoc
+from attncli import core, kernel, yamldoc
 from attncli.core import Steps
 from attncli.errors import fail
-from attncli.grading import Report
 from attncli.parsing import problem_file
-from attncli.problem import Problem
+from attncli.problem import Head, Problem
 from attncli.yamldoc import Document
+
+if TYPE_CHECKING:
+    from attncli.grading import Report
 
 Source = str | os.PathLike | Document
 DTYPES = ("float64", "float32")
+KERNEL_SCORES = ("scaled_dot", "dot")  # q·kᵀ times a scale: what attncli.kernel computes
 
 
 def load(
@@ -58,6 +61,39 @@ def solve(problem: Problem) -> Steps:
     return core.compute(problem)
 
 
+def result(problem: Problem) -> np.ndarray:
+    """The final output alone (L, d_out), for outputs that show nothing else (`-f npy`, `-q`).
+
+    Dot-product heads go through the blocked kernel, O(L + S) memory past the problem itself,
+    when their scores provably stay finite; every other problem (other scores, given scores, a
+    chance of overflow, which `solve` names) takes `solve`'s every-step path. Both give the
+    same numbers within float64 rounding.
+    """
+    outputs = [_kernel_output(head, problem.mask) for head in problem.heads]
+    if any(output is None for output in outputs):
+        return solve(problem).output
+    output = core.combine(outputs, problem.w_o)[1]  # (L, d_out)
+    return output if np.isfinite(output).all() else solve(problem).output  # W_O can still overflow
+
+
+def _kernel_output(head: Head, mask: np.ndarray) -> np.ndarray | None:
+    """One dot-product head through attncli.kernel, or None when `core.attend` must do it.
+
+    By Cauchy–Schwarz |s| ≤ max‖q‖·max‖k‖·|scale|; below a quarter of the dtype's largest
+    number no score overflows, and a weighted mean of finite values stays finite.
+    """
+    if head.scores is not None or head.score.kind not in KERNEL_SCORES:
+        return None
+    queries, keys, values = (core.project(operand) for operand in (head.queries, head.keys, head.values))
+    arrays = (queries, keys, values)
+    if not all(np.isfinite(array).all() for array in arrays):
+        return None
+    bound = float(core.row_norms(queries).max()) * float(core.row_norms(keys).max()) * abs(head.score.scale)
+    if not bound < np.finfo(queries.dtype).max / 4:
+        return None
+    return kernel.attention(*arrays, mask=None if mask.all() else mask, scale=head.score.scale)
+
+
 def grade(
     key_or_problem: Problem | Steps | Source,
     answers: Source | None = None,
@@ -72,7 +108,11 @@ def grade(
     key (`attncli generate --answers`), a problem or its solution serves as the problem for a
     student's answers; a key's `tolerance:`, `carry:`, ... then count, not the student's.
     `options` are attncli.grading.grade's (`tolerance=`, ...), which win over both.
+    The grader is imported here, not with the module: `attncli compute` never needs it.
     """
+    import attncli.parsing.answers
+    from attncli import grading
+
     if text is not None:
         answers = yamldoc.load(text, name)
     source = key_or_problem if answers is None else answers

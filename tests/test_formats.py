@@ -16,6 +16,7 @@ import pytest
 from typer.testing import CliRunner
 
 from attncli.cli import app
+from attncli.errors import AttnError
 from tests.paths import ROOT, SAMPLES
 
 BANK = str(SAMPLES / "bank.yaml")
@@ -66,8 +67,8 @@ def test_csv_quotes_tokens_that_contain_commas() -> None:
 def test_npy_output_to_a_file_is_the_final_output(tmp_path: Path) -> None:
     target = tmp_path / "out.npy"
     run(str(SAMPLES / "two_heads.yaml"), "--format", "npy", "-o", str(target))
-    expected = as_json(str(SAMPLES / "two_heads.yaml"))["output"]
-    assert np.load(target).tolist() == expected
+    expected = np.array(as_json(str(SAMPLES / "two_heads.yaml"))["output"])
+    assert np.abs(np.load(target) - expected).max() <= 1e-12  # the blocked kernel's rounding, not core's
 
 
 @pytest.mark.parametrize("fmt", ["text", "json", "csv", "tsv"])
@@ -182,3 +183,49 @@ def test_shell_completion_offers_commands_and_options() -> None:
 
     assert complete("attncli comp") == ["compare", "compute"]
     assert "--format" in complete("attncli compute --for")
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_npy_through_the_fast_path_is_the_step_by_step_output(tmp_path: Path, seed: int) -> None:
+    """-f npy takes the blocked kernel; its array matches core's every-step output on random problems."""
+    from attncli import core, pipeline
+
+    rng = np.random.default_rng(seed)
+    queries, keys = int(rng.integers(20, 90)), int(rng.integers(20, 90))
+    width = int(rng.integers(1, 9))
+    for name, rows in (("q", queries), ("k", keys), ("v", keys)):
+        np.save(tmp_path / f"{name}.npy", rng.standard_normal((rows, width)) * 3)
+    args = [f"--{n}=@{tmp_path / (n[0] + '.npy')}" for n in ("queries", "keys", "values")]
+    score = ("scaled_dot", "dot")[seed % 2]
+    args += ["--score", score] + (["--mask", "causal"] if seed >= 2 else [])
+    target = tmp_path / "out.npy"
+    run(*args, "--format", "npy", "-o", str(target))
+    flags = {"queries": f"@{tmp_path / 'q.npy'}", "keys": f"@{tmp_path / 'k.npy'}", "values": f"@{tmp_path / 'v.npy'}"}
+    flags |= {"score": score} | ({"mask": "causal"} if seed >= 2 else {})
+    expected = core.compute(pipeline.load(None, flags)).output
+    got = np.load(target)
+    assert got.shape == expected.shape and np.abs(got - expected).max() <= 1e-12
+
+
+def test_results_only_takes_the_kernel_for_dot_products_and_core_for_the_rest(monkeypatch: pytest.MonkeyPatch) -> None:
+    """pipeline.result calls the kernel only where the scores are q·kᵀ and cannot overflow."""
+    from attncli import kernel, pipeline
+
+    calls: list[str] = []
+    original = kernel.attention
+
+    def counting(*arrays: np.ndarray, **options: object) -> np.ndarray:
+        calls.append("kernel")
+        return original(*arrays, **options)
+
+    monkeypatch.setattr(kernel, "attention", counting)
+    for sample, uses_kernel in (("bank.yaml", True), ("two_heads.yaml", True), ("additive.yaml", False)):
+        calls.clear()
+        problem = pipeline.load(SAMPLES / sample)
+        assert np.abs(pipeline.result(problem) - pipeline.solve(problem).output).max() <= 1e-12
+        assert bool(calls) == uses_kernel, sample
+    calls.clear()
+    huge = pipeline.load(None, {"queries": "1e200, 1e200", "keys": "1e200, 0; 0, 1", "values": "1, 2; 3, 4"})
+    with pytest.raises(AttnError):
+        pipeline.result(huge)
+    assert not calls

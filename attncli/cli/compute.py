@@ -95,6 +95,12 @@ def compute(
     with located("--format"):
         refuse(format, problem=None if quiet else parsed)
     _check_follow(follow or [], parsed)
+    analyses = norms or bool(ablate or ablate_head or weights)
+    if render.results_only(format, quiet and output is None, analyses or bool(svg or html)):
+        result = pipeline.result(parsed)
+        if not (quiet and output is None):
+            write(render.npy(result), output, env)
+        return
     steps = pipeline.solve(parsed)
     found, changes = _probe(steps, norms, ablate or [], ablate_head or [], weights or [])
     shape = {"precision": precision, "follow": tuple(follow) if follow else None}

@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING
 from attncli.errors import fail
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from attncli.core import Steps
     from attncli.probes import Intervention, Norms
     from attncli.problem import Problem
@@ -36,6 +38,20 @@ def refuse(fmt: str, *, analyses: bool = False, problem: Problem | None = None) 
     cells = len(problem.heads) * problem.mask.size
     if cells > MAX_DOCUMENT_CELLS:
         raise fail("render.too_many_cells", format=fmt, cells=cells, limit=MAX_DOCUMENT_CELLS)
+
+
+def results_only(fmt: str, silent: bool, pictures_or_analyses: bool) -> bool:
+    """Whether the output needs the final result alone, not the steps: `npy`, or nothing shown at all."""
+    return not pictures_or_analyses and (silent or fmt in BINARY_FORMATS)
+
+
+def npy(output: np.ndarray) -> bytes:
+    """The result as a .npy file's bytes."""
+    import numpy as np
+
+    buffer = io.BytesIO()
+    np.save(buffer, output, allow_pickle=False)
+    return buffer.getvalue()
 
 
 def human_lines(
@@ -85,11 +101,7 @@ def document(
 
         return long_table.render(steps, delimiter="," if fmt == "csv" else "\t")
     if fmt == "npy":
-        import numpy as np
-
-        buffer = io.BytesIO()
-        np.save(buffer, steps.output, allow_pickle=False)
-        return buffer.getvalue()
+        return npy(steps.output)
     if fmt in ("markdown", "latex"):
         from attncli.render import latex, markdown
 
