@@ -96,7 +96,7 @@ def compute(
         refuse(format, problem=None if quiet else parsed)
     _check_follow(follow or [], parsed)
     analyses = norms or bool(ablate or ablate_head or weights)
-    if render.results_only(format, quiet and output is None, analyses or bool(svg or html)):
+    if render.results_only(format, quiet and output is None, analyses or bool(svg or html or figure)):
         result = pipeline.result(parsed)
         if not (quiet and output is None):
             write(render.npy(result), output, env)
