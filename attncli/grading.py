@@ -1,24 +1,34 @@
 """Grading homework: which answered cells are right, which step first goes wrong, and which classic mistake explains it.
 
-Every answered cell is compared with the true value and with what the student's
-own earlier numbers give (error carried forward), so a correct softmax of wrong
-scores counts as "right method, wrong inputs" and the report points at the step
-where the slip happened. A wrong step is then replayed under each classic mistake;
-every mistake whose replay reproduces all of the step's answered cells is named.
-Pure functions of the calculation and the answers: no I/O.
+The rounding rule: a written number is right when it lies within half a unit of its
+last written decimal of the value it should have, widened only by what the rounding of
+its inputs can carry in when every number before it is carried at the carry precision
+(4 decimals unless the key says otherwise). The widening is computed, not guessed: each
+step of the calculation is replayed on a value and a radius (how far a careful
+student's number can be from it), and the radius is propagated rigorously through dot
+products, the scale, e^s, the normalisation, the weighted sum, the concatenation and
+W_O, growing by half a unit of the carry decimal at every number the student carries.
+
+Every answered cell is compared with the true value and with what the student's own
+earlier numbers give (error carried forward), so a correct softmax of wrong scores
+counts as "right method, wrong inputs". A wrong step is then replayed under each
+classic mistake, judged by the same rule; a mistake is named only when its replay
+reproduces every answered cell of the step and explains a cell that the mistake-free
+replay does not. Pure functions of the calculation and the answers: no I/O.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 
 import numpy as np
 
-from attncli.core import Steps, compatibility, softmax
+from attncli.core import COSINE_EPS, Steps
 from attncli.parsing.answers import HEAD_STEPS, Answer, Answers, Entry
-from attncli.problem import Projection
+from attncli.problem import Projection, Score
 
 CODES = (
     "missing_scale",
@@ -49,7 +59,6 @@ NOT_ANSWERED, MISSING, TOO_FEW_DECIMALS = "not_answered", "missing", "too_few_de
 CARRY = 4  # decimals a careful student keeps from step to step, unless the key or --carry says otherwise
 EXACT = 1e-9  # relative tolerance for whole numbers and expressions, which are exact as written
 EXACT_ZERO = 1e-12  # ... and the absolute one, for true values that are zero up to floating-point noise
-ROUNDING = 1.5  # n decimals are right within 1.5·10⁻ⁿ: the rounding itself plus rounding carried from earlier steps
 DEPENDS = {
     "queries": (),
     "keys": (),
@@ -59,6 +68,10 @@ DEPENDS = {
     "weights": ("queries", "keys", "dot", "scores"),
     "output": ("queries", "keys", "values", "dot", "scores", "weights"),
 }
+CARRIED_STEPS = ("queries", "keys", "values", "dot", "scores", "exp", "weights", "output")  # where rounding happens
+EARLY_DECIMALS = (1, 2, 3)
+BREAKPOINTS = 64  # up to this many keys the weighted-sum bound tries every value as its centre
+PAIRABLE = ("scale", "applied", "mask", "compat", "softmax", "mix")  # the slips of method that two can make at once
 Key = tuple[str, int | None]  # (step, head); head None for concat and final
 
 
@@ -70,7 +83,7 @@ class Cell:
     expected: float  # the true value; -inf for a masked score
     masked: bool  # the mask excludes this cell
     status: str  # RIGHT, CARRIED (follows from the student's own wrong inputs), WRONG, NOT_ANSWERED, TOO_FEW_DECIMALS
-    own: float = 0.0  # half a unit of the last decimal written (0 for exact entries)
+    own: float = 0.0  # half a unit of the last decimal written (0 for exact entries; the tolerance when one is set)
     carried_in: float = 0.0  # the widening from the rounding the inputs carry in
 
 
@@ -122,39 +135,71 @@ class Report:
 
 @dataclass(frozen=True)
 class Mistake:
-    """A classic slip, replayed through the whole calculation to see whether it gives the student's numbers."""
+    """A classic slip (or two), replayed through the whole calculation to see whether it gives the student's numbers.
 
-    code: str | None = None  # None: no slip, the calculation as it should be
+    Each field is one place where the calculation can go wrong; the default is the right way.
+    """
+
+    codes: tuple[str, ...] = ()  # () for the calculation as it should be
     scale: str = "true"  # true | none | d_k | sqrt_d_v | sqrt_d_model | sqrt_keys | sqrt_queries | times_sqrt_d_k
-    mask: str = "true"  # true | none | inverted | transposed
+    applied: float | None = None  # scale_not_applicable: the 1/√d applied to a score that takes none
+    mask: str = "true"  # true | none | inverted | transposed | strict | wide
+    compat: str = "true"  # true | not_transposed | values | no_norm | no_tanh
     softmax: str = "exp"  # exp | no_exp | unnormalized | wrong_axis
     mix: str = "values"  # values | keys
-    decimals: int | None = None  # every intermediate value rounded to this many decimals
+    swap: tuple[int, int] | None = None  # wrong_row: these two tokens' values swapped in the weighted sum
+    weights_of: tuple[int, ...] | None = None  # other_head: head h mixes its values with weights_of[h]'s weights
+    order: tuple[int, ...] | None = None  # concat_order: the heads' outputs concatenated in this order
+    w_o: bool = True  # False: forgot_w_o, the concatenation given as the final output
+    decimals: int | None = None  # rounded_early: carried with this many decimals ...
+    where: str | None = None  # ... at this step of CARRIED_STEPS only (None: at every one)
 
 
-MISTAKES = (
-    Mistake("missing_scale", scale="none"),
-    *(
-        Mistake("wrong_scale", scale=scale)
-        for scale in ("d_k", "sqrt_d_v", "sqrt_d_model", "sqrt_keys", "sqrt_queries", "times_sqrt_d_k")
-    ),
-    Mistake("no_exp", softmax="no_exp"),
-    Mistake("unnormalized", softmax="unnormalized"),
-    Mistake("wrong_axis", softmax="wrong_axis"),
-    Mistake("mask_ignored", mask="none"),
-    Mistake("mask_inverted", mask="inverted"),
-    Mistake("mask_inverted", mask="transposed"),
-    Mistake("keys_as_values", mix="keys"),
-    *(Mistake("rounded_early", decimals=decimals) for decimals in (1, 2, 3)),
-)
+@dataclass(frozen=True)
+class _Num:
+    """A matrix as a careful student may have it: the value `t`, and how far (`r`) their number may be from it."""
+
+    t: np.ndarray
+    r: np.ndarray
+    balanced: np.ndarray | None = None  # the part of r whose deviations add up to 0 along a row (normalised weights)
 
 
 @dataclass(frozen=True)
 class _Replay:
     """One pass through the calculation: what each step comes to from what the steps before it passed on."""
 
-    computed: dict[Key, np.ndarray]
+    computed: dict[Key, _Num]
     excluded: dict[Key, np.ndarray]  # the cells this pass leaves out (masked); all False for unmaskable steps
+
+
+Triple = tuple[int, int, Entry]  # an answered cell: row, column, what was written
+Reference = tuple[np.ndarray, np.ndarray, np.ndarray]  # values, radii, excluded
+
+
+@dataclass(frozen=True)
+class _Rule:
+    """How a written number is judged: the file's or the command line's tolerance, carry and min_decimals."""
+
+    tolerance: float | None
+    carry: int
+    min_decimals: int | None
+
+    def own(self, entry: Entry) -> float:
+        """Half a unit of the last decimal written; 0 for exact entries; the tolerance when one is set."""
+        if self.tolerance is not None:
+            return self.tolerance
+        return 0.0 if entry.decimals is None else 0.5 * 10.0**-entry.decimals
+
+    def agrees(self, entry: Entry, value: float, radius: float, excluded: bool) -> bool:
+        """Whether what the student wrote is `value` up to `radius` carried in (a "masked" mark: whether it is out)."""
+        if entry.value is None:
+            return bool(excluded)
+        if not math.isfinite(value) or not math.isfinite(radius):
+            return False
+        if self.tolerance is not None:
+            return abs(entry.value - value) <= self.tolerance
+        allowed = (self.own(entry) + radius) * (1 + EXACT) + EXACT * abs(value) + EXACT_ZERO
+        return abs(entry.value - value) <= allowed
 
 
 def grade(
@@ -172,17 +217,18 @@ def grade(
     Keyword values (from the command line) win over the file's own `tolerance:`, `carry:`, `min_decimals:`
     and `require:`.
     """
-    tol = tolerance if tolerance is not None else answers.tolerance
-    given = {(answer.step, answer.head): _student(answer) for answer in answers.steps}
-    truth = _replay(steps, Mistake(), {})
-    carried = _replay(steps, Mistake(), given)
-    slips = [(m.code, r) for m in MISTAKES for r in (_replay(steps, m, {}), _replay(steps, m, given))]
+    rule = _Rule(
+        tolerance if tolerance is not None else answers.tolerance,
+        next(c for c in (carry, answers.carry, CARRY) if c is not None),
+        min_decimals if min_decimals is not None else answers.min_decimals,
+    )
+    given = {(a.step, a.head): _student(a, rule.carry) for a in answers.steps if a.written is None}
+    replays = _Replays(steps, given, rule.carry)
     reports: dict[Key, StepReport] = {}
     for answer in answers.steps:
         key = (answer.step, answer.head)
-        name = _head_name(steps, answer.head)
         upstream = [reports[dep].status for dep in _depends(key, len(steps.heads)) if dep in reports]
-        reports[key] = _grade_step(answer, name, truth, carried, slips, upstream, tol)
+        reports[key] = _Grader(steps, replays, rule, answer).report(any(s in (WRONG, CARRIED) for s in upstream))
     required = require if require is not None else answers.require
     for key in _required(steps, required):
         if key not in reports:
@@ -213,56 +259,305 @@ def _required(steps: Steps, names: Sequence[str]) -> list[Key]:
     return keys
 
 
-def _grade_step(
-    answer: Answer,
-    head_name: str | None,
-    truth: _Replay,
-    carried: _Replay,
-    slips: list[tuple[str | None, _Replay]],
-    upstream: list[str],
-    tol: float | None,
-) -> StepReport:
-    key = (answer.step, answer.head)
-    expected, excluded = truth.computed[key], truth.excluded[key]
-    own, own_excluded = carried.computed[key], carried.excluded[key]
-    if answer.written is not None:
-        return _step(answer, head_name, [], WRONG, ())
-    cells = []
-    for i, j, entry in _cells(answer, excluded):
-        if entry is None:
-            status = NOT_ANSWERED
-        elif _agrees(entry, expected[i, j], excluded[i, j], tol):
-            status = RIGHT
-        elif _agrees(entry, own[i, j], own_excluded[i, j], tol):
-            status = CARRIED
-        else:
-            status = WRONG
-        allowance = 0.0 if entry is None or entry.decimals is None else 10.0**-entry.decimals
-        cells.append(Cell(i, j, entry, float(expected[i, j]), bool(excluded[i, j]), status, allowance / 2, allowance))
-    statuses = {cell.status for cell in cells} - {NOT_ANSWERED}
-    if not statuses:
-        return _step(answer, head_name, cells, NOT_ANSWERED, ())
-    if statuses == {RIGHT} and not answer.transposed:
-        return _step(answer, head_name, cells, RIGHT, ())
-    if WRONG not in statuses and not answer.transposed:
-        if any(status != RIGHT for status in upstream):
-            return _step(answer, head_name, cells, CARRIED, ())
-        return _step(answer, head_name, cells, WRONG, ("rounded_early",))  # right but for rounded inputs
-    answered = [cell for cell in cells if cell.entry is not None]
-    candidates: list[tuple[str | None, np.ndarray, np.ndarray]] = [
-        (code, replay.computed[key], replay.excluded[key]) for code, replay in slips
+def _depends(key: Key, heads: int) -> list[Key]:
+    """The answered steps whose numbers flow into `key`, for telling carried errors from rounding."""
+    step, head = key
+    if head is not None:
+        return [(dep, head) for dep in DEPENDS[step]]
+    every_head = [(dep, h) for h in range(heads) for dep in HEAD_STEPS]
+    return every_head if step == "concat" else [*every_head, ("concat", None)]
+
+
+def _student(answer: Answer, carry: int) -> _Num:
+    """The student's numbers as a matrix: NaN where not answered; a masked mark is -inf, or 0 for a weight.
+
+    A number written with at least `carry` decimals may stand for a more precise one the student
+    kept: it is known up to half a unit of its last decimal. Coarser numbers were used as written.
+    """
+    masked = 0.0 if answer.step == "weights" else -math.inf
+    t = [[math.nan if e is None else masked if e.value is None else e.value for e in row] for row in answer.cells]
+    r = [
+        [
+            0.5 * 10.0**-e.decimals if e is not None and e.decimals is not None and e.decimals >= carry else 0.0
+            for e in row
+        ]
+        for row in answer.cells
     ]
-    if expected.shape[0] == expected.shape[1]:
-        candidates += [("transposed", expected.T, excluded.T), ("transposed", own.T, own_excluded.T)]
-    found = ["transposed"] if answer.transposed else []
-    found += [code for code, values, out in candidates if code and _reproduces(answered, values, out, tol)]
-    if answer.transposed:
-        cells = [replace(cell, status=WRONG) if cell.entry is not None else cell for cell in cells]
-    return _step(answer, head_name, cells, WRONG, tuple(code for code in CODES if code in found))
+    return _Num(np.array(t, dtype=np.float64), np.array(r, dtype=np.float64))
 
 
-def _step(answer: Answer, head_name: str | None, cells: list[Cell], status: str, diagnosis: tuple) -> StepReport:
-    return StepReport(answer.step, answer.head, head_name, answer.rows, answer.columns, tuple(cells), status, diagnosis)
+class _Replays:
+    """Every replay the grading needs, computed once and only when asked for: most steps need only two."""
+
+    def __init__(self, steps: Steps, given: Mapping[Key, _Num], carry: int) -> None:
+        self.steps = steps
+        self.given = given
+        self.carry = carry
+        self.cache: dict[tuple[Mistake, bool], _Replay] = {}
+        self.singles: list[Mistake] | None = None
+
+    def get(self, mistake: Mistake, own: bool) -> _Replay:
+        """The replay under `mistake`, from the problem alone or (`own`) fed the student's numbers."""
+        found = self.cache.get((mistake, own))
+        if found is None:
+            found = _replay(self.steps, mistake, self.given if own else {}, self.carry)
+            self.cache[(mistake, own)] = found
+        return found
+
+    def applicable(self) -> list[Mistake]:
+        """The single mistakes that change anything in this problem (the others cannot be told from no mistake)."""
+        if self.singles is None:
+            truth = self.get(Mistake(), False)
+            self.singles = [m for m in _singles(self.steps) if _differs(self.get(m, False), truth)]
+        return self.singles
+
+
+class _Grader:
+    """One answered step: its cells, its status and, when it is wrong, what explains it."""
+
+    def __init__(self, steps: Steps, replays: _Replays, rule: _Rule, answer: Answer) -> None:
+        self.steps = steps
+        self.replays = replays
+        self.rule = rule
+        self.answer = answer
+        self.key = (answer.step, answer.head)
+        self.truth = replays.get(Mistake(), False)
+        self.own = replays.get(Mistake(), True)
+
+    def reference(self, replay: _Replay, key: Key | None = None) -> Reference:
+        num = replay.computed[key or self.key]
+        return num.t, num.r, replay.excluded[key or self.key]
+
+    def report(self, upstream_wrong: bool) -> StepReport:
+        answer = self.answer
+        name = _head_name(self.steps, answer.head)
+        if answer.written is not None:
+            return StepReport(answer.step, answer.head, name, answer.rows, answer.columns, (), WRONG, self.shaped())
+        cells = self.cells()
+        triples = [(c.row, c.column, c.entry) for c in cells if c.entry is not None]
+        statuses = {cell.status for cell in cells} - {NOT_ANSWERED}
+
+        def step(status: str, diagnosis: tuple[str, ...] = ()) -> StepReport:
+            return StepReport(
+                answer.step, answer.head, name, answer.rows, answer.columns, tuple(cells), status, diagnosis
+            )
+
+        if not statuses:
+            return step(NOT_ANSWERED)
+        if answer.transposed:
+            cells = [replace(c, status=WRONG) if c.entry is not None else c for c in cells]
+            return step(WRONG, _sorted(["transposed", *self.diagnose(triples, transposed=True)]))
+        if statuses == {RIGHT}:
+            return step(RIGHT)
+        if statuses <= {RIGHT, CARRIED}:
+            return step(CARRIED) if upstream_wrong else step(WRONG, ("rounded_early",))  # right for rounded inputs
+        return step(WRONG, self.diagnose(triples, transposed=False))
+
+    def cells(self) -> list[Cell]:
+        t, r, excluded = self.reference(self.truth)
+        own_t, own_r, own_excluded = self.reference(self.own)
+        rule = self.rule
+        cells = []
+        for i, j, entry in _cells(self.answer, excluded):
+            if entry is None:
+                status = NOT_ANSWERED
+            elif rule.min_decimals is not None and entry.decimals is not None and entry.decimals < rule.min_decimals:
+                status = TOO_FEW_DECIMALS
+            elif rule.agrees(entry, t[i, j], r[i, j], excluded[i, j]):
+                status = RIGHT
+            elif rule.agrees(entry, own_t[i, j], own_r[i, j], own_excluded[i, j]):
+                status = CARRIED
+            else:
+                status = WRONG
+            own = 0.0 if entry is None else rule.own(entry)
+            carried_in = 0.0 if rule.tolerance is not None or not math.isfinite(r[i, j]) else float(r[i, j])
+            cells.append(Cell(i, j, entry, float(t[i, j]), bool(excluded[i, j]), status, own, carried_in))
+        return cells
+
+    def fits(self, triples: list[Triple], ref: Reference) -> bool:
+        """Whether `ref` gives every answered number (cells it leaves undefined must be right ones)."""
+        t, r, out = ref
+        truth_t, truth_r, truth_out = self.reference(self.truth)
+        for i, j, entry in triples:
+            if np.isnan(t[i, j]):
+                if not self.rule.agrees(entry, truth_t[i, j], truth_r[i, j], truth_out[i, j]):
+                    return False
+            elif not self.rule.agrees(entry, t[i, j], r[i, j], out[i, j]):
+                return False
+        return True
+
+    def explains(self, triples: list[Triple], ref: Reference, clean: Reference) -> bool:
+        """Whether `ref` fits every answered number and gives one that the mistake-free `clean` does not."""
+        if not self.fits(triples, ref):
+            return False
+        t, r, out = clean
+        return any(not self.rule.agrees(entry, t[i, j], r[i, j], out[i, j]) for i, j, entry in triples)
+
+    def diagnose(self, triples: list[Triple], transposed: bool) -> tuple[str, ...]:
+        """Every classic mistake that reproduces the step: single ones first, then pairs, then early rounding.
+
+        When several single mistakes reproduce the numbers, all are named: each explains them as well.
+        Weights that do not add up to 1 are named not_normalized only when no mistake reproduces them.
+        """
+        found = self.facts(triples)
+        singles = self.single_codes(triples, transposed)
+        found += singles
+        if not singles:
+            found += self.pairs(triples, transposed)
+        if not set(found) - {"too_few_decimals", "not_normalized"}:
+            found += self.early(triples)
+        if set(found) - {"too_few_decimals", "not_normalized"} and "not_normalized" in found:
+            found.remove("not_normalized")  # a mistake that reproduces the numbers says more
+        return _sorted(found)
+
+    def facts(self, triples: list[Triple]) -> list[str]:
+        """What the numbers show by themselves: too few decimals, weights that do not add up to 1."""
+        found = []
+        if self.rule.min_decimals is not None and any(
+            entry.decimals is not None and entry.decimals < self.rule.min_decimals for _, _, entry in triples
+        ):
+            found.append("too_few_decimals")
+        if self.answer.step == "weights" and self.unnormalized_row(triples):
+            found.append("not_normalized")
+        return found
+
+    def unnormalized_row(self, triples: list[Triple]) -> bool:
+        """Whether a row with every cell answered sums further from 1 than its cells' allowances add up to."""
+        _, r, excluded = self.reference(self.truth)
+        rows: dict[int, list[Triple]] = {}
+        for triple in triples:
+            rows.setdefault(triple[0], []).append(triple)
+        for i, row in rows.items():
+            if len(row) < int((~excluded[i]).sum()):
+                continue
+            written = sum(entry.value for _, _, entry in row if entry.value is not None)
+            allowed = sum(self.rule.own(entry) + r[i, j] for _, j, entry in row if entry.value is not None)
+            if abs(written - 1) > allowed * (1 + EXACT) + EXACT_ZERO:
+                return True
+        return False
+
+    def single_codes(self, triples: list[Triple], transposed: bool) -> list[str]:
+        found = []
+        for own in (False, True):
+            clean = self.reference(self.replays.get(Mistake(), own))
+            for mistake in self.replays.applicable():
+                ref = self.reference(self.replays.get(mistake, own))
+                if self.explains(triples, ref, clean):
+                    found += mistake.codes
+            if transposed:
+                continue
+            if self.square() and self.explains(triples, _transpose(clean), clean):
+                found.append("transposed")
+            if self.permuted(triples, clean):
+                found.append("wrong_row")
+            if any(self.explains(triples, ref, clean) for ref in self.other_heads(own)):
+                found.append("other_head")
+        return found
+
+    def pairs(self, triples: list[Triple], transposed: bool) -> list[str]:
+        """Two slips in one step: every pair of single mistakes in different places, and one slip transposed."""
+        singles = self.replays.applicable()
+        found = []
+        for own in (False, True):
+            clean = self.reference(self.replays.get(Mistake(), own))
+            for a, b in itertools.combinations(singles, 2):
+                pair = _pair(a, b)
+                if pair is not None and self.explains(triples, self.reference(self.replays.get(pair, own)), clean):
+                    found += pair.codes
+            if self.square() and not transposed:
+                for mistake in singles:
+                    ref = _transpose(self.reference(self.replays.get(mistake, own)))
+                    if self.explains(triples, ref, clean):
+                        found += ["transposed", *mistake.codes]
+        return found
+
+    def early(self, triples: list[Triple]) -> list[str]:
+        """rounded_early: every carried number, or the numbers of one step, rounded to fewer decimals."""
+        for own, decimals, where in itertools.product((False, True), EARLY_DECIMALS, (None, *CARRIED_STEPS)):
+            if decimals >= self.rule.carry:
+                continue
+            clean = self.reference(self.replays.get(Mistake(), own))
+            mistake = Mistake(("rounded_early",), decimals=decimals, where=where)
+            if self.explains(triples, self.reference(self.replays.get(mistake, own)), clean):
+                return ["rounded_early"]
+        return []
+
+    def square(self) -> bool:
+        t = self.truth.computed[self.key].t
+        return t.shape[0] == t.shape[1]
+
+    def permuted(self, triples: list[Triple], clean: Reference) -> bool:
+        """wrong_row: each answered row (or column) is some row (column) of `clean`, at least one another token's."""
+        size = clean[0].shape
+        for axis in (0, 1):
+            lines: dict[int, list[Triple]] = {}
+            for triple in triples:
+                lines.setdefault(triple[axis], []).append(triple)
+            borrowed = False
+            for index, cells in lines.items():
+                if self.line_fits(cells, clean, axis, index):
+                    continue
+                sources = [k for k in range(size[axis]) if k != index and self.line_fits(cells, clean, axis, k)]
+                if not sources:
+                    break
+                borrowed = True
+            else:
+                if borrowed:
+                    return True
+        return False
+
+    def line_fits(self, cells: list[Triple], ref: Reference, axis: int, source: int) -> bool:
+        """Whether the answered cells of one row (axis 0) or column (axis 1) are row or column `source` of `ref`."""
+        t, r, out = ref
+        for i, j, entry in cells:
+            a, b = (source, j) if axis == 0 else (i, source)
+            if np.isnan(t[a, b]) or not self.rule.agrees(entry, t[a, b], r[a, b], out[a, b]):
+                return False
+        return True
+
+    def other_heads(self, own: bool) -> Iterator[Reference]:
+        """The same step of every other head, where it has this step's shape."""
+        step, head = self.key
+        if head is None:
+            return
+        replay = self.replays.get(Mistake(), own)
+        for other in range(len(self.steps.heads)):
+            key = (step, other)
+            if (
+                other != head
+                and key in replay.computed
+                and replay.computed[key].t.shape == replay.computed[self.key].t.shape
+            ):
+                yield self.reference(replay, key)
+
+    def shaped(self) -> tuple[str, ...]:
+        """Diagnoses for a step written in a shape that fits neither orientation."""
+        written = self.answer.written or ()
+        width = max((len(row) for row in written), default=0)
+        grid = [(i, j, e) for i, row in enumerate(written) for j, e in enumerate(row) if e is not None]
+        if self.answer.step != "final" or self.steps.concat is None or not grid:
+            return ()
+        for own in (False, True):
+            concat = self.reference(self.replays.get(Mistake(), own), ("concat", None))
+            for transposed, ref in ((False, concat), (True, _transpose(concat))):
+                shaped = (len(written), width) == ref[0].shape and all(len(row) == width for row in written)
+                if shaped and self.fits_written(grid, ref):
+                    return ("forgot_w_o", "transposed") if transposed else ("forgot_w_o",)
+        return ()
+
+    def fits_written(self, grid: list[Triple], ref: Reference) -> bool:
+        t, r, out = ref
+        return all(
+            not np.isnan(t[i, j]) and self.rule.agrees(entry, t[i, j], r[i, j], out[i, j]) for i, j, entry in grid
+        )
+
+
+def _sorted(codes: Sequence[str]) -> tuple[str, ...]:
+    return tuple(code for code in CODES if code in codes)
+
+
+def _transpose(ref: Reference) -> Reference:
+    return ref[0].T, ref[1].T, ref[2].T
 
 
 def _cells(answer: Answer, excluded: np.ndarray) -> Iterator[tuple[int, int, Entry | None]]:
@@ -273,115 +568,354 @@ def _cells(answer: Answer, excluded: np.ndarray) -> Iterator[tuple[int, int, Ent
                 yield i, j, entry
 
 
-def _depends(key: Key, heads: int) -> list[Key]:
-    """The answered steps whose numbers flow into `key`, for telling carried errors from rounding."""
-    step, head = key
-    if head is not None:
-        return [(dep, head) for dep in DEPENDS[step]]
-    every_head = [(dep, h) for h in range(heads) for dep in HEAD_STEPS]
-    return every_head if step == "concat" else [*every_head, ("concat", None)]
+def _differs(replay: _Replay, truth: _Replay) -> bool:
+    """Whether a replay gives another number anywhere, or leaves out other cells."""
+    for key, num in truth.computed.items():
+        other = replay.computed[key]
+        if other.t.shape != num.t.shape or not np.array_equal(replay.excluded[key], truth.excluded[key]):
+            return True
+        if not np.allclose(other.t, num.t, rtol=1e-12, atol=1e-12, equal_nan=True):
+            return True
+    return False
 
 
-def _reproduces(cells: list[Cell], values: np.ndarray, excluded: np.ndarray, tol: float | None) -> bool:
-    """Whether a replay gives every answered number and explains at least one that is not right.
-
-    Cells the replay leaves undefined (NaN, such as a row with every key masked) must be right ones.
-    """
-    explained = False
-    for cell in cells:
-        value = values[cell.row, cell.column]
-        if np.isnan(value):
-            if cell.status != RIGHT:
-                return False
-        elif not _agrees(cell.entry, value, excluded[cell.row, cell.column], tol):
-            return False
-        else:
-            explained = explained or cell.status != RIGHT
-    return explained
+def _pair(a: Mistake, b: Mistake) -> Mistake | None:
+    """Both slips at once, when they are slips of method made in different places."""
+    left, right = _changed(a), _changed(b)
+    if a.codes == b.codes or not left | right <= set(PAIRABLE) or left & right or {"scale", "applied"} <= left | right:
+        return None
+    return replace(a, codes=(*a.codes, *b.codes), **{name: getattr(b, name) for name in right})
 
 
-def _agrees(entry: Entry, value: float, excluded: bool, tol: float | None) -> bool:
-    """Whether what the student wrote is `value` (a "masked" mark: whether the cell is left out)."""
-    if entry.value is None:
-        return bool(excluded)
-    if not math.isfinite(value):
-        return False
-    if tol is not None:
-        return abs(entry.value - value) <= tol
-    if entry.decimals is None:
-        return math.isclose(entry.value, value, rel_tol=EXACT, abs_tol=EXACT_ZERO)
-    return abs(entry.value - value) <= ROUNDING * 10.0**-entry.decimals * (1 + EXACT)
+def _changed(mistake: Mistake) -> set[str]:
+    """The fields in which `mistake` departs from the right calculation."""
+    default = Mistake()
+    return {f.name for f in fields(Mistake) if getattr(mistake, f.name) != getattr(default, f.name)} - {"codes"}
 
 
-def _student(answer: Answer) -> np.ndarray:
-    """The student's numbers as a matrix: NaN where not answered; a masked mark is -inf, or 0 for a weight."""
-    masked = 0.0 if answer.step == "weights" else -math.inf
-    return np.array(
-        [[math.nan if e is None else masked if e.value is None else e.value for e in row] for row in answer.cells],
-        dtype=np.float64,
-    )
+def _singles(steps: Steps) -> list[Mistake]:
+    """Every single classic mistake this problem can show."""
+    heads = len(steps.heads)
+    tokens = len(steps.problem.tokens)
+    found = [
+        Mistake(("missing_scale",), scale="none"),
+        *(
+            Mistake(("wrong_scale",), scale=scale)
+            for scale in ("d_k", "sqrt_d_v", "sqrt_d_model", "sqrt_keys", "sqrt_queries", "times_sqrt_d_k")
+        ),
+        *(Mistake(("scale_not_applicable",), applied=factor) for factor in _inapplicable_scales(steps)),
+        Mistake(("no_exp",), softmax="no_exp"),
+        Mistake(("unnormalized",), softmax="unnormalized"),
+        Mistake(("wrong_axis",), softmax="wrong_axis"),
+        Mistake(("mask_ignored",), mask="none"),
+        Mistake(("mask_inverted",), mask="inverted"),
+        Mistake(("mask_inverted",), mask="transposed"),
+        Mistake(("causal_shifted",), mask="strict"),
+        Mistake(("causal_shifted",), mask="wide"),
+        Mistake(("not_transposed",), compat="not_transposed"),
+        Mistake(("values_as_keys",), compat="values"),
+        Mistake(("keys_as_values",), mix="keys"),
+        Mistake(("cosine_no_norm",), compat="no_norm"),
+        Mistake(("additive_no_tanh",), compat="no_tanh"),
+        *(Mistake(("wrong_row",), swap=(a, b)) for a, b in itertools.combinations(range(tokens), 2)),
+        *(
+            Mistake(("other_head",), weights_of=tuple(other if h == head else h for h in range(heads)))
+            for head in range(heads)
+            for other in range(heads)
+            if other != head
+        ),
+        *(
+            Mistake(("concat_order",), order=order)
+            for order in itertools.permutations(range(heads))
+            if order != tuple(range(heads))
+        ),
+        Mistake(("forgot_w_o",), w_o=False),
+    ]
+    return found
+
+
+def _inapplicable_scales(steps: Steps) -> list[float]:
+    """The 1/√d a student might apply to a score that takes no scale (score: dot, or scores given)."""
+    widths = {head.keys.shape[1] for head in steps.heads if head.keys is not None}
+    factors = []
+    for head in steps.heads:
+        if head.spec.score.kind == "dot" or head.queries is None:
+            candidates = widths | {head.values.shape[1]} if head.queries is None else {head.keys.shape[1]}
+            factors += [1 / math.sqrt(d) for d in sorted(candidates) if d > 1]
+    return sorted(set(factors))
 
 
 @np.errstate(all="ignore")  # a slip may divide by zero or overflow; those cells just reproduce nothing
-def _replay(steps: Steps, mistake: Mistake, given: Mapping[Key, np.ndarray]) -> _Replay:
-    """The calculation again under `mistake`, each step fed the student's numbers (`given`) where there are some."""
-    problem = steps.problem
-    computed: dict[Key, np.ndarray] = {}
-    excluded: dict[Key, np.ndarray] = {}
-    decimals = mistake.decimals
-    r: Callable[[np.ndarray], np.ndarray] = (lambda a: np.round(a, decimals)) if decimals is not None else np.asarray
+def _replay(steps: Steps, mistake: Mistake, given: Mapping[Key, _Num], carry: int) -> _Replay:
+    """The calculation again under `mistake`, each step fed the student's numbers (`given`) where there are some.
 
-    def settle(key: Key, value: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
-        computed[key] = value
-        excluded[key] = np.zeros(value.shape, dtype=bool) if out is None else out
+    Every number carries its radius: how far a student who carries `carry` decimals may be from it.
+    """
+    problem = steps.problem
+    half = 0.5 * 10.0**-carry
+    computed: dict[Key, _Num] = {}
+    excluded: dict[Key, np.ndarray] = {}
+
+    def keep(step: str, num: _Num) -> _Num:
+        """The number a student carries on from `step`: rounded to `carry` decimals, or early to fewer."""
+        if mistake.decimals is not None and mistake.where in (None, step):
+            return _round(num, mistake.decimals)
+        return _carry(num, half)
+
+    def settle(key: Key, num: _Num, out: np.ndarray | None = None) -> _Num:
+        computed[key] = num
+        excluded[key] = np.zeros(num.t.shape, dtype=bool) if out is None else out
+        carried = keep(key[0], num)
         student = given.get(key)
-        return r(value if student is None else np.where(np.isnan(student), value, student))
+        if student is None or student.t.shape != num.t.shape:
+            return carried
+        answered = ~np.isnan(student.t)
+        t, r = np.where(answered, student.t, carried.t), np.where(answered, student.r, carried.r)
+        if carried.balanced is None:
+            return _Num(t, r)
+        return _Num(t, r, np.where(answered.any(axis=1, keepdims=True), 0.0, carried.balanced))
 
     mask = _mask(mistake.mask, problem.mask)
-    outputs = []
+    weights, values, keys_list = [], [], []
     for h, head in enumerate(steps.heads):
-        values = settle(("values", h), head.values)
+        values.append(settle(("values", h), _exact(head.values)))
         keys = None
         if head.queries is None:
-            dot = head.compatibility
+            compat = _exact(head.compatibility)
         else:
-            queries, keys = settle(("queries", h), head.queries), settle(("keys", h), head.keys)
-            dot = compatibility(head.spec.score, queries, keys)[0]
-        dot = settle(("dot", h), dot, ~mask)
-        scale = _scale(mistake.scale, steps, h)
-        scale = round(scale, decimals) if decimals is not None else scale
-        scores = settle(("scores", h), np.where(mask, dot * scale, -np.inf), ~mask)
-        if decimals is not None and mistake.softmax == "exp":  # by hand: round each e^s, then divide by their sum
-            exp = r(np.exp(scores))
-            normalised = exp / exp.sum(axis=1, keepdims=True)
-        else:
-            normalised = _normalise(scores, mistake.softmax)
-        weights = settle(("weights", h), normalised, np.isneginf(scores))
-        mixed = keys if mistake.mix == "keys" and keys is not None and keys.shape == values.shape else values
-        outputs.append(settle(("output", h), weights @ mixed))
+            queries = settle(("queries", h), _exact(head.queries))
+            keys = settle(("keys", h), _exact(head.keys))
+            compat = _compatibility(head.spec.score, mistake.compat, queries, keys, values[h], keep)
+        keys_list.append(keys)
+        dot = settle(("dot", h), compat, ~mask)
+        scale = _scale_num(_scale(mistake, steps, h), mistake, half)
+        scores = _times(dot, scale)
+        scores = _Num(np.where(mask, scores.t, -np.inf), np.where(mask, scores.r, 0.0))
+        scores = settle(("scores", h), scores, ~mask)
+        weights.append(settle(("weights", h), _normalise(scores, mistake, keep), np.isneginf(scores.t)))
+    outputs = []
+    for h in range(len(steps.heads)):
+        mixed = values[h]
+        keys = keys_list[h]
+        if mistake.mix == "keys" and keys is not None and keys.t.shape == mixed.t.shape:
+            mixed = keys
+        if mistake.swap is not None:
+            order = list(range(mixed.t.shape[0]))
+            a, b = mistake.swap
+            order[a], order[b] = b, a
+            mixed = _Num(mixed.t[order], mixed.r[order])
+        used = weights[mistake.weights_of[h]] if mistake.weights_of is not None else weights[h]
+        outputs.append(settle(("output", h), _mix(used, mixed)))
     if steps.concat is None:
         settle(("final", None), outputs[0])
+        return _Replay(computed, excluded)
+    order = mistake.order or tuple(range(len(outputs)))
+    joined = [outputs[h] for h in order]
+    concat = settle(
+        ("concat", None),
+        _Num(np.concatenate([o.t for o in joined], axis=1), np.concatenate([o.r for o in joined], axis=1)),
+    )
+    if problem.w_o is None or (not mistake.w_o and concat.t.shape == steps.output.shape):
+        settle(("final", None), concat)
     else:
-        concat = settle(("concat", None), np.concatenate(outputs, axis=1))
-        settle(("final", None), concat @ problem.w_o if problem.w_o is not None else concat)
+        settle(("final", None), _matmul(concat, _carry(_exact(problem.w_o), half)))
     return _Replay(computed, excluded)
 
 
+def _exact(matrix: np.ndarray) -> _Num:
+    return _Num(np.asarray(matrix, dtype=np.float64), np.zeros(np.shape(matrix)))
+
+
+def _carry(num: _Num, half: float) -> _Num:
+    """The number a student keeps: rounded to the carry decimals, which moves it by up to half a unit.
+
+    Numbers that are exact and already have no more decimals than that move nothing.
+    """
+    decimals = round(-math.log10(2 * half))
+    finite = np.isfinite(num.t)
+    on_grid = np.isclose(np.round(np.where(finite, num.t, 0.0), decimals), num.t, rtol=1e-12, atol=1e-15)
+    moved = np.where((num.r == 0) & on_grid | ~finite, 0.0, half)
+    return _Num(num.t, num.r + moved, num.balanced)
+
+
+def _round(num: _Num, decimals: int) -> _Num:
+    """The number a student keeps who rounds to `decimals`: the rounded value, as far off as rounding can take it."""
+    finite = np.isfinite(num.t)
+    t = np.where(finite, np.round(num.t, decimals), num.t)
+    up = np.abs(np.round(num.t + num.r, decimals) - t)
+    down = np.abs(t - np.round(num.t - num.r, decimals))
+    return _Num(t, np.where(finite, np.maximum(up, down), 0.0))
+
+
+def _matmul(a: _Num, b: _Num) -> _Num:
+    """A product of matrices known up to radii: midpoint-radius arithmetic, an upper bound of the error."""
+    r = np.abs(a.t) @ b.r + a.r @ np.abs(b.t) + a.r @ b.r
+    return _Num(a.t @ b.t, r)
+
+
+def _mix(weights: _Num, values: _Num) -> _Num:
+    """The weighted sum of the values; tighter than a plain product where the weights' deviations add up to 0.
+
+    If deviations δ_j with |δ_j| ≤ b_j add up to 0, then |Σ δ_j v_j| = |Σ δ_j (v_j − c)| ≤ Σ b_j |v_j − c|
+    for every c; the bound is smallest at a weighted median of the v_j, which is one of them.
+    """
+    plain = _matmul(weights, values)
+    if weights.balanced is None:
+        return plain
+    b = np.where(np.isfinite(weights.balanced), weights.balanced, 0.0)
+    rest = _Num(weights.t, weights.r - b)
+    v = values.t  # (S, d)
+    if v.shape[0] <= BREAKPOINTS:
+        gaps = np.abs(v[:, None, :] - v[None, :, :])  # (S, S, d): |v_j − v_k| in column c
+        balanced = np.einsum("ij,jkc->ikc", b, gaps).min(axis=1)  # (L, d)
+    else:
+        centre = (b @ v) / np.maximum(b.sum(axis=1, keepdims=True), np.finfo(float).tiny)  # (L, d)
+        balanced = np.einsum("ij,ijc->ic", b, np.abs(v[None, :, :] - centre[:, None, :]))
+    return _Num(plain.t, _matmul(rest, values).r + balanced + b @ values.r)
+
+
+def _add(a: _Num, b: _Num) -> _Num:
+    return _Num(a.t + b.t, a.r + b.r)
+
+
+def _times(a: _Num, s: _Num) -> _Num:
+    finite = np.isfinite(a.t)
+    r = np.abs(np.where(finite, a.t, 0.0)) * s.r + a.r * np.abs(s.t) + a.r * s.r
+    return _Num(a.t * s.t, r)
+
+
+def _monotone(f: Callable[[np.ndarray], np.ndarray], a: _Num) -> _Num:
+    """f of a number known up to a radius, for an increasing f: as far as f moves at either end."""
+    t = f(a.t)
+    r = np.maximum(f(a.t + a.r) - t, t - f(a.t - a.r))
+    return _Num(t, np.where(np.isfinite(t), r, 0.0))
+
+
+def _quotient(a: _Num, b: _Num) -> _Num:
+    """a / b elementwise, b's interval away from 0 (else the radius is infinite: nothing can be told)."""
+    t = a.t / b.t
+    ends = [(a.t + sa * a.r) / (b.t + sb * b.r) for sa in (-1, 1) for sb in (-1, 1)]
+    r = np.maximum.reduce([np.abs(end - t) for end in ends])
+    crosses = (b.t - b.r <= 0) & (b.t + b.r >= 0)
+    return _Num(t, np.where(crosses, np.inf, r))
+
+
+def _compatibility(
+    score: Score, slip: str, queries: _Num, keys: _Num, values: _Num, keep: Callable[[str, _Num], _Num]
+) -> _Num:
+    """How well each query matches each key, before any scale, as a student computes it (or slips)."""
+    kind = score.kind
+    nan = _Num(np.full((queries.t.shape[0], keys.t.shape[0]), np.nan), np.zeros((queries.t.shape[0], keys.t.shape[0])))
+    if slip == "values":
+        if values.t.shape[1] != queries.t.shape[1] or kind not in ("scaled_dot", "dot"):
+            return nan
+        keys = values
+    if slip == "not_transposed":
+        if kind not in ("scaled_dot", "dot") or keys.t.shape[0] != keys.t.shape[1]:
+            return nan
+        return _matmul(queries, keys)  # row i of Q times column j of K
+    keys_t = _Num(keys.t.T, keys.r.T)
+    if kind == "additive":
+        a = keep("queries", _matmul(queries, _exact(score.w_query)))
+        b = keep("keys", _matmul(keys, _exact(score.w_key)))
+        hidden = _add(_Num(a.t[:, None, :], a.r[:, None, :]), _Num(b.t[None, :, :], b.r[None, :, :]))
+        if slip != "no_tanh":
+            hidden = keep("dot", _monotone(np.tanh, hidden))
+        return _matmul(hidden, _exact(score.v))
+    if kind == "general":
+        return _matmul(keep("queries", _matmul(queries, _exact(score.w))), keys_t)
+    dot = _matmul(queries, keys_t)
+    if kind != "cosine" or slip == "no_norm":
+        return dot
+    q_norms = keep("dot", _norms(queries))
+    k_norms = keep("dot", _norms(keys))
+    denominator = _Num(
+        q_norms.t[:, None] * k_norms.t[None, :],
+        np.abs(q_norms.t)[:, None] * k_norms.r[None, :]
+        + q_norms.r[:, None] * np.abs(k_norms.t)[None, :]
+        + q_norms.r[:, None] * k_norms.r[None, :],
+    )
+    return _quotient(dot, denominator)
+
+
+def _norms(vectors: _Num) -> _Num:
+    """Each row's length, at least COSINE_EPS as in the core."""
+    squares = _Num(vectors.t**2, 2 * np.abs(vectors.t) * vectors.r + vectors.r**2)
+    total = _Num(squares.t.sum(axis=1), squares.r.sum(axis=1))
+    return _monotone(lambda x: np.maximum(np.sqrt(np.maximum(x, 0.0)), COSINE_EPS), total)
+
+
+def _normalise(scores: _Num, mistake: Mistake, keep: Callable[[str, _Num], _Num]) -> _Num:
+    """Scores to weights: softmax over each query's keys, or one of the slips students make there.
+
+    A student who rounds early rounds e^s itself; the others are covered by the shifted e^(s − m).
+    """
+    kind, shift = mistake.softmax, mistake.decimals is None
+    if kind == "wrong_axis":
+        flipped = _softmax(_Num(scores.t.T, scores.r.T), keep, shift)
+        return _Num(flipped.t.T, flipped.r.T)
+    if kind == "no_exp":
+        kept = _Num(np.where(np.isneginf(scores.t), 0.0, scores.t), scores.r)
+        total = _Num(kept.t.sum(axis=1, keepdims=True), kept.r.sum(axis=1, keepdims=True))
+        return _quotient(kept, _Num(np.broadcast_to(total.t, kept.t.shape), np.broadcast_to(total.r, kept.t.shape)))
+    if kind == "unnormalized":
+        return _exp(scores, shift=False)
+    return _softmax(scores, keep, shift)
+
+
+def _exp(scores: _Num, shift: bool) -> _Num:
+    """e^s for each score; with `shift`, e^(s − m) for a row's m, which a student may take to keep e^s small.
+
+    m is the row's largest score when it is positive (e^(s − m) ≤ 1 then has the larger relative
+    rounding, so it covers a student who does not shift), else 0.
+    """
+    m = np.zeros((scores.t.shape[0], 1))
+    if shift:
+        finite = np.where(np.isfinite(scores.t), scores.t, -np.inf)
+        m = np.maximum(finite.max(axis=1, keepdims=True), 0.0)
+        m = np.where(np.isfinite(m), m, 0.0)
+    return _monotone(np.exp, _Num(scores.t - m, scores.r))
+
+
+def _softmax(scores: _Num, keep: Callable[[str, _Num], _Num], shift: bool) -> _Num:
+    """e^s carried as a student writes it, then divided by the row's sum: exact bounds, as weight j grows
+    with e^s_j and shrinks with every other e^s_k."""
+    e = keep("exp", _exp(scores, shift))
+    low, high = np.maximum(e.t - e.r, 0.0), e.t + e.r
+    total = e.t.sum(axis=1, keepdims=True)
+    t = e.t / total
+    low_w = low / (low + high.sum(axis=1, keepdims=True) - high)
+    high_w = high / (high + low.sum(axis=1, keepdims=True) - low)
+    r = np.maximum(high_w - t, t - low_w)
+    r = np.where(np.isfinite(r), r, np.where(np.isnan(t), 0.0, 1.0))
+    return _Num(t, r, r)  # the student's weights add up to 1 as the true ones do
+
+
 def _mask(kind: str, mask: np.ndarray) -> np.ndarray:
+    """The mask as a slip applies it; causal_shifted moves a causal mask's diagonal by one."""
     if kind == "none":
         return np.ones_like(mask)
     if kind == "inverted":
         return ~mask
-    if kind == "transposed" and mask.shape[0] == mask.shape[1]:
+    square = mask.shape[0] == mask.shape[1]
+    causal = square and np.array_equal(mask, np.tri(mask.shape[0], dtype=bool))
+    if kind == "transposed" and square:
         return mask.T  # causal the wrong way: each query sees itself and the later positions
+    if kind == "strict" and causal:
+        return np.tri(mask.shape[0], k=-1, dtype=bool)  # each query without itself
+    if kind == "wide" and causal:
+        return np.tri(mask.shape[0], k=1, dtype=bool)  # each query with the next position too
     return mask
 
 
-def _scale(kind: str, steps: Steps, h: int) -> float:
-    """The factor a head's scores are multiplied by under the slip `kind` (the true one where it cannot apply)."""
+def _scale(mistake: Mistake, steps: Steps, h: int) -> float:
+    """The factor a head's scores are multiplied by under the slip (the true one where it cannot apply)."""
     head = steps.heads[h]
     score = head.spec.score
-    if kind == "true" or score.kind == "given":
+    kind = mistake.scale
+    if mistake.applied is not None and (score.kind == "dot" or head.queries is None):
+        return mistake.applied
+    if kind == "true" or head.queries is None:
         return score.scale
     if kind == "none":
         return 1.0
@@ -401,13 +935,12 @@ def _scale(kind: str, steps: Steps, h: int) -> float:
     return score.scale if math.isclose(wrong, 1.0) else wrong  # a factor of 1 is missing_scale, not wrong_scale
 
 
-def _normalise(scores: np.ndarray, kind: str) -> np.ndarray:
-    """Scores to weights: softmax over each query's keys, or one of the slips students make there."""
-    if kind == "wrong_axis":
-        return softmax(scores.T).T
-    if kind == "no_exp":
-        kept = np.where(np.isneginf(scores), 0.0, scores)
-        return kept / kept.sum(axis=1, keepdims=True)
-    if kind == "unnormalized":
-        return np.exp(scores)
-    return softmax(scores)
+def _scale_num(scale: float, mistake: Mistake, half: float) -> _Num:
+    """The scale as a student uses it: multiplying by 1/√d rounded, or dividing by √d rounded."""
+    decimals = round(-math.log10(2 * half))
+    if mistake.decimals is not None and mistake.where is None:
+        decimals = mistake.decimals
+    if scale == 0:
+        return _Num(np.array(0.0), np.array(0.0))
+    nearest = [round(scale, decimals), 1 / round(1 / scale, decimals) if round(1 / scale, decimals) else scale]
+    return _Num(np.array(scale), np.array(max(abs(v - scale) for v in nearest)))
