@@ -26,9 +26,11 @@ from dataclasses import dataclass, fields, replace
 
 import numpy as np
 
+from attncli import rounding
 from attncli.core import COSINE_EPS, Steps
 from attncli.parsing.answers import HEAD_STEPS, Answer, Answers, Entry
 from attncli.problem import Projection, Score
+from attncli.rounding import Carried
 
 CODES = (
     "missing_scale",
@@ -70,7 +72,6 @@ DEPENDS = {
 }
 CARRIED_STEPS = ("queries", "keys", "values", "dot", "scores", "exp", "weights", "output")  # where rounding happens
 EARLY_DECIMALS = (1, 2, 3)
-BREAKPOINTS = 64  # up to this many keys the weighted-sum bound tries every value as its centre
 PAIRABLE = ("scale", "applied", "mask", "compat", "softmax", "mix")  # the slips of method that two can make at once
 Key = tuple[str, int | None]  # (step, head); head None for concat and final
 
@@ -156,19 +157,10 @@ class Mistake:
 
 
 @dataclass(frozen=True)
-class _Num:
-    """A matrix as a careful student may have it: the value `t`, and how far (`r`) their number may be from it."""
-
-    t: np.ndarray
-    r: np.ndarray
-    balanced: np.ndarray | None = None  # the part of r whose deviations add up to 0 along a row (normalised weights)
-
-
-@dataclass(frozen=True)
 class _Replay:
     """One pass through the calculation: what each step comes to from what the steps before it passed on."""
 
-    computed: dict[Key, _Num]
+    computed: dict[Key, Carried]
     excluded: dict[Key, np.ndarray]  # the cells this pass leaves out (masked); all False for unmaskable steps
 
 
@@ -227,13 +219,20 @@ def grade(
     reports: dict[Key, StepReport] = {}
     for answer in answers.steps:
         key = (answer.step, answer.head)
-        upstream = [reports[dep].status for dep in _depends(key, len(steps.heads)) if dep in reports]
-        reports[key] = _Grader(steps, replays, rule, answer).report(any(s in (WRONG, CARRIED) for s in upstream))
+        upstream = [dep for dep in _depends(key, len(steps.heads)) if dep in reports]
+        wrong = any(reports[dep].status in (WRONG, CARRIED) for dep in upstream)
+        coarse = any(_coarse(reports[dep], rule.carry) for dep in upstream)
+        reports[key] = _Grader(steps, replays, rule, answer).report(wrong, coarse)
     required = require if require is not None else answers.require
     for key in _required(steps, required):
         if key not in reports:
             reports[key] = StepReport(key[0], key[1], _head_name(steps, key[1]), (), (), (), MISSING, ())
     return Report(file, tuple(reports[key] for key in _order(steps) if key in reports))
+
+
+def _coarse(report: StepReport, carry: int) -> bool:
+    """Whether a step holds a number written with fewer decimals than the carry precision."""
+    return any(c.entry is not None and c.entry.decimals is not None and c.entry.decimals < carry for c in report.cells)
 
 
 def _head_name(steps: Steps, head: int | None) -> str | None:
@@ -268,7 +267,7 @@ def _depends(key: Key, heads: int) -> list[Key]:
     return every_head if step == "concat" else [*every_head, ("concat", None)]
 
 
-def _student(answer: Answer, carry: int) -> _Num:
+def _student(answer: Answer, carry: int) -> Carried:
     """The student's numbers as a matrix: NaN where not answered; a masked mark is -inf, or 0 for a weight.
 
     A number written with at least `carry` decimals may stand for a more precise one the student
@@ -283,13 +282,13 @@ def _student(answer: Answer, carry: int) -> _Num:
         ]
         for row in answer.cells
     ]
-    return _Num(np.array(t, dtype=np.float64), np.array(r, dtype=np.float64))
+    return rounding.known(np.array(t, dtype=np.float64), np.array(r, dtype=np.float64))
 
 
 class _Replays:
     """Every replay the grading needs, computed once and only when asked for: most steps need only two."""
 
-    def __init__(self, steps: Steps, given: Mapping[Key, _Num], carry: int) -> None:
+    def __init__(self, steps: Steps, given: Mapping[Key, Carried], carry: int) -> None:
         self.steps = steps
         self.given = given
         self.carry = carry
@@ -326,9 +325,11 @@ class _Grader:
 
     def reference(self, replay: _Replay, key: Key | None = None) -> Reference:
         num = replay.computed[key or self.key]
-        return num.t, num.r, replay.excluded[key or self.key]
+        return num.t, num.radius, replay.excluded[key or self.key]
 
-    def report(self, upstream_wrong: bool) -> StepReport:
+    def report(self, upstream_wrong: bool, upstream_coarse: bool) -> StepReport:
+        """The step's report; `upstream_wrong`: an earlier step it uses is wrong or carried; `upstream_coarse`:
+        one has numbers with fewer decimals than the carry precision."""
         answer = self.answer
         name = _head_name(self.steps, answer.head)
         if answer.written is not None:
@@ -350,7 +351,12 @@ class _Grader:
         if statuses == {RIGHT}:
             return step(RIGHT)
         if statuses <= {RIGHT, CARRIED}:
-            return step(CARRIED) if upstream_wrong else step(WRONG, ("rounded_early",))  # right for rounded inputs
+            if upstream_wrong:
+                return step(CARRIED)
+            if upstream_coarse:
+                return step(WRONG, ("rounded_early",))  # right only from inputs rounded to fewer decimals
+            cells = [replace(c, status=RIGHT) if c.status == CARRIED else c for c in cells]
+            return step(RIGHT)  # right from the student's own right inputs, as precise as the carry
         return step(WRONG, self.diagnose(triples, transposed=False))
 
     def cells(self) -> list[Cell]:
@@ -646,23 +652,23 @@ def _inapplicable_scales(steps: Steps) -> list[float]:
 
 
 @np.errstate(all="ignore")  # a slip may divide by zero or overflow; those cells just reproduce nothing
-def _replay(steps: Steps, mistake: Mistake, given: Mapping[Key, _Num], carry: int) -> _Replay:
+def _replay(steps: Steps, mistake: Mistake, given: Mapping[Key, Carried], carry: int) -> _Replay:
     """The calculation again under `mistake`, each step fed the student's numbers (`given`) where there are some.
 
-    Every number carries its radius: how far a student who carries `carry` decimals may be from it.
+    Every number comes with how far a student who carries `carry` decimals may be from it.
     """
     problem = steps.problem
-    half = 0.5 * 10.0**-carry
-    computed: dict[Key, _Num] = {}
+    noise = rounding.Noise()
+    computed: dict[Key, Carried] = {}
     excluded: dict[Key, np.ndarray] = {}
 
-    def keep(step: str, num: _Num) -> _Num:
+    def keep(step: str, num: Carried) -> Carried:
         """The number a student carries on from `step`: rounded to `carry` decimals, or early to fewer."""
         if mistake.decimals is not None and mistake.where in (None, step):
-            return _round(num, mistake.decimals)
-        return _carry(num, half)
+            return rounding.round_to(num, mistake.decimals)
+        return rounding.carry(num, carry, noise)
 
-    def settle(key: Key, num: _Num, out: np.ndarray | None = None) -> _Num:
+    def settle(key: Key, num: Carried, out: np.ndarray | None = None) -> Carried:
         computed[key] = num
         excluded[key] = np.zeros(num.t.shape, dtype=bool) if out is None else out
         carried = keep(key[0], num)
@@ -670,27 +676,23 @@ def _replay(steps: Steps, mistake: Mistake, given: Mapping[Key, _Num], carry: in
         if student is None or student.t.shape != num.t.shape:
             return carried
         answered = ~np.isnan(student.t)
-        t, r = np.where(answered, student.t, carried.t), np.where(answered, student.r, carried.r)
-        if carried.balanced is None:
-            return _Num(t, r)
-        return _Num(t, r, np.where(answered.any(axis=1, keepdims=True), 0.0, carried.balanced))
+        return rounding.where(answered, rounding.written(student.t, np.where(answered, student.e, 0.0), noise), carried)
 
     mask = _mask(mistake.mask, problem.mask)
     weights, values, keys_list = [], [], []
     for h, head in enumerate(steps.heads):
-        values.append(settle(("values", h), _exact(head.values)))
+        values.append(settle(("values", h), rounding.exact(head.values)))
         keys = None
         if head.queries is None:
-            compat = _exact(head.compatibility)
+            compat = rounding.exact(head.compatibility)
         else:
-            queries = settle(("queries", h), _exact(head.queries))
-            keys = settle(("keys", h), _exact(head.keys))
+            queries = settle(("queries", h), rounding.exact(head.queries))
+            keys = settle(("keys", h), rounding.exact(head.keys))
             compat = _compatibility(head.spec.score, mistake.compat, queries, keys, values[h], keep)
         keys_list.append(keys)
         dot = settle(("dot", h), compat, ~mask)
-        scale = _scale_num(_scale(mistake, steps, h), mistake, half)
-        scores = _times(dot, scale)
-        scores = _Num(np.where(mask, scores.t, -np.inf), np.where(mask, scores.r, 0.0))
+        scores = rounding.times(dot, _scale_carried(_scale(mistake, steps, h), mistake, carry, noise))
+        scores = rounding.where(mask, scores, rounding.exact(np.full(mask.shape, -np.inf)))
         scores = settle(("scores", h), scores, ~mask)
         weights.append(settle(("weights", h), _normalise(scores, mistake, keep), np.isneginf(scores.t)))
     outputs = []
@@ -703,192 +705,87 @@ def _replay(steps: Steps, mistake: Mistake, given: Mapping[Key, _Num], carry: in
             order = list(range(mixed.t.shape[0]))
             a, b = mistake.swap
             order[a], order[b] = b, a
-            mixed = _Num(mixed.t[order], mixed.r[order])
+            mixed = rounding.rows(mixed, order)
         used = weights[mistake.weights_of[h]] if mistake.weights_of is not None else weights[h]
-        outputs.append(settle(("output", h), _mix(used, mixed)))
+        outputs.append(settle(("output", h), rounding.matmul(used, mixed)))
     if steps.concat is None:
         settle(("final", None), outputs[0])
         return _Replay(computed, excluded)
     order = mistake.order or tuple(range(len(outputs)))
-    joined = [outputs[h] for h in order]
-    concat = settle(
-        ("concat", None),
-        _Num(np.concatenate([o.t for o in joined], axis=1), np.concatenate([o.r for o in joined], axis=1)),
-    )
+    concat = settle(("concat", None), rounding.join([outputs[h] for h in order]))
     if problem.w_o is None or (not mistake.w_o and concat.t.shape == steps.output.shape):
         settle(("final", None), concat)
     else:
-        settle(("final", None), _matmul(concat, _carry(_exact(problem.w_o), half)))
+        settle(("final", None), rounding.matmul(concat, keep("final", rounding.exact(problem.w_o))))
     return _Replay(computed, excluded)
 
 
-def _exact(matrix: np.ndarray) -> _Num:
-    return _Num(np.asarray(matrix, dtype=np.float64), np.zeros(np.shape(matrix)))
-
-
-def _carry(num: _Num, half: float) -> _Num:
-    """The number a student keeps: rounded to the carry decimals, which moves it by up to half a unit.
-
-    Numbers that are exact and already have no more decimals than that move nothing.
-    """
-    decimals = round(-math.log10(2 * half))
-    finite = np.isfinite(num.t)
-    on_grid = np.isclose(np.round(np.where(finite, num.t, 0.0), decimals), num.t, rtol=1e-12, atol=1e-15)
-    moved = np.where((num.r == 0) & on_grid | ~finite, 0.0, half)
-    return _Num(num.t, num.r + moved, num.balanced)
-
-
-def _round(num: _Num, decimals: int) -> _Num:
-    """The number a student keeps who rounds to `decimals`: the rounded value, as far off as rounding can take it."""
-    finite = np.isfinite(num.t)
-    t = np.where(finite, np.round(num.t, decimals), num.t)
-    up = np.abs(np.round(num.t + num.r, decimals) - t)
-    down = np.abs(t - np.round(num.t - num.r, decimals))
-    return _Num(t, np.where(finite, np.maximum(up, down), 0.0))
-
-
-def _matmul(a: _Num, b: _Num) -> _Num:
-    """A product of matrices known up to radii: midpoint-radius arithmetic, an upper bound of the error."""
-    r = np.abs(a.t) @ b.r + a.r @ np.abs(b.t) + a.r @ b.r
-    return _Num(a.t @ b.t, r)
-
-
-def _mix(weights: _Num, values: _Num) -> _Num:
-    """The weighted sum of the values; tighter than a plain product where the weights' deviations add up to 0.
-
-    If deviations δ_j with |δ_j| ≤ b_j add up to 0, then |Σ δ_j v_j| = |Σ δ_j (v_j − c)| ≤ Σ b_j |v_j − c|
-    for every c; the bound is smallest at a weighted median of the v_j, which is one of them.
-    """
-    plain = _matmul(weights, values)
-    if weights.balanced is None:
-        return plain
-    b = np.where(np.isfinite(weights.balanced), weights.balanced, 0.0)
-    rest = _Num(weights.t, weights.r - b)
-    v = values.t  # (S, d)
-    if v.shape[0] <= BREAKPOINTS:
-        gaps = np.abs(v[:, None, :] - v[None, :, :])  # (S, S, d): |v_j − v_k| in column c
-        balanced = np.einsum("ij,jkc->ikc", b, gaps).min(axis=1)  # (L, d)
-    else:
-        centre = (b @ v) / np.maximum(b.sum(axis=1, keepdims=True), np.finfo(float).tiny)  # (L, d)
-        balanced = np.einsum("ij,ijc->ic", b, np.abs(v[None, :, :] - centre[:, None, :]))
-    return _Num(plain.t, _matmul(rest, values).r + balanced + b @ values.r)
-
-
-def _add(a: _Num, b: _Num) -> _Num:
-    return _Num(a.t + b.t, a.r + b.r)
-
-
-def _times(a: _Num, s: _Num) -> _Num:
-    finite = np.isfinite(a.t)
-    r = np.abs(np.where(finite, a.t, 0.0)) * s.r + a.r * np.abs(s.t) + a.r * s.r
-    return _Num(a.t * s.t, r)
-
-
-def _monotone(f: Callable[[np.ndarray], np.ndarray], a: _Num) -> _Num:
-    """f of a number known up to a radius, for an increasing f: as far as f moves at either end."""
-    t = f(a.t)
-    r = np.maximum(f(a.t + a.r) - t, t - f(a.t - a.r))
-    return _Num(t, np.where(np.isfinite(t), r, 0.0))
-
-
-def _quotient(a: _Num, b: _Num) -> _Num:
-    """a / b elementwise, b's interval away from 0 (else the radius is infinite: nothing can be told)."""
-    t = a.t / b.t
-    ends = [(a.t + sa * a.r) / (b.t + sb * b.r) for sa in (-1, 1) for sb in (-1, 1)]
-    r = np.maximum.reduce([np.abs(end - t) for end in ends])
-    crosses = (b.t - b.r <= 0) & (b.t + b.r >= 0)
-    return _Num(t, np.where(crosses, np.inf, r))
-
-
 def _compatibility(
-    score: Score, slip: str, queries: _Num, keys: _Num, values: _Num, keep: Callable[[str, _Num], _Num]
-) -> _Num:
+    score: Score, slip: str, queries: Carried, keys: Carried, values: Carried, keep: Callable[[str, Carried], Carried]
+) -> Carried:
     """How well each query matches each key, before any scale, as a student computes it (or slips)."""
     kind = score.kind
-    nan = _Num(np.full((queries.t.shape[0], keys.t.shape[0]), np.nan), np.zeros((queries.t.shape[0], keys.t.shape[0])))
+    undefined = rounding.exact(np.full((queries.t.shape[0], keys.t.shape[0]), np.nan))
     if slip == "values":
         if values.t.shape[1] != queries.t.shape[1] or kind not in ("scaled_dot", "dot"):
-            return nan
+            return undefined
         keys = values
     if slip == "not_transposed":
         if kind not in ("scaled_dot", "dot") or keys.t.shape[0] != keys.t.shape[1]:
-            return nan
-        return _matmul(queries, keys)  # row i of Q times column j of K
-    keys_t = _Num(keys.t.T, keys.r.T)
+            return undefined
+        return rounding.matmul(queries, keys)  # row i of Q times column j of K
     if kind == "additive":
-        a = keep("queries", _matmul(queries, _exact(score.w_query)))
-        b = keep("keys", _matmul(keys, _exact(score.w_key)))
-        hidden = _add(_Num(a.t[:, None, :], a.r[:, None, :]), _Num(b.t[None, :, :], b.r[None, :, :]))
+        a = keep("queries", rounding.matmul(queries, rounding.exact(score.w_query)))
+        b = keep("keys", rounding.matmul(keys, rounding.exact(score.w_key)))
+        hidden = rounding.add(rounding.expand(a, 1), rounding.expand(b, 0))  # (L, S, d_a)
         if slip != "no_tanh":
-            hidden = keep("dot", _monotone(np.tanh, hidden))
-        return _matmul(hidden, _exact(score.v))
+            hidden = keep("dot", rounding.tanh(hidden))
+        return rounding.matmul(hidden, rounding.exact(score.v))
+    keys_t = rounding.transpose(keys)
     if kind == "general":
-        return _matmul(keep("queries", _matmul(queries, _exact(score.w))), keys_t)
-    dot = _matmul(queries, keys_t)
+        return rounding.matmul(keep("queries", rounding.matmul(queries, rounding.exact(score.w))), keys_t)
+    dot = rounding.matmul(queries, keys_t)
     if kind != "cosine" or slip == "no_norm":
         return dot
-    q_norms = keep("dot", _norms(queries))
-    k_norms = keep("dot", _norms(keys))
-    denominator = _Num(
-        q_norms.t[:, None] * k_norms.t[None, :],
-        np.abs(q_norms.t)[:, None] * k_norms.r[None, :]
-        + q_norms.r[:, None] * np.abs(k_norms.t)[None, :]
-        + q_norms.r[:, None] * k_norms.r[None, :],
-    )
-    return _quotient(dot, denominator)
+    q_norms = keep("dot", _norms(queries))  # (L, 1)
+    k_norms = keep("dot", _norms(keys))  # (S, 1)
+    return rounding.quotient(dot, rounding.matmul(q_norms, rounding.transpose(k_norms)))
 
 
-def _norms(vectors: _Num) -> _Num:
-    """Each row's length, at least COSINE_EPS as in the core."""
-    squares = _Num(vectors.t**2, 2 * np.abs(vectors.t) * vectors.r + vectors.r**2)
-    total = _Num(squares.t.sum(axis=1), squares.r.sum(axis=1))
-    return _monotone(lambda x: np.maximum(np.sqrt(np.maximum(x, 0.0)), COSINE_EPS), total)
+def _norms(vectors: Carried) -> Carried:
+    """Each row's length as a column, at least COSINE_EPS as in the core."""
+    return rounding.sqrt(rounding.row_sums(rounding.square(vectors)), COSINE_EPS)
 
 
-def _normalise(scores: _Num, mistake: Mistake, keep: Callable[[str, _Num], _Num]) -> _Num:
+def _normalise(scores: Carried, mistake: Mistake, keep: Callable[[str, Carried], Carried]) -> Carried:
     """Scores to weights: softmax over each query's keys, or one of the slips students make there.
 
     A student who rounds early rounds e^s itself; the others are covered by the shifted e^(s − m).
     """
     kind, shift = mistake.softmax, mistake.decimals is None
     if kind == "wrong_axis":
-        flipped = _softmax(_Num(scores.t.T, scores.r.T), keep, shift)
-        return _Num(flipped.t.T, flipped.r.T)
+        return rounding.transpose(rounding.normalise(keep("exp", _exp(rounding.transpose(scores), shift))))
     if kind == "no_exp":
-        kept = _Num(np.where(np.isneginf(scores.t), 0.0, scores.t), scores.r)
-        total = _Num(kept.t.sum(axis=1, keepdims=True), kept.r.sum(axis=1, keepdims=True))
-        return _quotient(kept, _Num(np.broadcast_to(total.t, kept.t.shape), np.broadcast_to(total.r, kept.t.shape)))
+        return rounding.normalise(
+            rounding.where(np.isneginf(scores.t), rounding.exact(np.zeros(scores.t.shape)), scores)
+        )
     if kind == "unnormalized":
         return _exp(scores, shift=False)
-    return _softmax(scores, keep, shift)
+    return rounding.normalise(keep("exp", _exp(scores, shift)))
 
 
-def _exp(scores: _Num, shift: bool) -> _Num:
+def _exp(scores: Carried, shift: bool) -> Carried:
     """e^s for each score; with `shift`, e^(s − m) for a row's m, which a student may take to keep e^s small.
 
     m is the row's largest score when it is positive (e^(s − m) ≤ 1 then has the larger relative
-    rounding, so it covers a student who does not shift), else 0.
+    rounding, so it covers a student who does not shift), else 0. Weights do not change with m.
     """
     m = np.zeros((scores.t.shape[0], 1))
     if shift:
         finite = np.where(np.isfinite(scores.t), scores.t, -np.inf)
         m = np.maximum(finite.max(axis=1, keepdims=True), 0.0)
         m = np.where(np.isfinite(m), m, 0.0)
-    return _monotone(np.exp, _Num(scores.t - m, scores.r))
-
-
-def _softmax(scores: _Num, keep: Callable[[str, _Num], _Num], shift: bool) -> _Num:
-    """e^s carried as a student writes it, then divided by the row's sum: exact bounds, as weight j grows
-    with e^s_j and shrinks with every other e^s_k."""
-    e = keep("exp", _exp(scores, shift))
-    low, high = np.maximum(e.t - e.r, 0.0), e.t + e.r
-    total = e.t.sum(axis=1, keepdims=True)
-    t = e.t / total
-    low_w = low / (low + high.sum(axis=1, keepdims=True) - high)
-    high_w = high / (high + low.sum(axis=1, keepdims=True) - low)
-    r = np.maximum(high_w - t, t - low_w)
-    r = np.where(np.isfinite(r), r, np.where(np.isnan(t), 0.0, 1.0))
-    return _Num(t, r, r)  # the student's weights add up to 1 as the true ones do
+    return rounding.apply(np.exp, np.exp, rounding.Carried(scores.t - m, scores.g, scores.e))
 
 
 def _mask(kind: str, mask: np.ndarray) -> np.ndarray:
@@ -935,12 +832,17 @@ def _scale(mistake: Mistake, steps: Steps, h: int) -> float:
     return score.scale if math.isclose(wrong, 1.0) else wrong  # a factor of 1 is missing_scale, not wrong_scale
 
 
-def _scale_num(scale: float, mistake: Mistake, half: float) -> _Num:
-    """The scale as a student uses it: multiplying by 1/√d rounded, or dividing by √d rounded."""
-    decimals = round(-math.log10(2 * half))
-    if mistake.decimals is not None and mistake.where is None:
-        decimals = mistake.decimals
+def _scale_carried(scale: float, mistake: Mistake, carry: int, noise: rounding.Noise) -> Carried:
+    """The scale as a student uses it: multiplying by 1/√d rounded, or dividing by √d rounded (one rounding)."""
+    decimals = mistake.decimals if mistake.decimals is not None and mistake.where is None else carry
     if scale == 0:
-        return _Num(np.array(0.0), np.array(0.0))
-    nearest = [round(scale, decimals), 1 / round(1 / scale, decimals) if round(1 / scale, decimals) else scale]
-    return _Num(np.array(scale), np.array(max(abs(v - scale) for v in nearest)))
+        return rounding.exact(0.0)
+    inverse = round(1 / scale, decimals)
+    nearest = [round(scale, decimals), 1 / inverse if inverse else scale]
+    moved = max(abs(v - scale) for v in nearest)
+    if moved == 0:
+        return rounding.exact(scale)
+    noise.count += 1
+    g = np.zeros(noise.count)
+    g[-1] = moved
+    return rounding.Carried(np.array(scale), g, np.array(0.0))

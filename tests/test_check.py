@@ -130,7 +130,7 @@ def test_a_wrong_step_after_a_carried_one_is_still_wrong() -> None:
         ("[0.66, 0.25, 0.09]", [False, False, True]),  # 0.66 is 0.0052 away, 0.25 is 0.0053
         ("[0.6652, 0.2447, 0.0900]", [True, True, True]),  # 4 decimals: within 0.00005 plus what is carried in
         ("[0.6650, 0.2449, 0.0902]", [False, False, False]),  # 0.0002 away: more than 0.00005 + 0.00012
-        ("[0.6653, 0.2446, 0.0901]", [True, True, True]),  # 0.0001 away: within 0.00005 + what is carried in
+        ("[0.6653, 0.2447, 0.0901]", [True, True, True]),  # 0.00007 away: within 0.00005 + what is carried in
         ("[0.6652, 0.2447, 0.09]", [True, True, True]),
         ("[0.6652, 0.2447, 0.10]", [True, True, False]),  # two decimals written: 0.10 is 0.01 away
         ("['e^2/(e^2+e+1)', 'e/(e^2+e+1)', '1/(e^2+e+1)']", [True, True, True]),  # expressions: exact
