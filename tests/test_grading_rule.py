@@ -181,7 +181,8 @@ def test_the_key_of_seed_5_gives_0_8476_and_that_is_right() -> None:
     report = grade(
         options,
         5,
-        f"answers:\n  weights: {{she: [0.2119, 0.2119, 0.5761]}}\n  output: {{she: [{output[0]:.4f}, {output[1]:.4f}]}}\n",
+        "answers:\n  weights: {she: [0.2119, 0.2119, 0.5761]}\n"
+        f"  output: {{she: [{output[0]:.4f}, {output[1]:.4f}]}}\n",
     )
     assert not_right(report) == []
 
