@@ -72,7 +72,7 @@ DEPENDS = {
 }
 CARRIED_STEPS = ("queries", "keys", "values", "dot", "scores", "exp", "weights", "output")  # where rounding happens
 EARLY_DECIMALS = (1, 2, 3)
-PAIRABLE = ("scale", "applied", "mask", "compat", "softmax", "mix")  # the slips of method that two can make at once
+PAIRABLE = ("scale", "applied", "mask", "compat", "exp", "axis", "mix")  # the slips of method that two can make at once
 Key = tuple[str, int | None]  # (step, head); head None for concat and final
 
 
@@ -146,7 +146,8 @@ class Mistake:
     applied: float | None = None  # scale_not_applicable: the 1/√d applied to a score that takes none
     mask: str = "true"  # true | none | inverted | transposed | strict | wide
     compat: str = "true"  # true | not_transposed | values | no_norm | no_tanh
-    softmax: str = "exp"  # exp | no_exp | unnormalized | wrong_axis
+    exp: bool = True  # False: no_exp, the scores normalised as they are
+    axis: str = "keys"  # keys | queries (wrong_axis) | none (unnormalized)
     mix: str = "values"  # values | keys
     swap: tuple[int, int] | None = None  # wrong_row: these two tokens' values swapped in the weighted sum
     weights_of: tuple[int, ...] | None = None  # other_head: head h mixes its values with weights_of[h]'s weights
@@ -610,9 +611,9 @@ def _singles(steps: Steps) -> list[Mistake]:
             for scale in ("d_k", "sqrt_d_v", "sqrt_d_model", "sqrt_keys", "sqrt_queries", "times_sqrt_d_k")
         ),
         *(Mistake(("scale_not_applicable",), applied=factor) for factor in _inapplicable_scales(steps)),
-        Mistake(("no_exp",), softmax="no_exp"),
-        Mistake(("unnormalized",), softmax="unnormalized"),
-        Mistake(("wrong_axis",), softmax="wrong_axis"),
+        Mistake(("no_exp",), exp=False),
+        Mistake(("unnormalized",), axis="none"),
+        Mistake(("wrong_axis",), axis="queries"),
         Mistake(("mask_ignored",), mask="none"),
         Mistake(("mask_inverted",), mask="inverted"),
         Mistake(("mask_inverted",), mask="transposed"),
@@ -681,13 +682,13 @@ def _replay(steps: Steps, mistake: Mistake, given: Mapping[Key, Carried], carry:
     mask = _mask(mistake.mask, problem.mask)
     weights, values, keys_list = [], [], []
     for h, head in enumerate(steps.heads):
-        values.append(settle(("values", h), rounding.exact(head.values)))
+        values.append(settle(("values", h), _operand(head.spec.values, head.values, keep)))
         keys = None
         if head.queries is None:
             compat = rounding.exact(head.compatibility)
         else:
-            queries = settle(("queries", h), rounding.exact(head.queries))
-            keys = settle(("keys", h), rounding.exact(head.keys))
+            queries = settle(("queries", h), _operand(head.spec.queries, head.queries, keep))
+            keys = settle(("keys", h), _operand(head.spec.keys, head.keys, keep))
             compat = _compatibility(head.spec.score, mistake.compat, queries, keys, values[h], keep)
         keys_list.append(keys)
         dot = settle(("dot", h), compat, ~mask)
@@ -720,6 +721,13 @@ def _replay(steps: Steps, mistake: Mistake, given: Mapping[Key, Carried], carry:
     return _Replay(computed, excluded)
 
 
+def _operand(spec: object, matrix: np.ndarray, keep: Callable[[str, Carried], Carried]) -> Carried:
+    """Queries, keys or values as the student has them: X·W from X and W as they carry them, or as given."""
+    if isinstance(spec, Projection):
+        return rounding.matmul(keep("inputs", rounding.exact(spec.x)), keep("inputs", rounding.exact(spec.w)))
+    return rounding.exact(matrix)
+
+
 def _compatibility(
     score: Score, slip: str, queries: Carried, keys: Carried, values: Carried, keep: Callable[[str, Carried], Carried]
 ) -> Carried:
@@ -735,15 +743,17 @@ def _compatibility(
             return undefined
         return rounding.matmul(queries, keys)  # row i of Q times column j of K
     if kind == "additive":
-        a = keep("queries", rounding.matmul(queries, rounding.exact(score.w_query)))
-        b = keep("keys", rounding.matmul(keys, rounding.exact(score.w_key)))
+        a = keep("queries", rounding.matmul(queries, keep("inputs", rounding.exact(score.w_query))))
+        b = keep("keys", rounding.matmul(keys, keep("inputs", rounding.exact(score.w_key))))
         hidden = rounding.add(rounding.expand(a, 1), rounding.expand(b, 0))  # (L, S, d_a)
         if slip != "no_tanh":
             hidden = keep("dot", rounding.tanh(hidden))
-        return rounding.matmul(hidden, rounding.exact(score.v))
+        return rounding.matmul(hidden, keep("inputs", rounding.exact(score.v)))
     keys_t = rounding.transpose(keys)
     if kind == "general":
-        return rounding.matmul(keep("queries", rounding.matmul(queries, rounding.exact(score.w))), keys_t)
+        return rounding.matmul(
+            keep("queries", rounding.matmul(queries, keep("inputs", rounding.exact(score.w)))), keys_t
+        )
     dot = rounding.matmul(queries, keys_t)
     if kind != "cosine" or slip == "no_norm":
         return dot
@@ -762,16 +772,18 @@ def _normalise(scores: Carried, mistake: Mistake, keep: Callable[[str, Carried],
 
     A student who rounds early rounds e^s itself; the others are covered by the shifted e^(s − m).
     """
-    kind, shift = mistake.softmax, mistake.decimals is None
-    if kind == "wrong_axis":
-        return rounding.transpose(rounding.normalise(keep("exp", _exp(rounding.transpose(scores), shift))))
-    if kind == "no_exp":
-        return rounding.normalise(
-            rounding.where(np.isneginf(scores.t), rounding.exact(np.zeros(scores.t.shape)), scores)
-        )
-    if kind == "unnormalized":
+    shift = mistake.decimals is None
+    if not mistake.exp:
+        e = rounding.where(np.isneginf(scores.t), rounding.exact(np.zeros(scores.t.shape)), scores)
+    elif mistake.axis == "none":
         return _exp(scores, shift=False)
-    return rounding.normalise(keep("exp", _exp(scores, shift)))
+    else:
+        e = keep("exp", _exp(scores, shift and mistake.axis == "keys"))
+    if mistake.axis == "none":
+        return e
+    if mistake.axis == "queries":
+        return rounding.transpose(rounding.normalise(rounding.transpose(e)))
+    return rounding.normalise(e)
 
 
 def _exp(scores: Carried, shift: bool) -> Carried:

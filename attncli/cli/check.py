@@ -39,6 +39,7 @@ def check(
     tolerance: Annotated[Optional[float], typer.Option(min=0, help=t("help.check.tolerance"))] = None,
     min_decimals: Annotated[Optional[int], typer.Option(min=0, max=17, help=t("help.check.min_decimals"))] = None,
     require: Annotated[Optional[str], typer.Option(help=t("help.check.require"))] = None,
+    carry: Annotated[Optional[int], typer.Option(min=0, max=12, help=t("help.check.carry"))] = None,
     precision: Annotated[int, typer.Option(min=0, max=17, help=t("help.check.precision"))] = 4,
     format: Format = "rich",
     output: Output = None,
@@ -57,7 +58,7 @@ def check(
         raise fail("check.bad_tolerance", got=repr(tolerance)).at(source="--tolerance")
     with located("--require"):
         required = answers.step_list(require) if require is not None else None
-    options = submissions.Options(tolerance, min_decimals=min_decimals, require=required)
+    options = submissions.Options(tolerance, carry, min_decimals=min_decimals, require=required)
     source = submissions.load_key(key) if key is not None else submissions.load_keys(keys) if keys else None
     results = submissions.grade_files(files, source, options, describe)
     for result in results:
