@@ -463,7 +463,7 @@ class _Grader:
 
     def pairs(self, triples: list[Triple], transposed: bool) -> list[str]:
         """Two slips in one step: every pair of single mistakes in different places, and one slip transposed."""
-        singles = self.replays.applicable()
+        singles = [m for m in _singles(self.steps) if _changed(m) <= set(PAIRABLE)]  # one alone may change nothing
         found = []
         for own in (False, True):
             clean = self.reference(self.replays.get(Mistake(), own))
