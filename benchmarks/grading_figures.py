@@ -63,13 +63,10 @@ def main() -> int:
         print(f"{row:{width}}" + "".join(cells))
     print(f"{'total':{width}}" + "".join(f"{totals[name]:>14}" for name, _ in COLUMNS))
     careful = sum(1 for c in suite.cases if c.kind == "careful")
-    key_form = any(c.form == "key" for c in suite.cases)
-    rule = "exact" if replays.rule_is_exact(suite) else "not exact yet"
     wrong = len(suite.cases) - careful
     print(
         f"\n{len(suite.exercises)} exercises; {careful} right files, {wrong} wrong ones; "
-        f"false alarms {totals['false alarms']}, missed {totals['missed']}, unnamed {totals['unnamed']} "
-        f"(key form {'included' if key_form else 'not on this tree'}; rounding rule {rule}); "
+        f"false alarms {totals['false alarms']}, missed {totals['missed']}, unnamed {totals['unnamed']}; "
         f"built and graded in {seconds:.1f} s"
     )
     if args.details:

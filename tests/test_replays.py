@@ -1,18 +1,13 @@
 """The replayed-mistake suite of issue 10: `attncli check` judged by students it does not know.
 
 Every expectation comes from tests/replays (numpy, no attncli import); `check` is only run as a
-command. The suite is built at collection, so that a row whose feature is not on this tree yet is a
-strict xfail keyed on a probe of the tree: the exact rounding rule (issue 10's seed-5 and bank
-examples judged right), the row's codes (named by check somewhere in the suite), two codes in one
-step, `check --keys`. Each row turns into a real test the moment its feature lands.
-`python benchmarks/grading_figures.py` prints the same figures over about three times as many cases.
+command, and each file judged from its JSON object. A row that check does not pass yet is a strict
+xfail naming why (KNOWN). `python benchmarks/grading_figures.py` prints the same figures over about
+three times as many cases.
 """
 
 from __future__ import annotations
 
-import atexit
-import shutil
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -25,54 +20,14 @@ from tests.replays.student import MASKED, Work, matrix
 
 # Fewer wrong files than benchmarks/grading_figures.py grades: each costs check a diagnosis search.
 PER_MISTAKE, ROUNDINGS, MIN_DECIMALS_CASES = 2, 6, 3
-
-
-def _build() -> replays.Suite:
-    """The suite, built once at collection: the xfail marks below depend on what this tree's check does."""
-    directory = Path(tempfile.mkdtemp(prefix="attncli-replays-"))
-    atexit.register(shutil.rmtree, directory, ignore_errors=True)
-    return replays.build(directory, PER_MISTAKE, ROUNDINGS, MIN_DECIMALS_CASES)
-
-
-SUITE = _build()
-RULE = replays.rule_is_exact(SUITE)
-NAMED, PAIRS = replays.named_codes(SUITE)
-KEY = "--keys" in SUITE.options
-CARRY = "--carry" in SUITE.options
-MIN_DECIMALS = "--min-decimals" in SUITE.options
-NO_RULE = "the exact rounding rule is not on this tree yet (issue 10's seed-5 and bank examples)"
 CODES = sorted({"+".join(m.codes) for m in CATALOGUE})
-# Rows whose cases the old rule (main before the exact rule) already judges right; moot once RULE holds.
-PASS_WITHOUT_THE_RULE = {
-    "keys_as_values",
-    "missing_scale",
-    "no_exp",
-    "transposed",
-    "unnormalized",
-    "wrong_axis",
-    "wrong_scale",
-}
-
-
-# Rows the grading WIP of 10:30 UTC did not pass yet; strict, so each fails the day it is fixed (then drop it).
-KNOWN: dict[str, str] = {}  # rows check is known to get wrong: none now
-
-
-def _pending(row: str) -> str | None:
-    """Why a row cannot pass on this tree yet (None: it must pass): known, its codes never named, or the old rule."""
-    if row in KNOWN:
-        return KNOWN[row]
-    missing = [code for code in row.split("+") if code not in NAMED]
-    if missing:
-        return f"check names {', '.join(missing)} nowhere in the suite yet"
-    if "+" in row and not PAIRS:
-        return "check names two slips in one step nowhere in the suite yet"
-    return None if RULE or row in PASS_WITHOUT_THE_RULE else NO_RULE
+# Rows check does not pass yet (the figures list their cases); strict, so each fails the day it is fixed.
+KNOWN: dict[str, str] = {}
 
 
 @pytest.fixture(scope="module")
-def suite() -> replays.Suite:
-    return SUITE
+def suite(tmp_path_factory: pytest.TempPathFactory) -> replays.Suite:
+    return replays.build(tmp_path_factory.mktemp("replays"), PER_MISTAKE, ROUNDINGS, MIN_DECIMALS_CASES)
 
 
 def _assert_all_good(suite: replays.Suite, row: str) -> None:
@@ -119,27 +74,21 @@ def test_the_suite_has_every_case_the_issue_asks_for(suite: replays.Suite) -> No
     assert set(CODES) | {"rounding:truncated", "rounding:off_by_one"} <= shown
 
 
-@pytest.mark.xfail(not RULE, reason=NO_RULE, strict=True)
 def test_careful_students_carrying_4_decimals_pass(suite: replays.Suite) -> None:
     _assert_all_good(suite, "careful")
     assert suite.returncodes["careful"] == 0
 
 
-@pytest.mark.xfail(not (KEY and RULE), reason=NO_RULE if KEY else "check has no --key yet", strict=True)
 def test_careful_students_pass_against_the_key(suite: replays.Suite) -> None:
     _assert_all_good(suite, "careful --key")
-    assert all(code == 0 for name, code in suite.returncodes.items() if name.startswith("key:"))
+    assert suite.returncodes["key"] == 0
 
 
-@pytest.mark.xfail(not (CARRY and RULE), reason=NO_RULE if CARRY else "check has no --carry yet", strict=True)
 def test_students_carrying_3_decimals_pass_with_carry_3(suite: replays.Suite) -> None:
     _assert_all_good(suite, "careful --carry 3")
     assert suite.returncodes["carry3"] == 0
 
 
-@pytest.mark.xfail(
-    not (MIN_DECIMALS and RULE), reason=NO_RULE if MIN_DECIMALS else "check has no --min-decimals yet", strict=True
-)
 def test_two_decimals_are_too_few_for_min_decimals_3(suite: replays.Suite) -> None:
     _assert_all_good(suite, "too_few_decimals")
     assert suite.returncodes["min_decimals"] == 1
@@ -147,14 +96,13 @@ def test_two_decimals_are_too_few_for_min_decimals_3(suite: replays.Suite) -> No
 
 @pytest.mark.parametrize(
     "row",
-    [pytest.param(r, marks=pytest.mark.xfail(bool(_pending(r)), reason=_pending(r) or "", strict=True)) for r in CODES],
+    [pytest.param(r, marks=[pytest.mark.xfail(reason=KNOWN[r], strict=True)] if r in KNOWN else []) for r in CODES],
 )
 def test_each_mistake_is_named_where_it_is_made(suite: replays.Suite, row: str) -> None:
     """Caught at its step with its code, later steps carried, nothing else failed."""
     _assert_all_good(suite, row)
 
 
-@pytest.mark.xfail(not RULE, reason=NO_RULE, strict=True)
 @pytest.mark.parametrize("row", ["rounding:truncated", "rounding:off_by_one"])
 def test_wrong_roundings_fail(suite: replays.Suite, row: str) -> None:
     _assert_all_good(suite, row)

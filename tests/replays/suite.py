@@ -83,22 +83,11 @@ class Case:
 
 
 @dataclass(repr=False)
-class Probe:
-    """A file that tells whether a feature is on this tree (not a case of the figures)."""
-
-    name: str
-    path: Path
-    result: dict | None = None
-
-
-@dataclass(repr=False)
 class Suite:
     cases: list[Case] = field(default_factory=list)
     skipped: Counter = field(default_factory=Counter)  # (code, reason) -> count
     exercises: list[Exercise] = field(default_factory=list)
     returncodes: dict[str, int] = field(default_factory=dict)  # exit code of each `check` run
-    probes: list[Probe] = field(default_factory=list)  # see `_rule_probes`
-    options: str = ""  # `check --help` on this tree
 
     def __repr__(self) -> str:  # short: pytest shows it in failures
         return f"Suite({len(self.cases)} cases)"
@@ -106,15 +95,6 @@ class Suite:
 
 def env() -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": str(ROOT), "NO_COLOR": "1", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8"}
-
-
-def attncli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "attncli", *args], capture_output=True, text=True, env=env())
-
-
-def check_options() -> str:
-    """`check --help`: which options the command line on this tree has (a feature probe)."""
-    return attncli("check", "--help").stdout
 
 
 # --- exercises ------------------------------------------------------------------------------------
@@ -152,8 +132,8 @@ def _ints(rng: np.random.Generator, shape: tuple[int, ...], low: int = -1, high:
     return rng.integers(low, high + 1, size=shape).tolist()
 
 
-def _own_problems(directory: Path, with_ids: bool) -> list[Exercise]:
-    """Additive problems and two-head problems with given scores, from a fixed seed (`exercise:` ids if asked)."""
+def _own_problems(directory: Path) -> list[Exercise]:
+    """Additive problems and two-head problems with given scores, from a fixed seed."""
     rng = np.random.default_rng(10)
     tokens = ["the", "bank", "flooded"]
     out = directory / "sets" / "own"
@@ -184,7 +164,7 @@ def _own_problems(directory: Path, with_ids: bool) -> list[Exercise]:
         )
     exercises = []
     for i, (name, data) in enumerate(texts, start=1):
-        ident = {"exercise": f"{name}-{i:02d}"} if with_ids else {}  # = exercise_id of the Exercise below
+        ident = {"exercise": f"{name}-{i:02d}"}  # = exercise_id of the Exercise below
         text = yaml.safe_dump(ident | data, sort_keys=False, default_flow_style=None)
         path = out / f"{name}-{i:02d}.yaml"
         path.write_text(text, encoding="utf-8")
@@ -320,41 +300,31 @@ def build(
     `per_mistake` cases of each mistake, wrong roundings on `roundings` exercises (None: all), and
     `min_decimals` files of too few decimals: a wrong file costs `check` far more than a right one.
 
-    When `check` has `--keys`, the careful students also hand in their answers alone (with their
-    `exercise:` id), graded against the keys. The `check` runs go side by side.
+    The careful students also hand in their answers alone (with their `exercise:` id), graded with
+    `--keys`; students carrying 3 decimals are graded with `--carry 3`; weights written right with 2
+    decimals with `--min-decimals 3`. The `check` runs go side by side.
     """
-    options = check_options()
-    suite = Suite(exercises=_generate(directory) + _own_problems(directory, with_ids="--keys" in options))
+    suite = Suite(exercises=_generate(directory) + _own_problems(directory))
     careful = [c for e in suite.exercises for c in _careful_cases(e)]
     wrong = _mistake_cases(suite.exercises, suite, per_mistake)
     rounded = _interleaved(suite.exercises)[:roundings]
     wrong += [c for i, e in enumerate(rounded) for c in _rounding_cases(e, i, suite)]
-    batches: dict[str, tuple[Sequence[Case | Probe], list[str]]] = {"careful": (careful, [])}
-    batches |= {f"mistakes:{i}": (wrong[i::2], []) for i in range(2)}  # two runs: two cores
     keyed = [Case(c.id + "-key", c.exercise, c.kind, c.work, form="key") for c in careful]
-    if "--keys" in options:
-        batches["key:all"] = (keyed, ["--keys", str(_one_folder_of_keys(directory, suite.exercises))])
-    else:
-        keyed = []
-    coarse = []
-    if "--carry" in options:  # students who carry 3 decimals, graded with --carry 3
-        coarse = [
-            Case(f"{e.id}/careful-3", e, "careful", Work(e.problem, digits=3), form="carry3") for e in suite.exercises
-        ]
-        batches["carry3"] = (coarse, ["--carry", "3"])
-    short = []
-    if "--min-decimals" in options:  # weights rounded right to 2 decimals, graded with --min-decimals 3
-        short = [_two_decimals(e) for e in _interleaved(suite.exercises)[:min_decimals]]
-        batches["min_decimals"] = (short, ["--min-decimals", "3"])
+    coarse = [
+        Case(f"{e.id}/careful-3", e, "careful", Work(e.problem, digits=3), form="carry3") for e in suite.exercises
+    ]
+    short = [_two_decimals(e) for e in _interleaved(suite.exercises)[:min_decimals]]
+    batches: dict[str, tuple[Sequence[Case], list[str]]] = {"careful": (careful, [])}
+    batches |= {f"mistakes:{i}": (wrong[i::2], []) for i in range(2)}  # two runs: two cores
+    batches["key"] = (keyed, ["--keys", str(_one_folder_of_keys(directory, suite.exercises))])
+    batches["carry3"] = (coarse, ["--carry", "3"])
+    batches["min_decimals"] = (short, ["--min-decimals", "3"])
     suite.cases = careful + wrong + keyed + coarse + short
-    suite.options = options
     files = directory / "files"
     files.mkdir()
     for i, case in enumerate(suite.cases):
         case.path = files / f"{i:04d}.yaml"
         case.path.write_text(student_file(case), encoding="utf-8")
-    suite.probes = _rule_probes(directory, suite)
-    batches["probes"] = (suite.probes, [])
     _grade(suite, batches)
     return suite
 
@@ -366,35 +336,6 @@ def _two_decimals(exercise: Exercise) -> Case:
     written = work.steps[key]
     written.text = [[text_of(round(x, 2), 2) if not math.isnan(x) else "masked" for x in row] for row in written.values]
     return Case(f"{exercise.id}/two_decimals", exercise, "decimals", work, "too_few_decimals", step=key)
-
-
-def _rule_probes(directory: Path, suite: Suite) -> list[Probe]:
-    """Issue 10's two examples of the rounding rule: 0.8476 for seed 5 is right, bank's [0.8, 0.1, 0.1] wrong."""
-    seed_5 = next(e for e in suite.exercises if e.id == f"{SETS[0].name}/05")  # generate --seed 5
-    work = Work(seed_5.problem)  # weights 0.2119, 0.2119, 0.5761 give 0.8476 where the key says 0.8478
-    right = Probe("seed 5, output 0.8476 from the printed weights", directory / "probe-seed-5.yaml")
-    right.path.write_text(seed_5.text + answers_yaml(work, [(0, "weights"), (0, "output")]), encoding="utf-8")
-    wrong = Probe("bank.yaml, weights [0.8, 0.1, 0.1]", directory / "probe-bank.yaml")
-    bank = (ROOT / "samples" / "bank.yaml").read_text(encoding="utf-8")
-    wrong.path.write_text(bank + "answers:\n  weights: [0.8, 0.1, 0.1]\n", encoding="utf-8")
-    return [right, wrong]
-
-
-def rule_is_exact(suite: Suite) -> bool:
-    """Whether this tree's `check` has the exact rounding rule (judged by issue 10's own two examples)."""
-    right, wrong = (p.result or {} for p in suite.probes)
-    return file_ok(right) and not file_ok(wrong) and wrong.get("error") is None
-
-
-def named_codes(suite: Suite) -> tuple[set[str], bool]:
-    """Every code `check` named anywhere in the suite, and whether it ever named two in one step."""
-    named: set[str] = set()
-    pairs = False
-    for case in suite.cases:
-        for step in (case.result or {}).get("steps", []):
-            named |= set(step.get("diagnosis") or [])
-            pairs |= len(step.get("diagnosis") or []) > 1
-    return named, pairs
 
 
 def exercise_id(exercise: Exercise) -> str:
@@ -421,7 +362,7 @@ def student_file(case: Case) -> str:
     return f"exercise: {exercise_id(case.exercise)}\n" + answers
 
 
-def _grade(suite: Suite, batches: dict[str, tuple[Sequence[Case | Probe], list[str]]]) -> None:
+def _grade(suite: Suite, batches: dict[str, tuple[Sequence[Case], list[str]]]) -> None:
     """Run `check --format json` once per batch, side by side, and give each case its file's object."""
     running = {}
     for name, (cases, options) in batches.items():
