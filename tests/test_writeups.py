@@ -376,3 +376,8 @@ def test_a_tiny_exponential_is_not_written_as_zero_in_any_format() -> None:
     tiny, large = f"{math.exp(-20):.4e}", f"{math.exp(30):.4e}"
     for fmt, source in outputs(steps, None).items():
         assert tiny in source and large in source, fmt
+
+
+def test_latex_writes_d_k_in_math_mode() -> None:
+    (score,) = [row for row in latex.render(sample("bank.yaml"), 4, None).splitlines() if "Score:" in row]
+    assert "($d_k = 2$, $d_v = 2$)" in score and r"d\_k" not in score

@@ -83,7 +83,8 @@ def _facts(facts: walk.Facts, p: int) -> list[str]:
     ]
     for name, formula in facts.scores:
         prefix = f"{text(name)}: " if name is not None else ""
-        words = text(formula.words())
+        widths = f"$d_v = {formula.d_v}$" if formula.d_k is None else f"$d_k = {formula.d_k}$, $d_v = {formula.d_v}$"
+        words = f"{text(t(f'writeup.score_{formula.kind}'))} ({widths})"  # Formula.words, the widths in math
         lines.append(rf"\item \textbf{{{text(t('render.score'))}:}} {prefix}{words}; ${_formula(formula, p)}$")
     lines.append(rf"\item \textbf{{{text(t('render.mask'))}:}} {text(facts.mask)}")
     if facts.bias is not None:
