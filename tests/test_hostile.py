@@ -446,3 +446,13 @@ def test_token_names_a_spreadsheet_would_evaluate_are_prefixed_in_csv_only() -> 
     table = run("compute", *flags, "--format", "csv").stdout
     assert "'=1+1" in table and "'@x" in table and ",=1+1" not in table
     assert json.loads(run("compute", *flags, "--format", "json").stdout)["tokens"] == ["=1+1", "@x"]
+
+
+# #19: a large YAML document is refused while it is read, before building the problem
+
+
+def test_a_document_past_the_value_limit_is_refused_as_it_is_read() -> None:
+    """1.1 M values: before, 2.65 s and 217 MB to reach the limit of 1 M; now the limit is 250,000."""
+    rows = ", ".join(["[1, 2, 3, 4, 5, 6, 7, 8, 9, 10]"] * 110_000)
+    result = run("compute", "-", stdin=f"tokens: [a]\nqueries: [[1]]\nkeys: [[1]]\nvalues: [{rows}]\n")
+    one_line_error(result, "<stdin>:4: the document holds more than 250000 values")
