@@ -118,6 +118,19 @@ def test_latex_writes_out_the_dot_products_and_the_softmax() -> None:
     assert r"\begin{bmatrix} 1.4205 & 0.5795 \end{bmatrix}" in tex
 
 
+def compile_log(tmp_path: Path, source: str) -> str:
+    (tmp_path / "writeup.tex").write_text(source, encoding="utf-8")
+    done = subprocess.run(
+        ["pdflatex", "-interaction=nonstopmode", "-halt-on-error", "writeup.tex"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout[-2000:]
+    return (tmp_path / "writeup.log").read_text(encoding="latin-1")
+
+
 DOCUMENTS = documents()
 COMPILED = DOCUMENTS[::3] + DOCUMENTS[-1:]  # a spread of shapes; pdflatex takes about a second each
 
@@ -137,15 +150,7 @@ def test_latex_masked_keys_get_no_weight() -> None:
 @pytest.mark.skipif(shutil.which("pdflatex") is None, reason="pdflatex is not installed")
 @pytest.mark.parametrize(("name", "source"), COMPILED, ids=[name for name, _ in COMPILED])
 def test_latex_compiles(tmp_path: Path, name: str, source: str) -> None:
-    (tmp_path / "writeup.tex").write_text(source, encoding="utf-8")
-    done = subprocess.run(
-        ["pdflatex", "-interaction=nonstopmode", "-halt-on-error", "writeup.tex"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stdout[-2000:]
+    compile_log(tmp_path, source)
     assert (tmp_path / "writeup.pdf").stat().st_size > 0
 
 
@@ -258,7 +263,7 @@ def sections(fmt: str, source: str, steps: core.Steps) -> list[tuple[str, ...]]:
         headings[in_format["query"].format(t("render.query_heading", name=query))] = ("query", query)
     found = []
     for line in source.splitlines():
-        line = line.split("  q = ")[0] if fmt == "terminal" else line.split(r" = \begin{bmatrix}")[0]
+        line = line.split("  q = ")[0] if fmt == "terminal" else re.split(r" &?= \\begin\{bmatrix\}", line)[0]
         if line in headings:
             found.append(headings[line])
     return found
@@ -381,3 +386,96 @@ def test_a_tiny_exponential_is_not_written_as_zero_in_any_format() -> None:
 def test_latex_writes_d_k_in_math_mode() -> None:
     (score,) = [row for row in latex.render(sample("bank.yaml"), 4, None).splitlines() if "Score:" in row]
     assert "($d_k = 2$, $d_v = 2$)" in score and r"d\_k" not in score
+
+
+# Write-ups that print: nothing wider than the page
+
+
+def keys_problem(count: int, d: int = 2, seed: int = 0) -> str:
+    """A self-attention problem with `count` tokens and small random integers (as the issue's 8 and 20 keys)."""
+    rng = np.random.default_rng(seed)
+    names = [f"t{i}" for i in range(count)]
+
+    def matrix(rows: int, columns: int) -> str:
+        return str(rng.integers(-3, 4, size=(rows, columns)).tolist())
+
+    return (
+        f"tokens: [{', '.join(names)}]\nqueries: {matrix(count, d)}\nkeys: {matrix(count, d)}\n"
+        f"values: {matrix(count, d)}\n"
+    )
+
+
+def generated(seed: int, **options: object) -> str:
+    return exercise(Options(**options), seed)
+
+
+PRINTED = {  # the issue's three (10, 487 and 33 pt too wide before) and the widest shapes `generate` makes
+    "8 keys": lambda: keys_problem(8),
+    "20 keys": lambda: keys_problem(20),
+    "two_heads.yaml": lambda: (SAMPLES / "two_heads.yaml").read_text(encoding="utf-8"),
+    "12 tokens, 4 heads, d_k = d_v = 8": lambda: generated(
+        3, tokens=12, d_k=8, d_v=8, heads=4, projections=True, mask="causal"
+    ),
+    "3 tokens, d_k = d_v = 8": lambda: generated(3, tokens=3, d_k=8, d_v=8, projections=True),
+    "3 tokens, d_k = 4, 2 heads": lambda: generated(3, tokens=3, d_k=4, d_v=4, heads=2, projections=True),
+    "alibi.yaml": lambda: (SAMPLES / "alibi.yaml").read_text(encoding="utf-8"),
+}
+
+
+@pytest.mark.skipif(shutil.which("pdflatex") is None, reason="pdflatex is not installed")
+@pytest.mark.parametrize("case", PRINTED)
+def test_latex_fits_the_text_width(tmp_path: Path, case: str) -> None:
+    """pdflatex's own measure: no Overfull box, and no box that only fits because \\attnfit shrank it."""
+    log = compile_log(tmp_path, latex.render(steps_of(PRINTED[case]())))
+    assert "Overfull \\hbox" not in log and "Overfull \\vbox" not in log
+    assert "attncli: scaled" not in log
+
+
+@pytest.mark.skipif(shutil.which("pdflatex") is None, reason="pdflatex is not installed")
+def test_what_no_split_can_narrow_is_scaled_to_the_line(tmp_path: Path) -> None:
+    """A token name longer than the page: the tables cannot be split narrower, so \\attnfit scales them."""
+    long = " ".join(["word"] * 30)  # a paragraph breaks it at its spaces, a table's column cannot
+    text = f"tokens: [a, {long}]\nqueries: [[1], [0]]\nkeys: [[1], [2]]\nvalues: [[1], [2]]\n"
+    log = compile_log(tmp_path, latex.render(steps_of(text)))
+    assert "attncli: scaled" in log and "Overfull \\hbox" not in log
+
+
+def tabulars(source: str) -> list[list[list[str]]]:
+    """Every tabular of a document as rows of cells."""
+    found = re.findall(r"\\begin\{tabular\}\{[lr]+\}\n(.*?)\\end\{tabular\}", source, re.DOTALL)
+    return [
+        [row.removesuffix(r" \\").split(" & ") for row in block.splitlines() if row != r"\hline"] for block in found
+    ]
+
+
+def test_a_wide_weight_matrix_becomes_tables_with_the_row_labels_repeated() -> None:
+    """Without TeX: 20 keys of 0.xxxx at 5 pt a digit and 12 pt between columns need 20 × 40 pt > 345 pt."""
+    steps = steps_of(keys_problem(20))
+    weights = [table for table in tabulars(latex.render(steps)) if table[0][0] == "query" and table[0][1] == "t0"]
+    assert len(weights) == 1
+    tables = tabulars(latex.render(steps))
+    parts = tables[tables.index(weights[0]) : tables.index(weights[0]) + 3]
+    assert [cell for part in parts for cell in part[0][1:]] == [f"t{j}" for j in range(20)]
+    for part in parts:
+        assert [row[0] for row in part] == ["query", *(f"t{i}" for i in range(20))]
+        # Computer Modern at 10 pt: a digit 5 pt, the point 2.78 pt, a lowercase letter at most 5.3 pt
+        label = max(len(row[0]) for row in part) * 5.3 + 12
+        cells = max(len(cell) - 1 for row in part[1:] for cell in row[1:]) * 5 + 2.78
+        assert label + (len(part[0]) - 1) * (cells + 12) <= latex.PAGE
+    rows = zip(*(part[1:] for part in parts))  # each query's row, a piece from every table
+    shown = np.array([[float(cell) for piece in pieces for cell in piece[1:]] for pieces in rows])
+    assert np.allclose(shown, steps.heads[0].weights, atol=0.5e-4)
+
+
+def test_a_long_sum_is_broken_into_rows_that_fit() -> None:
+    """Twelve terms of a weighted sum, each `0.xxxx [v]`, go on as `+ ...` rows, each within the page."""
+    steps = steps_of(keys_problem(12, d=3))
+    source = latex.render(steps, follow=("t0",))
+    block = source.split(r"\mathbf{z}_{\text{t0}} &= ")[1].split(r"\end{aligned}")[0]
+    rows = block.split(" \\\\\n")
+    assert len(rows) > 2 and all(row.startswith(r"&\quad + ") for row in rows[1:-1])
+    assert rows[-1].startswith("&= ")
+    terms = re.findall(r"(\d\.\d{4})\\,\\begin\{bmatrix\} ([^\\]*) \\end\{bmatrix\}", block)
+    assert len(terms) == 12 and max(len(re.findall(r"\+", row)) for row in rows) < 12
+    z = sum(float(w) * np.array([float(x) for x in v.split(" & ")]) for w, v in terms)
+    assert np.allclose(z, steps.heads[0].output[0], atol=12 * 0.5e-4 * 3)

@@ -364,9 +364,11 @@ MESSAGES: dict[str, str] = {
     "writeup.step_softmax": "2. Softmax",
     "writeup.step_output": "3. Weighted sum of the values",
     "writeup.output_line": "Output for '{name}'",
+    "writeup.rows": "rows {first}–{last}",
+    "writeup.columns": "columns {first}–{last}",
     "writeup.concat_title": "Concatenation of the heads",
     "writeup.rounding_note": "Numbers are rounded to {precision} decimals for display; every step was computed at full precision.",
-    "writeup.latex_comment": "Made by attncli compute --format latex. To use it in a report, copy the body; the preamble needs the amsmath package.",
+    "writeup.latex_comment": "Made by attncli compute --format latex. To use it in a report, copy the body; the preamble needs amsmath, graphicx and the two lines below that define attnfit.",
     # --help texts, built when the commands are imported (attncli.launch chooses the language first)
     "help.app": "Attention, calculated step by step: q·k, the 1/√d_k scale, softmax, the weighted sum of values.",
     "help.exit_codes": "Exit codes: 0 done; 1 `check` found wrong answers; 2 bad input or usage; 70 internal error; 130 interrupted; 143 terminated.",

@@ -368,9 +368,11 @@ MESSAGES: dict[str, str] = {
     "writeup.step_softmax": "2. Softmax",
     "writeup.step_output": "3. Mezcla ponderada de los valores",
     "writeup.output_line": "Salida para '{name}'",
+    "writeup.rows": "filas {first}–{last}",
+    "writeup.columns": "columnas {first}–{last}",
     "writeup.concat_title": "Concatenación de las cabezas",
     "writeup.rounding_note": "Los números se muestran redondeados a {precision} decimales; cada paso se calculó con toda la precisión.",
-    "writeup.latex_comment": "Hecho con attncli compute --format latex. Para usarlo en un informe, copia el cuerpo; el preámbulo necesita el paquete amsmath.",
+    "writeup.latex_comment": "Hecho con attncli compute --format latex. Para usarlo en un informe, copia el cuerpo; el preámbulo necesita amsmath, graphicx y las dos líneas de abajo que definen attnfit.",
     # Textos de --help, que se construyen al importar las órdenes (attncli.launch elige antes el idioma)
     "help.app": "La atención, calculada paso a paso: q·k, la escala 1/√d_k, softmax y la mezcla ponderada de los valores.",
     "help.exit_codes": "Códigos de salida: 0 hecho; 1 `check` encontró respuestas erróneas; 2 entrada o uso incorrectos; 70 error interno; 130 interrumpido; 143 terminado.",

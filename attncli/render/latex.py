@@ -1,21 +1,50 @@
 """The step-by-step as a LaTeX document (amsmath): every dot product, exponential and weighted sum written out.
 
 The output compiles on its own with pdflatex; a student pastes the body into a
-report whose preamble loads amsmath. Text that is not Latin-1 and has no LaTeX
-spelling below is replaced by `?`, so the document always compiles.
+report whose preamble loads amsmath and graphicx and defines `\\attnfit` (the lines
+of FIT). Text that is not Latin-1 and has no LaTeX spelling below is replaced by
+`?`, so the document always compiles.
+
+Nothing runs off the page: every piece of math carries an estimate of its width
+(`_Math`, from Computer Modern's metrics at 10 pt), and equations break between
+their sides and terms, wide matrices split into blocks of columns and wide tables
+into several tables with the row labels repeated, all aiming at article's text
+width. `\\attnfit` is the last resort for what no split can narrow (a single
+column wider than the page): it scales such a box down to the line, and says so in
+the log.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from attncli.core import Steps
 from attncli.i18n import t
 from attncli.render import walk
 from attncli.render.numbers import fixed
 
-BREAK_EVERY = 3  # terms per line in a long sum
 MIN_MATRIX_COLUMNS = 10  # amsmath's default limit for bmatrix
+PAGE = 345.0  # pt: article's \\textwidth at 10 pt, the width every split aims below
+FIT = (  # \\attnfit{box}: the box as it is, or scaled down to the line's width (and a line in the log) when wider
+    r"\newsavebox{\attnbox}",
+    r"\newcommand{\attnfit}[1]{\sbox{\attnbox}{#1}\ifdim\wd\attnbox>\linewidth"
+    r"\typeout{attncli: scaled down from \the\wd\attnbox\space on line \the\inputlineno}"
+    r"\resizebox{\linewidth}{!}{\usebox{\attnbox}}"
+    r"\else\usebox{\attnbox}\fi}",
+)
+# Widths in pt of Computer Modern at 10 pt, rounded up: digits 5, a minus or binary sign 7.78 (math), a space
+# between columns of a bmatrix 10, of a tabular 12; the spacing around = and around + or ×.
+_GLYPH = {".": 2.8, ",": 2.8, ":": 2.8, ";": 2.8, "'": 2.8, " ": 3.4, "(": 3.9, ")": 3.9, "[": 2.8, "]": 2.8}
+_GLYPH |= {"-": 7.8, "+": 7.8, "=": 7.8, "i": 2.8, "j": 3.1, "l": 2.8, "m": 8.4, "w": 7.3, "W": 10.3, "M": 9.2}
+LETTER, CAPITAL, OTHER = 5.3, 7.5, 6.0
+REL, BIN, QUAD = 13.4, 12.3, 10.0  # = with its spaces, + or × with theirs, \\quad
+MATRIX_GAP, BRACKETS, TABLE_GAP = 10.0, 11.0, 12.0
+SCRIPT = 0.7  # sub- and superscripts are set at 7 pt
+LINE, JOT = 12.0, 3.0  # a row of a matrix or of an aligned display, and the space amsmath adds between rows
+DISPLAY_HEIGHT = 250.0  # pt: displays are cut into several below this (a display never breaks across pages)
+MATRIX_ROWS = 24  # rows of a matrix shown at once; a taller one is split into blocks of rows
 _TEXT = {
     "\\": r"\textbackslash{}",
     "{": r"\{",
@@ -54,7 +83,9 @@ def render(steps: Steps, precision: int = 4, follow: tuple[str, ...] | None = No
         r"\usepackage[T1]{fontenc}",
         r"\usepackage[utf8]{inputenc}",
         r"\usepackage{amsmath}",
+        r"\usepackage{graphicx}",
         rf"\setcounter{{MaxMatrixCols}}{{{_widest(steps)}}}",
+        *FIT,
         r"\begin{document}",
         "",
         *(line for item in items for line in _RENDER[type(item)](item, precision)),
@@ -69,6 +100,145 @@ def render(steps: Steps, precision: int = 4, follow: tuple[str, ...] | None = No
 def text(value: str) -> str:
     """Plain text made safe for LaTeX's text mode."""
     return "".join(_TEXT.get(c, c if ord(c) < 256 else "?") for c in str(value))
+
+
+@dataclass(frozen=True)
+class _Math:
+    """A piece of math and how wide it comes out, in pt, so that a line can be broken before it is full."""
+
+    tex: str
+    width: float
+    height: float = LINE  # with the depth: a line, or more for a fraction or a matrix
+
+    def __add__(self, other: _Math) -> _Math:
+        return _Math(self.tex + other.tex, self.width + other.width, max(self.height, other.height))
+
+
+Equation = tuple[_Math, Sequence[Sequence[_Math]]]  # left side = side = side ..., each side a sum of terms
+
+
+def _glyphs(written: str) -> float:
+    """The width of plain characters: digits, letters, signs."""
+    return sum(
+        _GLYPH.get(c, LETTER if c.islower() or c.isdigit() else CAPITAL if c.isupper() else OTHER) for c in written
+    )
+
+
+def _source_width(source: str) -> float:
+    """A rough width of a short LaTeX source: each command one letter wide, braces and $ nothing."""
+    return _glyphs(re.sub(r"\\[A-Za-z]+\s*|\\.|[{}$&]", "x", source).replace("x", "a"))
+
+
+def _m(tex: str, width: float | None = None) -> _Math:
+    return _Math(tex, _glyphs(tex) if width is None else width)
+
+
+def _name(token: str) -> _Math:
+    """A token as a subscript in math mode."""
+    return _Math(rf"\text{{{text(token)}}}", _glyphs(token) * SCRIPT)
+
+
+def _sub(base: str, index: _Math) -> _Math:
+    return _Math(f"{base}_{{{index.tex}}}", _glyphs(base) + index.width)
+
+
+def _frac(top: _Math, bottom: _Math) -> _Math:
+    return _Math(rf"\frac{{{top.tex}}}{{{bottom.tex}}}", max(top.width, bottom.width) + 2.4, top.height + bottom.height)
+
+
+def _number(written: str) -> _Math:
+    return _m(written.replace("−∞", r"-\infty").replace("∞", r"\infty"), _glyphs(written.replace("∞", "00")))
+
+
+def _sum(terms: Sequence[_Math]) -> _Math:
+    out = terms[0]
+    for term in terms[1:]:
+        out = out + _Math(" + ", BIN) + term
+    return out
+
+
+def _bmatrix(rows: Sequence[Sequence[_Math]]) -> _Math:
+    columns = [max(row[c].width for row in rows) for c in range(len(rows[0]))]
+    cells = r" \\ ".join(" & ".join(cell.tex for cell in row) for row in rows)
+    width = sum(columns) + MATRIX_GAP * (len(columns) - 1) + BRACKETS
+    return _Math(r"\begin{bmatrix} " + cells + r" \end{bmatrix}", width, LINE * len(rows) + 2)
+
+
+def _matrix(rows: Sequence[walk.Vec], p: int) -> _Math:
+    return _bmatrix([[_number(cell.text(p)) for cell in row.cells] for row in rows])
+
+
+def _display(equations: Sequence[Equation]) -> list[str]:
+    """Equations aligned at their = signs, each broken into rows where the page would end.
+
+    A side that does not fit after the last one starts a row of its own (`= ...`); a sum that does not
+    fit goes on in the next row (`+ ...`). What is still too wide (a single term) is scaled by \\attnfit.
+    Equations taller together than DISPLAY_HEIGHT go into several displays, so that pages can break between.
+    """
+    left = max(lhs.width for lhs, _ in equations)
+    budget = PAGE - left - REL
+    displays: list[list[str]] = [[]]
+    height = 0.0
+    for lhs, sides in equations:
+        rows, tall = _rows(lhs, sides, budget)
+        if displays[-1] and height + tall > DISPLAY_HEIGHT:
+            displays.append([])
+            height = 0.0
+        displays[-1] += rows
+        height += tall
+    return [
+        line
+        for rows in displays
+        for line in (r"\[\attnfit{$\displaystyle\begin{aligned}", " \\\\\n".join(rows), r"\end{aligned}$}\]")
+    ]
+
+
+def _rows(lhs: _Math, sides: Sequence[Sequence[_Math]], budget: float) -> tuple[list[str], float]:
+    """One equation's rows within `budget` pt right of its = sign, and their height."""
+    rows: list[str] = []
+    row, used, tall, height = f"{lhs.tex} &= ", 0.0, lhs.height, 0.0
+    for k, side in enumerate(sides):
+        for i, term in enumerate(side):
+            if k == 0 and i == 0:
+                row, used, tall = row + term.tex, term.width, max(tall, term.height)
+                continue
+            sign, width = ("=", REL) if i == 0 else ("+", BIN)
+            if used + width + term.width <= budget:
+                row, used, tall = row + f" {sign} {term.tex}", used + width + term.width, max(tall, term.height)
+                continue
+            rows.append(row)
+            height += tall + JOT
+            row, used = ("&= ", 0.0) if i == 0 else (r"&\quad + ", QUAD + BIN)
+            row, used, tall = row + term.tex, used + term.width, term.height
+    rows.append(row)
+    return rows, height + tall + JOT
+
+
+def _columns(lhs: _Math, rows: Sequence[walk.Vec], p: int) -> list[Equation]:
+    """`lhs = matrix`, or for a matrix wider than the page or taller than MATRIX_ROWS, one equation per block
+    of its rows and columns, each named (rows 1–24, columns 1–4)."""
+    cells = [[_number(cell.text(p)) for cell in row.cells] for row in rows]
+    whole = _bmatrix(cells)
+    if lhs.width + REL + whole.width <= PAGE and len(cells) <= MATRIX_ROWS:
+        return [(lhs, [[whole]])]
+    column = max(cell.width for row in cells for cell in row) + MATRIX_GAP
+    count = len(cells[0])
+    wide = lhs.width + REL + whole.width > PAGE
+    tall = len(cells) > MATRIX_ROWS
+    notes = [t("writeup.rows", first=888, last=888)] * tall + [t("writeup.columns", first=88, last=88)] * wide
+    label = _glyphs(", ".join(notes)) + QUAD
+    per_block = max(1, int((PAGE - lhs.width - label - REL - BRACKETS) // column)) if wide else count
+    out = []
+    for down in _blocks(len(cells), -(-len(cells) // MATRIX_ROWS)):
+        for across in _blocks(count, -(-count // per_block)):
+            notes = []
+            if tall:
+                notes.append(t("writeup.rows", first=down.start + 1, last=down.stop))
+            if across != slice(0, count):
+                notes.append(t("writeup.columns", first=across.start + 1, last=across.stop))
+            name = lhs + _Math(rf"\;\text{{({text(', '.join(notes))})}}", label)
+            out.append((name, [[_bmatrix([row[across] for row in cells[down]])]]))
+    return out
 
 
 def _facts(facts: walk.Facts, p: int) -> list[str]:
@@ -115,72 +285,96 @@ def _head_title(item: walk.HeadTitle, p: int) -> list[str]:
 
 
 def _projected(part: walk.Projected, p: int) -> list[str]:
-    product = rf"{_matrix(part.x, p)}\,{_matrix(part.w, p)} = {_matrix(part.result, p)}"
-    return [r"\[", rf"{part.name} = X\,{_sub(part.weight)} = {product}", r"\]"]
+    """X, then W, then the product: one matrix a row, so that three side by side never overflow."""
+    weight = _weight(part.weight)
+    product = _m(rf"{part.name} = X\,{weight.tex}", _glyphs(part.name) + REL + _glyphs("X") + weight.width + 1.7)
+    return _display([*_columns(_m("X"), part.x, p), *_columns(weight, part.w, p), *_columns(product, part.result, p)])
+
+
+def _weight(name: str) -> _Math:
+    """W_Q as math: W_{Q}."""
+    base, _, index = name.partition("_")
+    return _sub(base, _m(index, _glyphs(index) * SCRIPT)) if index else _m(base)
 
 
 def _query(query: walk.Query, p: int) -> list[str]:
     lines = [rf"\subsubsection*{{{text(t('render.query_heading', name=query.name))}}}"]
     if query.q is not None:
-        lines += [r"\[", rf"\mathbf{{q}} = {_matrix((query.q,), p)}", r"\]"]
+        lines += _display(_columns(_m(r"\mathbf{q}", 6.0), (query.q,), p))
     return lines + _scores(query, p) + _softmax(query, p) + _mix(query, p)
 
 
 def _scores(query: walk.Query, p: int) -> list[str]:
     formula = query.formula
-    equations = []
+    masked = _Math(rf"-\infty \quad \text{{({text(t('render.masked'))})}}", 24 + _glyphs(t("render.masked")))
+    equations: list[Equation] = []
     for key in query.keys:
-        s = rf"s_{{{_name(key.key)}}}"
-        value = key.score.text(p) if key.biased is None else key.biased.scaled.text(p)
+        s = _sub("s", _name(key.key))
+        value = _number(key.score.text(p) if key.biased is None else key.biased.scaled.text(p))
         if not key.allowed:
-            equations.append(rf"{s} &= -\infty \quad \text{{({text(t('render.masked'))})}}")
-        elif key.compatibility is None:
-            equations.append(rf"{s} &= {value}")
+            equations.append((s, [[masked]]))
+            continue
+        if key.compatibility is None:
+            equations.append((s, [[value]]))
         elif formula.root is not None:
-            chain = " = ".join(rf"\frac{{{c}}}{{\sqrt{{{formula.root}}}}}" for c in _chain(key.compatibility, p))
-            equations.append(rf"{s} &= {chain} = {value}")
+            root = _m(rf"\sqrt{{{formula.root}}}", _glyphs(str(formula.root)) + 8.4)
+            equations.append((s, [*([_frac(c, root)] for c in _chain(key.compatibility, p)), [value]]))
         elif formula.scale == 1:
-            equations.append(rf"{s} &= " + " = ".join(_chain(key.compatibility, p)))
+            equations.append((s, [[c] for c in _chain(key.compatibility, p)]))
         else:
-            scale = fixed(formula.scale, p)
-            chain = " = ".join(rf"\left({c}\right) \times {scale}" for c in _chain(key.compatibility, p))
-            equations.append(rf"{s} &= {chain} = {value}")
-        if key.biased is not None and key.allowed:  # the bias, added before softmax
-            b = key.biased.bias.text(p)
-            equations[-1] += rf", \quad {s} + b_{{{_name(key.key)}}} = {value} + ({b}) = {key.score.text(p)}"
+            scale = _number(fixed(formula.scale, p))
+            scaled = (
+                _Math(rf"\left({c.tex}\right) \times ", c.width + 7.8 + BIN) + scale
+                for c in _chain(key.compatibility, p)
+            )
+            equations.append((s, [*([c] for c in scaled), [value]]))
+        if key.biased is not None:  # the bias, added before softmax
+            b = _sub("b", _name(key.key))
+            bias = _number(f"({key.biased.bias.text(p)})")
+            equations.append((s + _Math(" + ", BIN) + b, [[value, bias], [_number(key.score.text(p))]]))
     heading = rf"\paragraph{{{text(t('writeup.step_scores'))}}} ${_formula(formula, p)}$"
-    return [heading, *_align(equations)]
+    return [heading, *_display(equations)]
 
 
-def _chain(written: walk.Arithmetic, p: int) -> list[str]:
+def _chain(written: walk.Arithmetic, p: int) -> list[_Math]:
     """A compatibility before the scale as a chain of equal expressions, ending with its value."""
-    value = written.value.text(p)
+    value = _number(written.value.text(p))
     match written:
         case walk.Terms(pairs=pairs):
-            return [" + ".join(rf"{a.text(p)} \times {b.text(p)}" for a, b in pairs), value]
+            products = [_number(a.text(p)) + _Math(r" \times ", BIN) + _number(b.text(p)) for a, b in pairs]
+            return [_sum(products), value]
         case walk.Cosine(dot=dot, norms=(left, right)):
-            return [rf"\frac{{{dot.text(p)}}}{{{left.text(p)} \times {right.text(p)}}}", value]
+            norms = _number(left.text(p)) + _Math(r" \times ", BIN) + _number(right.text(p))
+            return [_frac(_number(dot.text(p)), norms), value]
         case walk.Additive(hidden=hidden):
-            return [rf"\mathbf{{v}}\cdot{_matrix((hidden,), p)}", value]
+            return [_Math(r"\mathbf{v}\cdot", 8.6) + _matrix((hidden,), p), value]
     return [value]
 
 
 def _softmax(query: walk.Query, p: int) -> list[str]:
-    minus = "" if query.shift.value == 0 else f" - {query.shift.text(p)}"
+    shift = "" if query.shift.value == 0 else f" - {query.shift.text(p)}"
+    shift_width = _glyphs(shift) * SCRIPT
     kept = [key for key in query.keys if key.allowed]
-    total = query.total.text(p)
-    powers = [rf"e^{{{key.score.text(p)}{minus}}}" for key in kept]
-    sums = rf"\sum_j e^{{s_j{minus}}} &= " + _sum(powers) + r" \\ &= " + _sum([key.exp.text(p) for key in kept])
-    equations = [f"{sums} = {total}"]
+    total = _number(query.total.text(p))
+    powers = [
+        _Math(rf"e^{{{key.score.text(p)}{shift}}}", 4.7 + _glyphs(key.score.text(p)) * SCRIPT + shift_width)
+        for key in kept
+    ]
+    lhs = _Math(rf"\sum_j e^{{s_j{shift}}}", 18 + shift_width)
+    equations: list[Equation] = [(lhs, [powers, [_number(key.exp.text(p)) for key in kept], [total]])]
+    masked = _Math(rf"0 \quad \text{{({text(t('render.masked'))})}}", 15 + _glyphs(t("render.masked")))
     for key in query.keys:
-        alpha = rf"\alpha_{{{_name(key.key)}}}"
+        alpha = _sub(r"\alpha", _name(key.key))
         if key.allowed:
-            power, exp, weight = rf"e^{{s_{{{_name(key.key)}}}{minus}}}", key.exp.text(p), key.weight.text(p)
-            equations.append(rf"{alpha} &= \frac{{{power}}}{{{total}}} = \frac{{{exp}}}{{{total}}} = {weight}")
+            power = _Math(
+                rf"e^{{s_{{{_name(key.key).tex}}}{shift}}}", 4.7 + 3.4 + _name(key.key).width * SCRIPT + shift_width
+            )
+            sides = [[_frac(power, total)], [_frac(_number(key.exp.text(p)), total)], [_number(key.weight.text(p))]]
+            equations.append((alpha, sides))
         else:
-            equations.append(rf"{alpha} &= 0 \quad \text{{({text(t('render.masked'))})}}")
+            equations.append((alpha, [[masked]]))
     heading = (
-        rf"\paragraph{{{text(t('writeup.step_softmax'))}}} $\alpha_j = e^{{s_j{minus}}} \big/ \sum_i e^{{s_i{minus}}}$"
+        rf"\paragraph{{{text(t('writeup.step_softmax'))}}} $\alpha_j = e^{{s_j{shift}}} \big/ \sum_i e^{{s_i{shift}}}$"
     )
     rows = [
         [text(key.key), key.score.text(p), key.exp.text(p), key.weight.text(p)]
@@ -188,86 +382,78 @@ def _softmax(query: walk.Query, p: int) -> list[str]:
         else [text(key.key), r"$-\infty$", "0", "0"]
         for key in query.keys
     ]
-    rows.append([text(t("render.sum")), "", total, query.weight_sum.text(p)])
-    headers = [text(t("render.key")), "$s$", rf"$e^{{s{minus}}}$", text(t("render.weight"))]
-    return [heading, *_align(equations), *_tabular(headers, rows)]
+    rows.append([text(t("render.sum")), "", query.total.text(p), query.weight_sum.text(p)])
+    headers = [text(t("render.key")), "$s$", rf"$e^{{s{shift}}}$", text(t("render.weight"))]
+    return [heading, *_display(equations), *_tabular(headers, rows)]
 
 
 def _mix(query: walk.Query, p: int) -> list[str]:
-    terms = [rf"{key.weight.text(p)}\,{_matrix((key.value,), p)}" for key in query.keys if key.allowed]
-    z = rf"\mathbf{{z}}_{{{_name(query.name)}}}"
-    equations = [rf"{z} &= " + _sum(terms) + rf" \\ &= {_matrix((query.output,), p)}"]
+    terms = [
+        _number(key.weight.text(p)) + _Math(r"\,", 1.7) + _matrix((key.value,), p) for key in query.keys if key.allowed
+    ]
+    z = _Math(rf"\mathbf{{z}}_{{{_name(query.name).tex}}}", 5.6 + _name(query.name).width)
     heading = rf"\paragraph{{{text(t('writeup.step_output'))}}} $\mathbf{{z}} = \sum_j \alpha_j\,\mathbf{{v}}_j$"
-    return [heading, *_align(equations)]
+    output = _columns(z, (query.output,), p)
+    equations = [(z, [terms, [output[0][1][0][0]]])] if len(output) == 1 else [(z, [terms]), *output]
+    return [heading, *_display(equations)]
 
 
 def _matrix_item(item: walk.WeightMatrix, p: int) -> list[str]:
     rows = [[text(name), *("$\\cdot$" if w is None else w.text(p) for w in row)] for name, row in item.weights]
-    outputs = [[text(name), f"${_matrix((out,), p)}$"] for name, out in item.outputs]
+    outputs = [[text(name), *(cell.text(p) for cell in out.cells)] for name, out in item.outputs]
+    coordinates = [f"$z_{{{i + 1}}}$" for i in range(len(item.outputs[0][1].values))]
     return [
         rf"\paragraph{{{text(t('render.weight_matrix_title'))}}}",
         *_tabular([text(t("render.query")), *(text(name) for name in item.tokens)], rows),
         rf"\paragraph{{{text(t('render.outputs_title'))}}}",
-        *_tabular([text(t("render.query")), text(t("render.output"))], outputs),
+        *_tabular([text(t("render.query")), *coordinates], outputs),
     ]
 
 
 def _combination(item: walk.Combination, p: int) -> list[str]:
-    concat = _matrix(item.concat, p)
-    lines = [rf"\subsection*{{{text(t('writeup.concat_title'))}}}", r"\[", rf"\mathrm{{concat}} = {concat}", r"\]"]
+    concat = _m(r"\mathrm{concat}", 29.0)
+    lines = [rf"\subsection*{{{text(t('writeup.concat_title'))}}}", *_display(_columns(concat, item.concat, p))]
     if item.w_o is not None:
-        product = rf"{concat}\,{_matrix(item.w_o, p)} = {_matrix(item.output, p)}"
+        w_o = _sub("W", _m("O", 5.3))
+        product = concat + _Math(r"\,", 1.7) + w_o
         lines += [
             rf"\subsection*{{{text(t('render.final_title'))}}}",
-            r"\[",
-            rf"\mathrm{{concat}}\,W_O = {product}",
-            r"\]",
+            *_display([*_columns(w_o, item.w_o, p), *_columns(product, item.output, p)]),
         ]
     return lines
 
 
-def _align(equations: Sequence[str]) -> list[str]:
-    return [r"\begin{align*}", " \\\\\n".join(equations), r"\end{align*}"]
+def _tabular(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    """A table; one wider than the page becomes several, each with some of the columns and the row labels again."""
+    widths = [max(_source_width(row[c]) for row in [headers, *rows]) + TABLE_GAP for c in range(len(headers))]
+    room = PAGE - widths[0]
+    blocks = 1
+    while (
+        any(sum(widths[1:][block]) > room for block in _blocks(len(headers) - 1, blocks)) and blocks < len(headers) - 1
+    ):
+        blocks += 1
+    out = []
+    for block in _blocks(len(headers) - 1, blocks):
+        columns = [0, *(c + 1 for c in range(len(headers) - 1)[block])]
+        body = [" & ".join(row[c] for c in columns) + r" \\" for row in rows]
+        out += [
+            r"\begin{center}",
+            rf"\attnfit{{\begin{{tabular}}{{l{'r' * (len(columns) - 1)}}}",
+            r"\hline",
+            " & ".join(headers[c] for c in columns) + r" \\",
+            r"\hline",
+            *body,
+            r"\hline",
+            r"\end{tabular}}",
+            r"\end{center}",
+        ]
+    return out
 
 
-def _sum(terms: Sequence[str]) -> str:
-    """walk.Terms joined by +, a new aligned line every BREAK_EVERY terms."""
-    lines = [" + ".join(terms[i : i + BREAK_EVERY]) for i in range(0, len(terms), BREAK_EVERY)]
-    return " \\\\\n  &\\quad + ".join(lines)
-
-
-def _tabular(headers: Sequence[str], rows: Iterable[Sequence[str]]) -> list[str]:
-    columns = "l" + "r" * (len(headers) - 1)
-    body = [" & ".join(row) + r" \\" for row in rows]
-    return [
-        r"\begin{center}",
-        rf"\begin{{tabular}}{{{columns}}}",
-        r"\hline",
-        " & ".join(headers) + r" \\",
-        r"\hline",
-        *body,
-        r"\hline",
-        r"\end{tabular}",
-        r"\end{center}",
-    ]
-
-
-def _matrix(rows: Sequence[walk.Vec], p: int) -> str:
-    cells = [
-        " & ".join(cell.text(p).replace("−∞", r"-\infty").replace("∞", r"\infty") for cell in row.cells) for row in rows
-    ]
-    return r"\begin{bmatrix} " + r" \\ ".join(cells) + r" \end{bmatrix}"
-
-
-def _name(token: str) -> str:
-    """A token as a subscript in math mode."""
-    return rf"\text{{{text(token)}}}"
-
-
-def _sub(name: str) -> str:
-    """W_Q as math: W_{Q}."""
-    base, _, index = name.partition("_")
-    return f"{base}_{{{index}}}" if index else base
+def _blocks(count: int, blocks: int) -> list[slice]:
+    """`count` columns in `blocks` runs as even as can be."""
+    size = -(-count // blocks)
+    return [slice(start, min(start + size, count)) for start in range(0, count, size)]
 
 
 def _widest(steps: Steps) -> int:
