@@ -479,3 +479,80 @@ def test_a_long_sum_is_broken_into_rows_that_fit() -> None:
     assert len(terms) == 12 and max(len(re.findall(r"\+", row)) for row in rows) < 12
     z = sum(float(w) * np.array([float(x) for x in v.split(" & ")]) for w, v in terms)
     assert np.allclose(z, steps.heads[0].output[0], atol=12 * 0.5e-4 * 3)
+
+
+# Exercise sheets: the givens as a student writes them, empty grids, no number of the solution
+
+
+SHEET_SHAPES = [
+    Options(tokens=3, mask="causal"),
+    Options(tokens=4, heads=2, projections=True, d_k=3, d_v=2),
+    Options(tokens=2, score="cosine"),
+]
+
+
+def replay_exact(written: str) -> float:
+    """walk.exact's √2/2, -3√2/2, 1/3 read back as a number, by hand: [sign][a]√n[/d]."""
+    match = re.fullmatch(r"(-?)(\d*)(?:√(\d+))?(?:/(\d+))?", written)
+    if match is None:
+        return float(written)
+    sign, whole, root, below = match.groups()
+    value = (float(whole) if whole else 1.0) * (math.sqrt(int(root)) if root else 1.0) / int(below or 1)
+    return -value if sign else value
+
+
+@pytest.mark.parametrize("shape", range(len(SHEET_SHAPES)))
+def test_a_sheet_gives_the_inputs_and_no_number_of_the_solution(shape: int) -> None:
+    steps = steps_of(exercise(SHEET_SHAPES[shape], 11))
+    text = markdown.sheet(steps)
+    given = {}
+    for title, body in re.findall(r"\| (?:token|row) \| (\w+) \|\n\| --- \| --- \|\n((?:\|.*\|\n)+)", text):
+        cells = [re.search(r"\[(.*)\]", row).group(1).split(", ") for row in body.splitlines()]
+        given.setdefault(title, np.array([[replay_exact(x) for x in row] for row in cells]))  # head 1 comes first
+    head = steps.problem.heads[0]
+    if isinstance(head.queries, Projection):
+        assert np.allclose(given["X"], head.queries.x) and np.allclose(given["W_Q"], head.queries.w)
+        assert np.allclose(given["W_V"], head.values.w)
+    else:
+        assert np.allclose(given["Q"], head.queries) and np.allclose(given["K"], head.keys)
+        assert np.allclose(given["V"], head.values)
+    solution = {f"{x:.4f}" for h in steps.heads for m in (h.scores, h.weights, h.output) for x in m.ravel()}
+    solution -= {f"{x:.4f}" for m in given.values() for x in m.ravel()} | {"0.0000", "1.0000", "-0.0000"}
+    assert not [number for number in solution if number in text]
+    grids = re.findall(r"\| query \|((?: [^|]+ \|)+)\n\| --- (?:\| --- )+\|\n((?:\|.*\|\n)+)", text)
+    headers = [[key.strip() for key in keys.split("|")[:-1]] for keys, _ in grids]
+    final = steps.problem.w_o is not None
+    assert headers == ([list(steps.problem.tokens)] * 2 + [["output"]]) * len(steps.heads) + [["output"]] * final
+    for _, body in grids:
+        rows = [row.split("|")[1:-1] for row in body.splitlines()]
+        assert [row[0].strip() for row in rows] == list(steps.problem.query_tokens)
+        assert all(cell.strip() == "" for row in rows for cell in row[1:])
+
+
+def test_generate_prints_the_sheet_in_either_language(tmp_path: Path) -> None:
+    def generate(*args: str) -> Result:
+        return CliRunner().invoke(app, ["generate", "--tokens", "3", "--seed", "5", *args], env=ENV)
+
+    yaml_text = generate().stdout
+    assert generate("--sheet", "markdown").stdout == markdown.sheet(steps_of(yaml_text))
+    spanish = generate("--sheet", "markdown", "--lang", "es").stdout
+    assert "## Tus respuestas" in spanish and "Your answers" not in spanish and "Nombre:" in spanish
+    tex = generate("--sheet", "latex").stdout
+    assert_well_formed(tex) and tex.rstrip().endswith(r"\end{document}")
+    refused = generate("--sheet", "html")
+    assert refused.exit_code == 2 and refused.stderr.count("\n") == 1 and "markdown or latex" in refused.stderr
+    result = generate("--count", "2", "-o", str(tmp_path / "set"), "--sheet", "latex")
+    assert result.exit_code == 0, result.output
+    assert sorted(p.name for p in (tmp_path / "set").glob("*.tex")) == ["exercise-01.tex", "exercise-02.tex"]
+
+
+@pytest.mark.skipif(shutil.which("pdflatex") is None, reason="pdflatex is not installed")
+@pytest.mark.parametrize("lang", ["en", "es"])
+def test_a_latex_sheet_compiles_and_fits(tmp_path: Path, lang: str) -> None:
+    result = CliRunner().invoke(
+        app,
+        ["generate", "--tokens", "12", "--heads", "2", "--projections", "--sheet", "latex", "--lang", lang],
+        env=ENV,
+    )
+    log = compile_log(tmp_path, result.stdout)
+    assert "Overfull \\hbox" not in log and "attncli: scaled" not in log

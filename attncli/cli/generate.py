@@ -16,10 +16,12 @@ from attncli.i18n import t
 from attncli.launch import say
 
 SEED_LIMIT = 1_000_000  # random seeds stay short enough to copy by hand
+SHEETS = {"markdown": ".md", "latex": ".tex"}  # --sheet: the exercise to hand out, and its file's suffix
 EXAMPLES = epilog(
     "  attncli generate > exercise.yaml",
     "  attncli generate --tokens 4 --mask causal --seed 7 --answers",
     "  attncli generate --tokens the,cat,sat --dk 3 --dv 2 --heads 2 --projections",
+    "  attncli generate --tokens 4 --seed 7 --sheet latex > sheet.tex",
     "  attncli generate --count 20 -o worksheet/",
 )
 
@@ -40,6 +42,9 @@ def generate(
     count: Annotated[Optional[int], typer.Option(min=1, max=1000, help=t("help.generate.count"))] = None,
     output: Annotated[Optional[Path], typer.Option("--output", "-o", help=t("help.generate.output"))] = None,
     force: Annotated[bool, typer.Option("--force", help=t("help.generate.force"))] = False,
+    sheet: Annotated[
+        Optional[str], typer.Option("--sheet", metavar="markdown|latex", help=t("help.generate.sheet"))
+    ] = None,
     lang: Lang = None,
     debug: Debug = False,
 ) -> None:
@@ -59,10 +64,13 @@ def generate(
     )
     with located():
         exercises.validate(options)
+    if sheet is not None and sheet not in SHEETS:
+        raise fail("generate.bad_sheet", name=sheet).at(source="--sheet")
     if seed is None:
         seed = random.SystemRandom().randrange(SEED_LIMIT)
     if count is None and output is None:
-        write(exercises.exercise(options, seed), None, env)
+        text = exercises.exercise(options, seed)
+        write(text if sheet is None else _sheet(text, sheet), None, env)
         return
     if output is None:
         raise fail("generate.count_needs_output").at(source="--count")
@@ -70,6 +78,11 @@ def generate(
     if output.is_dir() and not force and any(output.iterdir()):
         raise fail("generate.not_empty", path=str(output)).at(source="-o")
     files = exercises.worksheet(options, seed, count, str(output))
+    if sheet is not None:  # each exercise's sheet beside its YAML: exercise-01.md or .tex
+        names = [name for name, _ in files if not name.endswith(("-key.yaml", "-answers.yaml"))]
+        files += [
+            (name.removesuffix(".yaml") + SHEETS[sheet], _sheet(text, sheet)) for name, text in files if name in names
+        ]
     try:
         output.mkdir(parents=True, exist_ok=True)
     except OSError as error:
@@ -82,3 +95,12 @@ def generate(
         env.stderr,
         whole=True,
     )
+
+
+def _sheet(exercise: str, kind: str) -> str:
+    """The exercise as a sheet to hand out, in Markdown or LaTeX: the givens and empty grids, no solution."""
+    from attncli import pipeline
+    from attncli.render import latex, markdown
+
+    steps = pipeline.solve(pipeline.load(text=exercise, name="exercise.yaml"))
+    return (markdown if kind == "markdown" else latex).sheet(steps)

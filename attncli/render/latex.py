@@ -25,6 +25,8 @@ from attncli.i18n import t
 from attncli.render import walk
 from attncli.render.numbers import fixed
 
+BLANK = r"\rule{0pt}{3.2ex}\hspace{3.6em}"  # a cell of a sheet's grid, room for 0.6652 written by hand
+WIDE_BLANK = r"\rule{0pt}{3.2ex}\hspace{16em}"  # room for an output vector
 MIN_MATRIX_COLUMNS = 10  # amsmath's default limit for bmatrix
 PAGE = 345.0  # pt: article's \\textwidth at 10 pt, the width every split aims below
 FIT = (  # \\attnfit{box}: the box as it is, or scaled down to the line's width (and a line in the log) when wider
@@ -78,6 +80,46 @@ def render(steps: Steps, precision: int = 4, follow: tuple[str, ...] | None = No
     """A complete document; `follow` picks the queries written out in detail (default: all, up to three)."""
     items = walk.items(steps, walk.View(precision, follow))
     lines = [
+        *_preamble(steps),
+        *(line for item in items for line in _RENDER[type(item)](item, precision)),
+        "",
+        rf"\emph{{{text(t('writeup.rounding_note', precision=precision))}}}",
+        "",
+        r"\end{document}",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def sheet(steps: Steps) -> str:
+    """The exercise to hand out: what it gives, and ruled grids to fill in for the scores, weights and outputs."""
+    paper = walk.sheet(steps)
+    lines = _facts(paper.facts, 4)
+    lines[1:1] = [rf"\noindent\textbf{{{text(t('writeup.sheet_name'))}}} \rule{{7cm}}{{0.4pt}}", ""]
+    lines += [text(paper.task), "", rf"\subsection*{{{text(t('writeup.sheet_given'))}}}"]
+    lines += [line for given in paper.inputs for line in _given(given)]
+    for name, givens in paper.heads:
+        lines += [rf"\subsubsection*{{{text(name)}}}"] if name is not None else []
+        lines += [line for given in givens for line in _given(given)]
+    lines += [line for given in paper.shared for line in _given(given)]
+    lines.append(rf"\subsection*{{{text(t('writeup.sheet_answers'))}}}")
+    queries = [text(name) for name in paper.query_tokens]
+    keys = [text(t("render.query")), *(text(name) for name in paper.tokens)]
+    outputs = [text(t("render.query")), text(t("render.output"))]
+    for name, _ in paper.heads:
+        lines += [rf"\subsubsection*{{{text(name)}}}"] if name is not None else []
+        for title in ("writeup.sheet_scores", "writeup.sheet_weights"):
+            grid = [[query, *[BLANK] * len(paper.tokens)] for query in queries]
+            lines += [rf"\paragraph{{{text(t(title))}}}", *_tabular(keys, grid, ruled=True)]
+        grid = [[query, WIDE_BLANK] for query in queries]
+        lines += [rf"\paragraph{{{text(t('render.outputs_title'))}}}", *_tabular(outputs, grid, ruled=True)]
+    if steps.problem.w_o is not None:
+        grid = [[query, WIDE_BLANK] for query in queries]
+        lines += [rf"\paragraph{{{text(t('writeup.sheet_final'))}}}", *_tabular(outputs, grid, ruled=True)]
+    return "\n".join([*_preamble(steps), *lines, "", r"\end{document}"]) + "\n"
+
+
+def _preamble(steps: Steps) -> list[str]:
+    return [
         f"% {text(t('writeup.latex_comment'))}",
         r"\documentclass{article}",
         r"\usepackage[T1]{fontenc}",
@@ -88,13 +130,19 @@ def render(steps: Steps, precision: int = 4, follow: tuple[str, ...] | None = No
         *FIT,
         r"\begin{document}",
         "",
-        *(line for item in items for line in _RENDER[type(item)](item, precision)),
-        "",
-        rf"\emph{{{text(t('writeup.rounding_note', precision=precision))}}}",
-        "",
-        r"\end{document}",
     ]
-    return "\n".join(lines) + "\n"
+
+
+def _given(given: walk.Given) -> list[str]:
+    """A given matrix as a table: its rows' names (tokens, or row numbers) and one column per coordinate."""
+    headers = [text(given.label), *(f"${j + 1}$" for j in range(len(given.rows[0])))]
+    rows = [[text(name), *(f"${_exact(x)}$" for x in row)] for name, row in zip(given.row_names, given.rows)]
+    return [rf"\paragraph{{${_weight(given.name).tex}$}}", *_tabular(headers, rows)]
+
+
+def _exact(written: str) -> str:
+    """walk.exact's -√2/2 in math: -\\sqrt{2}/2."""
+    return re.sub(r"√(\d+)", r"\\sqrt{\1}", written)
 
 
 def text(value: str) -> str:
@@ -125,8 +173,11 @@ def _glyphs(written: str) -> float:
 
 
 def _source_width(source: str) -> float:
-    """A rough width of a short LaTeX source: each command one letter wide, braces and $ nothing."""
-    return _glyphs(re.sub(r"\\[A-Za-z]+\s*|\\.|[{}$&]", "x", source).replace("x", "a"))
+    """A rough width of a short LaTeX source: each command one letter wide, braces and $ nothing, struts none,
+    \\hspace{3em} 30 pt."""
+    spaces = sum(float(em) * 10 for em in re.findall(r"\\hspace\{([\d.]+)em\}", source))
+    source = re.sub(r"\\hspace\{[^}]*\}|\\rule\{[^}]*\}\{[^}]*\}", "", source)
+    return spaces + _glyphs(re.sub(r"\\[A-Za-z]+\s*|\\.|[{}$&]", "x", source).replace("x", "a"))
 
 
 def _m(tex: str, width: float | None = None) -> _Math:
@@ -423,8 +474,11 @@ def _combination(item: walk.Combination, p: int) -> list[str]:
     return lines
 
 
-def _tabular(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
-    """A table; one wider than the page becomes several, each with some of the columns and the row labels again."""
+def _tabular(headers: Sequence[str], rows: Sequence[Sequence[str]], ruled: bool = False) -> list[str]:
+    """A table; one wider than the page becomes several, each with some of the columns and the row labels again.
+
+    `ruled`: a grid to write in, every cell boxed.
+    """
     widths = [max(_source_width(row[c]) for row in [headers, *rows]) + TABLE_GAP for c in range(len(headers))]
     room = PAGE - widths[0]
     blocks = 1
@@ -435,15 +489,16 @@ def _tabular(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]
     out = []
     for block in _blocks(len(headers) - 1, blocks):
         columns = [0, *(c + 1 for c in range(len(headers) - 1)[block])]
-        body = [" & ".join(row[c] for c in columns) + r" \\" for row in rows]
+        body = [" & ".join(row[c] for c in columns) + r" \\" + (r" \hline" if ruled else "") for row in rows]
+        spec = "|l|" + "c|" * (len(columns) - 1) if ruled else "l" + "r" * (len(columns) - 1)
         out += [
             r"\begin{center}",
-            rf"\attnfit{{\begin{{tabular}}{{l{'r' * (len(columns) - 1)}}}",
+            rf"\attnfit{{\begin{{tabular}}{{{spec}}}",
             r"\hline",
             " & ".join(headers[c] for c in columns) + r" \\",
             r"\hline",
             *body,
-            r"\hline",
+            *([] if ruled else [r"\hline"]),
             r"\end{tabular}}",
             r"\end{center}",
         ]

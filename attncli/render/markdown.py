@@ -21,6 +21,36 @@ def render(steps: Steps, precision: int = 4, follow: tuple[str, ...] | None = No
     return "\n".join(lines) + "\n"
 
 
+def sheet(steps: Steps) -> str:
+    """The exercise to hand out: what it gives, and empty grids for the scores, weights and outputs."""
+    paper = walk.sheet(steps)
+    lines = _facts(paper.facts, 4)
+    lines[2:2] = [f"{t('writeup.sheet_name')} ____________________", ""]
+    lines[-1:-1] = ["", paper.task]
+    lines += [f"## {t('writeup.sheet_given')}", ""]
+    lines += [line for given in paper.inputs for line in _given(given)]
+    for name, givens in paper.heads:
+        lines += [f"### {_escape(name)}", ""] if name is not None else []
+        lines += [line for given in givens for line in _given(given)]
+    lines += [line for given in paper.shared for line in _given(given)]
+    lines += [f"## {t('writeup.sheet_answers')}", ""]
+    queries = [_escape(name) for name in paper.query_tokens]
+    keys = [t("render.query"), *(_escape(name) for name in paper.tokens)]
+    for name, _ in paper.heads:
+        lines += [f"### {_escape(name)}", ""] if name is not None else []
+        for title in ("writeup.sheet_scores", "writeup.sheet_weights"):
+            lines += _table(t(title), keys, [[query, *[""] * len(paper.tokens)] for query in queries])
+        lines += _table(t("render.outputs_title"), [t("render.query"), t("render.output")], [[q, ""] for q in queries])
+    if steps.problem.w_o is not None:
+        lines += _table(t("writeup.sheet_final"), [t("render.query"), t("render.output")], [[q, ""] for q in queries])
+    return "\n".join(lines).rstrip("\n") + "\n"
+
+
+def _given(given: walk.Given) -> list[str]:
+    rows = [[_escape(name), f"[{', '.join(row)}]"] for name, row in zip(given.row_names, given.rows)]
+    return _table(given.name, [given.label, given.name], rows)
+
+
 def _facts(facts: walk.Facts, p: int) -> list[str]:
     lines = [f"# {_escape(facts.title or t('writeup.title'))}", ""]
     if facts.notes:
