@@ -409,8 +409,10 @@ def generated(seed: int, **options: object) -> str:
     return exercise(Options(**options), seed)
 
 
-PRINTED = {  # the issue's three (10, 487 and 33 pt too wide before) and the widest shapes `generate` makes
+PRINTED = {  # the issue's three (10, 487 and 33 pt too wide before), 16 keys (the widest shown whole; 20 keys are
+    # condensed now) and the widest shapes `generate` makes
     "8 keys": lambda: keys_problem(8),
+    "16 keys": lambda: keys_problem(16),
     "20 keys": lambda: keys_problem(20),
     "two_heads.yaml": lambda: (SAMPLES / "two_heads.yaml").read_text(encoding="utf-8"),
     "12 tokens, 4 heads, d_k = d_v = 8": lambda: generated(
@@ -449,15 +451,15 @@ def tabulars(source: str) -> list[list[list[str]]]:
 
 
 def test_a_wide_weight_matrix_becomes_tables_with_the_row_labels_repeated() -> None:
-    """Without TeX: 20 keys of 0.xxxx at 5 pt a digit and 12 pt between columns need 20 × 40 pt > 345 pt."""
-    steps = steps_of(keys_problem(20))
-    weights = [table for table in tabulars(latex.render(steps)) if table[0][0] == "query" and table[0][1] == "t0"]
-    assert len(weights) == 1
+    """Without TeX: 16 keys (the most a write-up shows whole) of 0.xxxx at 5 pt a digit and 12 pt between
+    columns need 16 × 40 pt > 345 pt."""
+    steps = steps_of(keys_problem(16))
     tables = tabulars(latex.render(steps))
-    parts = tables[tables.index(weights[0]) : tables.index(weights[0]) + 3]
-    assert [cell for part in parts for cell in part[0][1:]] == [f"t{j}" for j in range(20)]
+    start = next(i for i, table in enumerate(tables) if table[0][:2] == ["query", "t0"])
+    parts = [table for table in tables[start:] if table[0][0] == "query" and "$z_{1}$" not in table[0]]
+    assert len(parts) > 1 and [cell for part in parts for cell in part[0][1:]] == [f"t{j}" for j in range(16)]
     for part in parts:
-        assert [row[0] for row in part] == ["query", *(f"t{i}" for i in range(20))]
+        assert [row[0] for row in part] == ["query", *(f"t{i}" for i in range(16))]
         # Computer Modern at 10 pt: a digit 5 pt, the point 2.78 pt, a lowercase letter at most 5.3 pt
         label = max(len(row[0]) for row in part) * 5.3 + 12
         cells = max(len(cell) - 1 for row in part[1:] for cell in row[1:]) * 5 + 2.78
@@ -555,4 +557,71 @@ def test_a_latex_sheet_compiles_and_fits(tmp_path: Path, lang: str) -> None:
         env=ENV,
     )
     log = compile_log(tmp_path, result.stdout)
+    assert "Overfull \\hbox" not in log and "attncli: scaled" not in log
+
+
+# Condensed write-ups: a large problem shows the corners of its matrices, and says where every number is
+
+
+def large_problem(queries: int, keys: int, d: int = 4) -> str:
+    rng = np.random.default_rng(queries + keys)
+
+    def matrix(rows: int) -> str:
+        return str(rng.integers(-3, 4, size=(rows, d)).tolist())
+
+    names = ", ".join(f"k{j}" for j in range(keys))
+    asked = ", ".join(f"q{i}" for i in range(queries))
+    return (
+        f"tokens: [{names}]\nquery_tokens: [{asked}]\nqueries: {matrix(queries)}\nkeys: {matrix(keys)}\n"
+        f"values: {matrix(keys)}\n"
+    )
+
+
+def softmax_replay(text: str) -> np.ndarray:
+    """The weights recomputed from the problem's own numbers with numpy: softmax(Q·Kᵀ/√d_k) by rows."""
+    fields = {line.split(":")[0]: line.split(": ", 1)[1] for line in text.splitlines()}
+    q, k = (np.array(eval(fields[name]), dtype=float) for name in ("queries", "keys"))  # lists of ints only
+    s = q @ k.T / math.sqrt(k.shape[1])
+    e = np.exp(s - s.max(axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True)
+
+
+def test_a_500_by_1500_problem_makes_a_short_markdown_writeup() -> None:
+    """It made 6.8 MB of Markdown; now the first and last 4 rows and columns, with ⋮ and ⋯ between."""
+    text = large_problem(500, 1500)
+    source = markdown.render(steps_of(text))
+    assert len(source.encode()) < 10_000
+    assert "500 queries × 1500 keys" in source and "--format json" in source
+    header, _, *body = [
+        row.strip("| ").split(" | ")
+        for row in re.search(r"\| query \|.*\|\n(?:\|.*\|\n)+", source).group(0).splitlines()
+    ]
+    keys, queries = [0, 1, 2, 3, 1496, 1497, 1498, 1499], [0, 1, 2, 3, 496, 497, 498, 499]
+    assert header == ["query", *(f"k{j}" for j in keys[:4]), "⋯", *(f"k{j}" for j in keys[4:])]
+    assert [row[0] for row in body] == [*(f"q{i}" for i in queries[:4]), "⋮", *(f"q{i}" for i in queries[4:])]
+    weights = softmax_replay(text)
+    for i, row in zip(queries, [row for row in body if row[0] != "⋮"]):
+        assert row[5] == "⋯"
+        assert np.allclose([float(cell) for cell in row[1:5] + row[6:]], weights[i, keys], atol=0.5e-4)
+
+
+@pytest.mark.parametrize(
+    ("queries", "keys", "condensed"), [(16, 16, False), (3, 17, True), (64, 3, False), (65, 3, True)]
+)
+def test_the_walk_condenses_past_16_keys_or_64_queries(queries: int, keys: int, condensed: bool) -> None:
+    """The one decision, in walk.condensed: the terminal's summary and both write-ups change at the same size."""
+    steps = steps_of(large_problem(queries, keys))
+    note = f"{queries} queries × {keys} keys"
+    screen = to_text(fit(human.render(steps, View(), 120), 120))
+    assert ("Too many cells" in screen) is condensed and (note in screen) is condensed
+    assert (note in markdown.render(steps)) is condensed and (latex.text(note) in latex.render(steps)) is condensed
+    table = re.search(r"\| query \|.*\|\n(?:\|.*\|\n)+", markdown.render(steps)).group(0).splitlines()
+    shown = [n if not condensed or n <= 9 else 9 for n in (queries, keys)]  # 4, a gap, 4
+    assert (len(table) - 2, table[0].count(" | ")) == tuple(shown)
+
+
+@pytest.mark.skipif(shutil.which("pdflatex") is None, reason="pdflatex is not installed")
+def test_a_condensed_latex_writeup_compiles_and_fits(tmp_path: Path) -> None:
+    steps = steps_of(large_problem(200, 300))
+    log = compile_log(tmp_path, latex.render(steps))
     assert "Overfull \\hbox" not in log and "attncli: scaled" not in log

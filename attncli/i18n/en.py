@@ -367,6 +367,8 @@ MESSAGES: dict[str, str] = {
     "writeup.output_line": "Output for '{name}'",
     "writeup.rows": "rows {first}–{last}",
     "writeup.columns": "columns {first}–{last}",
+    "writeup.condensed": "{queries} queries × {keys} keys: more than a write-up shows cell by cell ({max_keys} keys or {max_queries} queries), so each matrix shows its first and last {edge} rows and columns, ⋮ and ⋯ standing for the rest. Every number: --format json (or csv).",
+    "writeup.condensed_follow": "--follow writes a query out step by step up to {max_keys} keys.",
     "writeup.concat_title": "Concatenation of the heads",
     "writeup.rounding_note": "Numbers are rounded to {precision} decimals for display; every step was computed at full precision.",
     "writeup.sheet_name": "Name:",

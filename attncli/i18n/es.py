@@ -371,6 +371,8 @@ MESSAGES: dict[str, str] = {
     "writeup.output_line": "Salida para '{name}'",
     "writeup.rows": "filas {first}–{last}",
     "writeup.columns": "columnas {first}–{last}",
+    "writeup.condensed": "{queries} consultas × {keys} claves: más de lo que un informe muestra celda a celda ({max_keys} claves o {max_queries} consultas), así que cada matriz muestra sus primeras y últimas {edge} filas y columnas, y ⋮ y ⋯ ocupan el lugar del resto. Todas las cifras: --format json (o csv).",
+    "writeup.condensed_follow": "--follow escribe una consulta paso a paso hasta {max_keys} claves.",
     "writeup.concat_title": "Concatenación de las cabezas",
     "writeup.rounding_note": "Los números se muestran redondeados a {precision} decimales; cada paso se calculó con toda la precisión.",
     "writeup.sheet_name": "Nombre:",

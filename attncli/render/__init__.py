@@ -26,6 +26,7 @@ HUMAN_FORMATS = ("rich", "text")
 DOCUMENT_FORMATS = ("json", "csv", "tsv", "npy", "markdown", "latex")
 BINARY_FORMATS = ("npy",)
 ANALYSIS_FORMATS = (*HUMAN_FORMATS, "json")  # the formats that show norms and interventions
+CONDENSED_FORMATS = ("markdown", "latex")  # write-ups of a large problem show the corners (walk.condensed)
 MAX_DOCUMENT_CELLS = 2_000_000  # (query, key) cells over all heads that text formats print, a few at each
 
 
@@ -33,8 +34,8 @@ def refuse(fmt: str, *, analyses: bool = False, problem: Problem | None = None) 
     """Raise when format `fmt` cannot show norms or interventions (`analyses`), or every cell of `problem`."""
     if analyses and fmt not in ANALYSIS_FORMATS:
         raise fail("render.no_analyses", format=fmt)
-    if problem is None or fmt in HUMAN_FORMATS or fmt in BINARY_FORMATS:
-        return  # the human output summarises a large problem; npy holds the output only
+    if problem is None or fmt in (*HUMAN_FORMATS, *BINARY_FORMATS, *CONDENSED_FORMATS):
+        return  # the human output and the write-ups condense a large problem; npy holds the output only
     cells = len(problem.heads) * problem.mask.size
     if cells > MAX_DOCUMENT_CELLS:
         raise fail("render.too_many_cells", format=fmt, cells=cells, limit=MAX_DOCUMENT_CELLS)

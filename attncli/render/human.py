@@ -70,6 +70,10 @@ def _access_map(facts: walk.Facts, width: int) -> list[Line]:
     return table(t("render.access_legend"), headers, rows, width, center=range(1, len(headers)))
 
 
+def _condensed(item: walk.Condensed, p: int, width: int) -> list[Line]:
+    return [line((item.words(), "dim")), BLANK]
+
+
 def _head_title(item: walk.HeadTitle, p: int, width: int) -> list[Line]:
     return [line((t("render.head_title", name=item.name), "bold reverse"))]
 
@@ -182,6 +186,7 @@ def _combination(item: walk.Combination, p: int, width: int) -> list[Line]:
 
 _RENDER: dict[type, Callable[..., list[Line]]] = {
     walk.Facts: _facts,
+    walk.Condensed: _condensed,
     walk.HeadTitle: _head_title,
     walk.Projected: _projected,
     walk.Query: _query,

@@ -66,6 +66,8 @@ _TEXT = {
     "‖": r"$\|$",
     "Σ": r"$\Sigma$",
     "…": r"\ldots{}",
+    "⋮": r"$\vdots$",
+    "⋯": r"$\cdots$",
     "—": "---",
     "–": "--",
     "→": r"$\to$",
@@ -146,8 +148,11 @@ def _exact(written: str) -> str:
 
 
 def text(value: str) -> str:
-    """Plain text made safe for LaTeX's text mode."""
-    return "".join(_TEXT.get(c, c if ord(c) < 256 else "?") for c in str(value))
+    """Plain text made safe for LaTeX's text mode; `--format` keeps its two hyphens (TeX would join them)."""
+    value = str(value)
+    return "".join(
+        "-{}" if value[i : i + 2] == "--" else _TEXT.get(c, c if ord(c) < 256 else "?") for i, c in enumerate(value)
+    )
 
 
 @dataclass(frozen=True)
@@ -198,7 +203,9 @@ def _frac(top: _Math, bottom: _Math) -> _Math:
 
 
 def _number(written: str) -> _Math:
-    return _m(written.replace("−∞", r"-\infty").replace("∞", r"\infty"), _glyphs(written.replace("∞", "00")))
+    """A number (or a gap, ⋯ or ⋮) in math."""
+    tex = written.replace("−∞", r"-\infty").replace("∞", r"\infty").replace("⋯", r"\cdots").replace("⋮", r"\vdots")
+    return _m(tex, _glyphs(written.replace("∞", "00").replace("⋯", "000")))
 
 
 def _sum(terms: Sequence[_Math]) -> _Math:
@@ -317,6 +324,10 @@ def _facts(facts: walk.Facts, p: int) -> list[str]:
             lines.append(rf"\item {text(t('writeup.may_use', query=name, keys=keys))}")
         lines.append(r"\end{itemize}")
     return [*lines, r"\end{itemize}", ""]
+
+
+def _condensed(item: walk.Condensed, p: int) -> list[str]:
+    return [rf"\emph{{{text(item.words())}}}", ""]
 
 
 def _formula(formula: walk.Formula, p: int) -> str:
@@ -450,9 +461,12 @@ def _mix(query: walk.Query, p: int) -> list[str]:
 
 
 def _matrix_item(item: walk.WeightMatrix, p: int) -> list[str]:
-    rows = [[text(name), *("$\\cdot$" if w is None else w.text(p) for w in row)] for name, row in item.weights]
-    outputs = [[text(name), *(cell.text(p) for cell in out.cells)] for name, out in item.outputs]
-    coordinates = [f"$z_{{{i + 1}}}$" for i in range(len(item.outputs[0][1].values))]
+    rows = [[text(name), *("$\\cdot$" if w is None else text(w.text(p)) for w in row)] for name, row in item.weights]
+    outputs = [[text(name), *(text(cell.text(p)) for cell in out.cells)] for name, out in item.outputs]
+    shown, gap = walk.shown_of(int(item.head.output.shape[1]), item.outputs[0][1].gap is not None)
+    coordinates = [f"$z_{{{j + 1}}}$" for j in shown]
+    if gap is not None:
+        coordinates.insert(gap, r"$\cdots$")
     return [
         rf"\paragraph{{{text(t('render.weight_matrix_title'))}}}",
         *_tabular([text(t("render.query")), *(text(name) for name in item.tokens)], rows),
@@ -526,6 +540,7 @@ def _widest(steps: Steps) -> int:
 
 _RENDER: dict[type, Callable[[walk.Item, int], list[str]]] = {
     walk.Facts: _facts,
+    walk.Condensed: _condensed,
     walk.HeadTitle: _head_title,
     walk.Projected: _projected,
     walk.Query: _query,

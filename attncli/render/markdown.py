@@ -72,6 +72,10 @@ def _facts(facts: walk.Facts, p: int) -> list[str]:
     return [*lines, ""]
 
 
+def _condensed(item: walk.Condensed, p: int) -> list[str]:
+    return [f"_{_escape(item.words())}_", ""]
+
+
 def _formula(formula: walk.Formula, p: int) -> str:
     """The score formula with this head's scale: s = q·k / √2, s = q·k × 0.5000, ..."""
     if formula.kind == "given":
@@ -191,6 +195,7 @@ def _escape(text: str) -> str:
 
 _RENDER: dict[type, Callable[[walk.Item, int], list[str]]] = {
     walk.Facts: _facts,
+    walk.Condensed: _condensed,
     walk.HeadTitle: _head_title,
     walk.Projected: _projected,
     walk.Query: _query,

@@ -11,20 +11,19 @@ import numpy as np
 
 from attncli.core import HeadSteps, Steps
 from attncli.i18n import t
+from attncli.render.analysis import COMPACT_DECIMALS, MASKED_CELL
 from attncli.render.layout import BLANK, Line, line, table
 from attncli.render.numbers import fixed, vector
-from attncli.render.walk import AUTO_FOLLOW
+from attncli.render.walk import AUTO_FOLLOW, Condensed, condensed, corners
 
-MAX_KEYS = 16  # more keys than this, or more queries than MAX_QUERIES, and the summary replaces the tables
-MAX_QUERIES = 64
 TOP_KEYS = 5
 MAP_ROWS, MAP_COLUMNS = 16, 48
 SHADES = " ░▒▓█"
 
 
 def is_large(steps: Steps) -> bool:
-    problem = steps.problem
-    return len(problem.tokens) > MAX_KEYS or len(problem.query_tokens) > MAX_QUERIES
+    """Whether the summary replaces the tables: where the write-ups are condensed too (`walk.condensed`)."""
+    return condensed(steps.problem)
 
 
 def render(steps: Steps, follow: tuple[str, ...] | None, precision: int, width: int) -> list[Line]:
@@ -57,6 +56,7 @@ def render(steps: Steps, follow: tuple[str, ...] | None, precision: int, width: 
         for row in rows:
             out += _top_keys(head, steps, row, precision, width)
         out += _map(head)
+        out += _corners(head, steps, precision, width)
     for row in rows:
         name = problem.query_tokens[row]
         out.append(line((t("render.output_line", name=name), "bold"), vector(steps.output[row], precision)))
@@ -81,6 +81,21 @@ def _top_keys(head: HeadSteps, steps: Steps, row: int, precision: int, width: in
     title = t("summary.top_keys", name=problem.query_tokens[row], count=len(order), rest=fixed(rest, precision))
     headers = [t("summary.position"), t("render.key"), "s", t("render.weight")]
     return table(title, headers, rows, width, right=(0, 2, 3))
+
+
+def _corners(head: HeadSteps, steps: Steps, precision: int, width: int) -> list[Line]:
+    """The first and last rows and columns of the weights, as the write-ups show them (walk.corners)."""
+    item = corners(head, steps.problem)
+    headers = [t("render.query"), *item.tokens]
+    note = [line((Condensed(len(steps.problem.query_tokens), len(steps.problem.tokens)).words(), "dim"))]
+    for decimals in (precision, min(precision, COMPACT_DECIMALS)):
+        rows = [[name, *(MASKED_CELL if w is None else w.text(decimals) for w in row)] for name, row in item.weights]
+        grid = table(t("render.weight_matrix_title"), headers, rows, width, right=range(1, len(headers)))
+        if len(grid) <= len(rows) + 4:  # a grid, not a stacked list: the title, the headers, a rule, a blank
+            break
+    if decimals < precision:
+        note.append(line((t("analysis.heatmap_rounded", decimals=decimals), "dim")))
+    return [*grid, *note, BLANK]
 
 
 def _map(head: HeadSteps) -> list[Line]:

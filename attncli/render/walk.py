@@ -24,8 +24,13 @@ from attncli.problem import Head, Operand, Problem, Projection
 from attncli.render.numbers import entry, fixed
 
 AUTO_FOLLOW = 3  # every query in detail up to this many; beyond, the weight matrix and the outputs
+MAX_KEYS = 16  # more keys than this, or more queries than MAX_QUERIES, and the walk is condensed (`condensed`)
+MAX_QUERIES = 64
+EDGE = 4  # a condensed matrix shows its first and last EDGE rows and columns, a gap marked between
 WRITE_OUT = 4  # q·k written term by term up to this many coordinates
 FIXED, ENTRY, EXP = "fixed", "entry", "exp"  # how a number is written: see `Num`
+ACROSS, DOWN = "across", "down"  # not a number: the place of those a condensed walk leaves out, ⋯ and ⋮
+GAPS = {ACROSS: "⋯", DOWN: "⋮"}
 EXP_FIXED_BELOW = 1e12  # an e^s this large or larger is written in scientific notation, 1.0686e+13
 
 
@@ -64,6 +69,12 @@ class View:
     heatmap: bool = False  # the weight map even when there is only one query
 
 
+def condensed(problem: Problem) -> bool:
+    """Whether a problem is too large to show cell by cell: then every format shows the first and last EDGE rows
+    and columns of each matrix (the terminal a summary), and says where every number is."""
+    return len(problem.tokens) > MAX_KEYS or len(problem.query_tokens) > MAX_QUERIES
+
+
 @dataclass(frozen=True)
 class Num:
     """A number and how it is written: FIXED with `precision` decimals, ENTRY as an input (2, not 2.0000),
@@ -73,6 +84,8 @@ class Num:
     style: str = FIXED
 
     def text(self, precision: int) -> str:
+        if self.style in GAPS:
+            return GAPS[self.style]
         if self.style == ENTRY:
             return entry(self.value, precision)
         if (
@@ -86,25 +99,55 @@ class Num:
 
 @dataclass(frozen=True)
 class Vec:
-    """A row of numbers written alike: [1, 0] or [1.4205, 0.5795]."""
+    """A row of numbers written alike: [1, 0] or [1.4205, 0.5795]; condensed, [1, 2, ⋯, 9] (`gap`: where ⋯ goes).
+    A row of style DOWN stands for the rows left out: ⋮."""
 
     values: tuple[float, ...]
     style: str = FIXED
+    gap: int | None = None
 
     def text(self, precision: int) -> str:
+        if self.style == DOWN:
+            return GAPS[DOWN]
         return "[" + ", ".join(cell.text(precision) for cell in self.cells) + "]"
 
     @property
     def cells(self) -> tuple[Num, ...]:
-        return tuple(Num(value, self.style) for value in self.values)
+        cells = [Num(value, self.style) for value in self.values]
+        if self.gap is not None:
+            cells.insert(self.gap, Num(0.0, ACROSS if self.style != DOWN else DOWN))
+        return tuple(cells)
 
 
-def vec(values: np.ndarray, style: str = FIXED) -> Vec:
-    return Vec(tuple(float(v) for v in values), style)
+def vec(values: np.ndarray, style: str = FIXED, short: bool = False) -> Vec:
+    """A row of numbers; `short`, its first and last EDGE when it has more."""
+    shown, gap = shown_of(len(values), short)
+    return Vec(tuple(float(values[j]) for j in shown), style, gap)
 
 
-def rows(matrix: np.ndarray, style: str = FIXED) -> tuple[Vec, ...]:
-    return tuple(vec(row, style) for row in matrix)
+def rows(matrix: np.ndarray, style: str = FIXED, short: bool = False) -> tuple[Vec, ...]:
+    """A matrix as rows; `short`, its first and last EDGE rows and columns with a gap row (⋮) between."""
+    shown, gap = shown_of(len(matrix), short)
+    out = [vec(matrix[i], style, short) for i in shown]
+    if gap is not None:
+        out.insert(gap, replace(out[0], values=(0.0,) * len(out[0].values), style=DOWN))
+    return tuple(out)
+
+
+def shown_of(count: int, short: bool) -> tuple[list[int], int | None]:
+    """Which of `count` rows (or columns) are shown, and where the gap goes: all of them unless `short`."""
+    if not short or count <= 2 * EDGE + 1:
+        return list(range(count)), None
+    return [*range(EDGE), *range(count - EDGE, count)], EDGE
+
+
+def names_of(names: tuple[str, ...], short: bool, mark: str = GAPS[DOWN]) -> tuple[str, ...]:
+    """Token names as `rows` shows their rows: condensed, the first and last EDGE with `mark` between."""
+    shown, gap = shown_of(len(names), short)
+    out = [names[i] for i in shown]
+    if gap is not None:
+        out.insert(gap, mark)
+    return tuple(out)
 
 
 # The written-out compatibility of one query and one key, for each kind of score
@@ -211,6 +254,20 @@ class Facts:
 
 
 @dataclass(frozen=True)
+class Condensed:
+    """The note of a condensed walk: the problem's size, and that only the corners of its matrices are shown."""
+
+    queries: int
+    keys: int
+
+    def words(self) -> str:
+        """What is shown and where every number is; a query is not followed past MAX_KEYS keys."""
+        size = dict(queries=self.queries, keys=self.keys, max_keys=MAX_KEYS, max_queries=MAX_QUERIES, edge=EDGE)
+        follow = f" {t('writeup.condensed_follow', max_keys=MAX_KEYS)}" if self.keys > MAX_KEYS else ""
+        return t("writeup.condensed", **size) + follow
+
+
+@dataclass(frozen=True)
 class HeadTitle:
     """The start of one head's steps, when there are several."""
 
@@ -303,24 +360,27 @@ class Combination:
     output: tuple[Vec, ...]
 
 
-Item = Facts | HeadTitle | Projected | Query | WeightMatrix | Combination
+Item = Facts | Condensed | HeadTitle | Projected | Query | WeightMatrix | Combination
 
 
 def items(steps: Steps, view: View) -> list[Item]:
     """Everything a human format shows, in order: facts; per head its projections, the followed queries and,
     with several queries (or `view.heatmap`), the weight matrix; then the combination of the heads."""
     problem = steps.problem
-    followed_rows = followed(problem, view.follow)
-    items: list[Item] = [_facts(steps)]
+    short = condensed(problem)
+    followed_rows = followed(problem, view.follow) if len(problem.tokens) <= MAX_KEYS else []
+    items: list[Item] = [_facts(steps, short)]
+    if short:
+        items.append(Condensed(len(problem.query_tokens), len(problem.tokens)))
     for head in steps.heads:
         if len(steps.heads) > 1:
             items.append(HeadTitle(head_title(head, problem)))
-        items += projections(head, problem)
+        items += projections(head, problem, short)
         items += [_query(head, row, problem) for row in followed_rows]
         if view.heatmap or len(problem.query_tokens) > 1:
-            items.append(_matrix(head, problem))
+            items.append(_matrix(head, problem, short))
     if steps.concat is not None:
-        items.append(_combination(steps))
+        items.append(_combination(steps, short))
     return items
 
 
@@ -338,8 +398,8 @@ def followed(problem: Problem, follow: tuple[str, ...] | None) -> list[int]:
     return list(range(len(problem.query_tokens))) if len(problem.query_tokens) <= AUTO_FOLLOW else []
 
 
-def projections(head: HeadSteps, problem: Problem) -> Iterator[Projected]:
-    """Those of the head's Q, K and V that are projected from inputs, in that order."""
+def projections(head: HeadSteps, problem: Problem, short: bool = False) -> Iterator[Projected]:
+    """Those of the head's Q, K and V that are projected from inputs, in that order (`short`: condensed)."""
     parts = (
         ("Q", "W_Q", head.spec.queries, head.queries, problem.query_tokens),
         ("K", "W_K", head.spec.keys, head.keys, problem.tokens),
@@ -347,7 +407,8 @@ def projections(head: HeadSteps, problem: Problem) -> Iterator[Projected]:
     )
     for name, weight, operand, result, tokens in parts:
         if isinstance(operand, Projection):
-            yield Projected(name, weight, rows(operand.x, ENTRY), rows(operand.w, ENTRY), rows(result), tokens)
+            x, w = rows(operand.x, ENTRY, short), rows(operand.w, ENTRY, short)
+            yield Projected(name, weight, x, w, rows(result, FIXED, short), names_of(tokens, short))
 
 
 def formula(head: HeadSteps) -> Formula:
@@ -357,7 +418,7 @@ def formula(head: HeadSteps) -> Formula:
     return Formula(score.kind, float(score.scale), d_k if usual else None, d_k, int(head.values.shape[1]))
 
 
-def _facts(steps: Steps) -> Facts:
+def _facts(steps: Steps, short: bool = False) -> Facts:
     problem = steps.problem
     rule = problem.mask_rule
     masked = rule.kind != "none" or rule.window is not None or bool(rule.padding)
@@ -374,12 +435,12 @@ def _facts(steps: Steps) -> Facts:
     return Facts(
         title=problem.title,
         notes=problem.notes,
-        tokens=problem.tokens,
-        query_tokens=problem.query_tokens,
+        tokens=names_of(problem.tokens, short, GAPS[ACROSS]),
+        query_tokens=names_of(problem.query_tokens, short, GAPS[ACROSS]),
         cross=problem.cross,
         scores=tuple((head.spec.name if several else None, formula(head)) for head in steps.heads),
         mask="; ".join(parts),
-        access=tuple(tuple(bool(ok) for ok in row) for row in problem.mask) if masked else None,
+        access=tuple(tuple(bool(ok) for ok in row) for row in problem.mask) if masked and not short else None,
         bias=None if bias is None else bias_words,
     )
 
@@ -418,23 +479,36 @@ def _query(head: HeadSteps, row: int, problem: Problem) -> Query:
     )
 
 
-def _matrix(head: HeadSteps, problem: Problem) -> WeightMatrix:
-    weights = tuple(
-        (name, tuple(Num(float(w)) if ok else None for w, ok in zip(head.weights[i], problem.mask[i])))
-        for i, name in enumerate(problem.query_tokens)
-    )
-    outputs = tuple((name, vec(out)) for name, out in zip(problem.query_tokens, head.output))
-    return WeightMatrix(head, problem, problem.tokens, weights, outputs)
+def corners(head: HeadSteps, problem: Problem) -> WeightMatrix:
+    """A large problem's weights and outputs as every format shows them: the first and last EDGE rows and columns."""
+    return _matrix(head, problem, condensed(problem))
 
 
-def _combination(steps: Steps) -> Combination:
+def _matrix(head: HeadSteps, problem: Problem, short: bool = False) -> WeightMatrix:
+    """The weights (None where masked) and the outputs; `short`, their first and last EDGE rows and columns."""
+    shown, gap = shown_of(len(problem.tokens), short)
+    weights: list[tuple[str, tuple[Num | None, ...]]] = []
+    for i in shown_of(len(problem.query_tokens), short)[0]:
+        row = [Num(float(head.weights[i, j])) if problem.mask[i, j] else None for j in shown]
+        if gap is not None:
+            row.insert(gap, Num(0.0, ACROSS))
+        weights.append((problem.query_tokens[i], tuple(row)))
+    outputs = list(zip(names_of(problem.query_tokens, short), rows(head.output, FIXED, short)))
+    row_gap = shown_of(len(problem.query_tokens), short)[1]
+    if row_gap is not None:
+        weights.insert(row_gap, (GAPS[DOWN], tuple(Num(0.0, DOWN) for _ in weights[0][1])))
+    tokens = names_of(problem.tokens, short, GAPS[ACROSS])
+    return WeightMatrix(head, problem, tokens, tuple(weights), tuple(outputs))
+
+
+def _combination(steps: Steps, short: bool = False) -> Combination:
     problem = steps.problem
     return Combination(
         names=tuple(head.spec.name for head in steps.heads),
-        query_tokens=problem.query_tokens,
-        concat=rows(steps.concat),
-        w_o=None if problem.w_o is None else rows(problem.w_o, ENTRY),
-        output=rows(steps.output),
+        query_tokens=names_of(problem.query_tokens, short),
+        concat=rows(steps.concat, FIXED, short),
+        w_o=None if problem.w_o is None else rows(problem.w_o, ENTRY, short),
+        output=rows(steps.output, FIXED, short),
     )
 
 
