@@ -625,3 +625,13 @@ def test_a_condensed_latex_writeup_compiles_and_fits(tmp_path: Path) -> None:
     steps = steps_of(large_problem(200, 300))
     log = compile_log(tmp_path, latex.render(steps))
     assert "Overfull \\hbox" not in log and "attncli: scaled" not in log
+
+
+def test_latex_sets_the_math_in_titles_notes_and_tasks_in_math_mode() -> None:
+    """bank.yaml's notes say `d_k = 2, so the scale is 1/√2`: $d_{k} = 2$ and $1/\\sqrt{2}$, not d\\_k and $\\surd$2."""
+    tex = latex.render(sample("bank.yaml"))
+    assert r"$d_{k} = 2$, so the scale is $1/\sqrt{2}$" in tex
+    assert r"d\_k" not in tex and r"\surd" not in tex
+    sheet = latex.sheet(steps_of(exercise(Options(tokens=2, heads=2), 3)))
+    assert r"multiply by $W_{O}$." in sheet and r"W\_O" not in sheet
+    assert latex.prose("a_b_c and R&D_{x}") == r"a\_b\_c and R\&D\_\{x\}"  # names that are not math stay text

@@ -27,6 +27,7 @@ from attncli.render.numbers import fixed
 
 BLANK = r"\rule{0pt}{3.2ex}\hspace{3.6em}"  # a cell of a sheet's grid, room for 0.6652 written by hand
 WIDE_BLANK = r"\rule{0pt}{3.2ex}\hspace{16em}"  # room for an output vector
+_MATH_WORDS = re.compile(r"(?<![\w\\])([A-Za-z])_([A-Za-z0-9]+)\b( ?= ?[-−]?\d+(?:\.\d+)?)?|(\d+/)?√(\d+)")
 MIN_MATRIX_COLUMNS = 10  # amsmath's default limit for bmatrix
 PAGE = 345.0  # pt: article's \\textwidth at 10 pt, the width every split aims below
 FIT = (  # \\attnfit{box}: the box as it is, or scaled down to the line's width (and a line in the log) when wider
@@ -97,7 +98,7 @@ def sheet(steps: Steps) -> str:
     paper = walk.sheet(steps)
     lines = _facts(paper.facts, 4)
     lines[1:1] = [rf"\noindent\textbf{{{text(t('writeup.sheet_name'))}}} \rule{{7cm}}{{0.4pt}}", ""]
-    lines += [text(paper.task), "", rf"\subsection*{{{text(t('writeup.sheet_given'))}}}"]
+    lines += [prose(paper.task), "", rf"\subsection*{{{text(t('writeup.sheet_given'))}}}"]
     lines += [line for given in paper.inputs for line in _given(given)]
     for name, givens in paper.heads:
         lines += [rf"\subsubsection*{{{text(name)}}}"] if name is not None else []
@@ -116,7 +117,7 @@ def sheet(steps: Steps) -> str:
         lines += [rf"\paragraph{{{text(t('render.outputs_title'))}}}", *_tabular(outputs, grid, ruled=True)]
     if steps.problem.w_o is not None:
         grid = [[query, WIDE_BLANK] for query in queries]
-        lines += [rf"\paragraph{{{text(t('writeup.sheet_final'))}}}", *_tabular(outputs, grid, ruled=True)]
+        lines += [rf"\paragraph{{{prose(t('writeup.sheet_final'))}}}", *_tabular(outputs, grid, ruled=True)]
     return "\n".join([*_preamble(steps), *lines, "", r"\end{document}"]) + "\n"
 
 
@@ -145,6 +146,17 @@ def _given(given: walk.Given) -> list[str]:
 def _exact(written: str) -> str:
     """walk.exact's -√2/2 in math: -\\sqrt{2}/2."""
     return re.sub(r"√(\d+)", r"\\sqrt{\1}", written)
+
+
+def prose(value: str) -> str:
+    """Sentences with bits of math in them (a title, notes, a task): d_k = 2, W_O and 1/√2 in math mode."""
+    out, last = [], 0
+    for match in _MATH_WORDS.finditer(value):
+        base, index, equals, over, root = match.groups()
+        math = f"{base}_{{{index}}}{equals or ''}" if base else rf"{over or ''}\sqrt{{{root}}}"
+        out += [text(value[last : match.start()]), f"${math.replace('−', '-')}$"]
+        last = match.end()
+    return "".join([*out, text(value[last:])])
 
 
 def text(value: str) -> str:
@@ -300,9 +312,9 @@ def _columns(lhs: _Math, rows: Sequence[walk.Vec], p: int) -> list[Equation]:
 
 
 def _facts(facts: walk.Facts, p: int) -> list[str]:
-    lines = [rf"\section*{{{text(facts.title or t('writeup.title'))}}}"]
+    lines = [rf"\section*{{{prose(facts.title or t('writeup.title'))}}}"]
     if facts.notes:
-        lines += [text(facts.notes), ""]
+        lines += [prose(facts.notes), ""]
     kind = t("render.cross_attention") if facts.cross else t("render.self_attention")
     lines += [
         r"\begin{itemize}",
