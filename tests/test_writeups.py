@@ -244,7 +244,7 @@ def sections(fmt: str, source: str, steps: core.Steps) -> list[tuple[str, ...]]:
             "subsection": r"\subsection*{{{}}}",
         },
     }[fmt]
-    text = latex.text if fmt == "latex" else str
+    text = latex.prose if fmt == "latex" else str
     names = " ‖ ".join(head.spec.name for head in steps.heads)
     concat = {"terminal": t("render.concat_title", names=names), "markdown": f"{t('writeup.concat_title')}: {names}"}
     headings = {

@@ -494,7 +494,7 @@ def _combination(item: walk.Combination, p: int) -> list[str]:
         w_o = _sub("W", _m("O", 5.3))
         product = concat + _Math(r"\,", 1.7) + w_o
         lines += [
-            rf"\subsection*{{{text(t('render.final_title'))}}}",
+            rf"\subsection*{{{prose(t('render.final_title'))}}}",
             *_display([*_columns(w_o, item.w_o, p), *_columns(product, item.output, p)]),
         ]
     return lines
