@@ -38,8 +38,8 @@ CHANGES = 12  # colour changes along a row of pixels that make it a row of text,
 pytestmark = pytest.mark.skipif(BROWSER is None, reason="Chromium is not installed")
 
 
-def screenshot(page: Path, tmp_path: Path) -> np.ndarray:
-    """The page as Chromium draws it, in grey levels 0-255."""
+def screenshot(page: Path, tmp_path: Path, mode: str = "L") -> np.ndarray:
+    """The page as Chromium draws it, in grey levels 0-255 (or RGB, `mode`)."""
     shot = tmp_path / f"{page.name}.png"
     done = subprocess.run(
         [
@@ -55,7 +55,7 @@ def screenshot(page: Path, tmp_path: Path) -> np.ndarray:
         timeout=180,
     )
     assert done.returncode == 0 and shot.exists(), done.stderr[-2000:]
-    return np.asarray(Image.open(shot).convert("L"), dtype=float)
+    return np.asarray(Image.open(shot).convert(mode), dtype=float)
 
 
 def text_lines(grey: np.ndarray) -> int:
@@ -95,6 +95,18 @@ def test_an_export_draws_its_text(tmp_path: Path, name: str) -> None:
     grey = screenshot(page, tmp_path)
     assert grey.std() > 20, grey.std()
     assert text_lines(grey) >= expected_lines(sample), text_lines(grey)
+
+
+@pytest.mark.parametrize("flag", ["--svg", "--html"])
+def test_no_color_takes_the_colour_out_of_the_exports(tmp_path: Path, flag: str) -> None:
+    """The coloured export has saturated pixels (green ●, cyan bars, the blue heatmap); with --no-color none."""
+    saturated = {}
+    for name, extra in (("colour", ()), ("plain", ("--no-color",))):
+        page = tmp_path / f"{name}{flag.replace('--', '.')}"
+        attncli("compute", str(SAMPLES / "storm_causal.yaml"), "--heatmap", flag, str(page), *extra, "-q", cwd=tmp_path)
+        rgb = screenshot(page, tmp_path, "RGB")[60:]  # below the SVG's window buttons (red, amber, green)
+        saturated[name] = float(((rgb.max(axis=2) - rgb.min(axis=2)) > 60).mean())
+    assert saturated["colour"] > 1e-3 and saturated["plain"] < 1e-5, saturated
 
 
 def test_a_figure_draws_its_grid(tmp_path: Path) -> None:

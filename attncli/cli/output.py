@@ -180,7 +180,15 @@ def save_pictures(
     console = Console(
         record=True, file=io.StringIO(), width=FILE_WIDTH, force_terminal=True, color_system="truecolor", no_color=plain
     )
-    print_lines(console, fit(build(FILE_WIDTH), FILE_WIDTH))
+    lines = fit(build(FILE_WIDTH), FILE_WIDTH)
+    if plain:  # Rich's no_color leaves the colours in what it records for export: take them out of the styles
+        from rich.style import Style
+
+        lines = [
+            tuple((text, Style.parse(style).without_color if style else style) for text, style in spans)
+            for spans in lines
+        ]
+    print_lines(console, lines)
     if svg:
         write(console.export_svg(title=title, clear=False), svg, env)
     if html:
