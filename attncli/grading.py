@@ -21,8 +21,9 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, fields, replace
+from typing import ClassVar
 
 import numpy as np
 
@@ -73,7 +74,35 @@ DEPENDS = {
 CARRIED_STEPS = ("queries", "keys", "values", "dot", "scores", "exp", "weights", "output")  # where rounding happens
 EARLY_DECIMALS = (1, 2, 3)
 PAIRABLE = ("scale", "applied", "mask", "compat", "exp", "axis", "mix")  # the slips of method that two can make at once
+# A replay goes stage by stage: each head's inputs, dot, scores and weights, then every head's output, concat, final.
+STAGES = ("inputs", "dot", "scores", "weights", "output", "concat", "final")
+HEAD_STAGES = STAGES[:4]
+SCREENS = ("dot", "scores", "weights")  # a step that, answered in full, hands on the student's numbers alone
+ACTS = {  # the stages at which each field of a Mistake changes the calculation
+    "compat": ("dot",),
+    "mask": ("dot", "scores"),
+    "scale": ("scores",),
+    "applied": ("scores",),
+    "exp": ("weights",),
+    "axis": ("weights",),
+    "mix": ("output",),
+    "swap": ("output",),
+    "weights_of": ("output",),
+    "order": ("concat",),
+    "w_o": ("final",),
+}
+EARLY_ACTS = {  # rounded_early at one step: where its rounding happens (e^s is also taken unshifted then)
+    "queries": ("inputs", "dot", "weights"),
+    "keys": ("inputs", "dot", "weights"),
+    "values": ("inputs", "weights"),
+    "dot": ("dot", "weights"),
+    "scores": ("scores", "weights"),
+    "exp": ("weights",),
+    "weights": ("weights",),
+    "output": ("weights", "output"),
+}
 Key = tuple[str, int | None]  # (step, head); head None for concat and final
+Stage = tuple[str, int | None]  # (one of STAGES, head); head None for concat and final
 
 
 @dataclass(frozen=True)
@@ -158,11 +187,17 @@ class Mistake:
 
 
 @dataclass(frozen=True)
-class _Replay:
-    """One pass through the calculation: what each step comes to from what the steps before it passed on."""
+class _Pass:
+    """A replay as far as one stage: what each step came to and what it hands on to the steps after it.
 
-    computed: dict[Key, Carried]
-    excluded: dict[Key, np.ndarray]  # the cells this pass leaves out (masked); all False for unmaskable steps
+    Stages are replayed one at a time from the pass before, so replays that agree up to a stage share it.
+    """
+
+    computed: Mapping[Key, Carried]
+    excluded: Mapping[Key, np.ndarray]  # the cells this pass leaves out (masked); all False for unmaskable steps
+    passed: Mapping[Key, Carried]  # what each step hands on: rounded to the carry, the student's where written
+    count: int  # the roundings made so far (the columns of g)
+    pending: Key | None = None  # the last step computed, carried on only when a later stage is replayed
 
 
 Triple = tuple[int, int, Entry]  # an answered cell: row, column, what was written
@@ -286,30 +321,141 @@ def _student(answer: Answer, carry: int) -> Carried:
     return rounding.known(np.array(t, dtype=np.float64), np.array(r, dtype=np.float64))
 
 
-class _Replays:
-    """Every replay the grading needs, computed once and only when asked for: most steps need only two."""
+class _Solved:
+    """The replays of a problem alone (no student's numbers in them), worked out once however many files it grades.
 
-    def __init__(self, steps: Steps, given: Mapping[Key, Carried], carry: int) -> None:
+    Keyed by the calculation itself: a key's `Steps` graded again finds its replays here.
+    """
+
+    KEPT = 8  # problems remembered: a key per exercise of a class (each holds every replay it needed)
+    cache: ClassVar[dict[tuple[int, int], _Solved]] = {}
+
+    def __init__(self, steps: Steps, carry: int) -> None:
         self.steps = steps
-        self.given = given
         self.carry = carry
-        self.cache: dict[tuple[Mistake, bool], _Replay] = {}
-        self.singles: list[Mistake] | None = None
+        self.stages = [*((kind, h) for h in range(len(steps.heads)) for kind in HEAD_STAGES)]
+        self.stages += [("output", h) for h in range(len(steps.heads))]
+        self.stages += [("concat", None)] * (steps.concat is not None) + [("final", None)]
+        self.first = {kind: min(i for i, (k, _) in enumerate(self.stages) if k == kind) for kind, _ in self.stages}
+        self.passes: dict[tuple[Mistake, int], _Pass] = {}
+        self.prefixes: dict[tuple[Mistake, int], Mistake] = {}
+        self.singles = _singles(steps)
+        self.pairable = [m for m in self.singles if _changed(m) <= set(PAIRABLE)]  # one alone may change nothing
+        self.pairs = [p for a, b in itertools.combinations(self.pairable, 2) if (p := _pair(a, b)) is not None]
+        self.applicable: list[Mistake] | None = None
 
-    def get(self, mistake: Mistake, own: bool) -> _Replay:
-        """The replay under `mistake`, from the problem alone or (`own`) fed the student's numbers."""
-        found = self.cache.get((mistake, own))
-        if found is None:
-            found = _replay(self.steps, mistake, self.given if own else {}, self.carry)
-            self.cache[(mistake, own)] = found
+    @classmethod
+    def of(cls, steps: Steps, carry: int) -> _Solved:
+        """The one for `steps` (it is held, so its id cannot be another's while cached)."""
+        found = cls.cache.get((id(steps), carry))
+        if found is None or found.steps is not steps:
+            found = cls.cache[(id(steps), carry)] = cls(steps, carry)
+            while len(cls.cache) > cls.KEPT:
+                del cls.cache[next(iter(cls.cache))]
         return found
 
-    def applicable(self) -> list[Mistake]:
+    def stage(self, key: Key) -> int:
+        """The stage that computes step `key`."""
+        step, head = key
+        kind = "inputs" if step in ("queries", "keys", "values") else step
+        return self.stages.index((kind, head))
+
+    def prefix(self, mistake: Mistake, index: int) -> Mistake:
+        """`mistake` as far as the stages up to `index` can tell: the fields acting later set right, no codes."""
+        found = self.prefixes.get((mistake, index))
+        if found is None:
+            kept = {
+                name: getattr(mistake, name)
+                for name in _changed(mistake)
+                if any(self.first.get(kind, index + 1) <= index for kind in _acts(mistake, name))
+            }
+            found = self.prefixes[(mistake, index)] = Mistake(**kept)
+        return found
+
+    def run(self, mistake: Mistake, index: int, given: Mapping[Key, Carried], memo: dict) -> _Pass:
+        """The replay under `mistake` as far as stage `index`, each stage replayed once for all that share it."""
+        mistake = self.prefix(mistake, index)
+        found = memo.get((mistake, index))
+        if found is None:
+            before = self.run(mistake, index - 1, given, memo) if index else _Pass({}, {}, {}, 0)
+            found = _advance(self.steps, mistake, given, self.carry, before, self.stages[index])
+            memo[(mistake, index)] = found
+        return found
+
+    def whole_to(self, mistake: Mistake, index: int) -> _Pass:
+        """The replay from the problem alone, as far as stage `index`."""
+        return self.run(mistake, index, {}, self.passes)
+
+    def whole(self, mistake: Mistake) -> _Pass:
+        return self.whole_to(mistake, len(self.stages) - 1)
+
+    def single_mistakes(self) -> list[Mistake]:
         """The single mistakes that change anything in this problem (the others cannot be told from no mistake)."""
-        if self.singles is None:
-            truth = self.get(Mistake(), False)
-            self.singles = [m for m in _singles(self.steps) if _differs(self.get(m, False), truth)]
-        return self.singles
+        if self.applicable is None:
+            self.applicable = [m for m in self.singles if self.differs(m)]
+        return self.applicable
+
+    def differs(self, mistake: Mistake) -> bool:
+        """Whether `mistake` gives another number anywhere, or leaves out other cells: replayed as far as it must be."""
+        for index in range(len(self.stages)):
+            if self.prefix(mistake, index) == Mistake():
+                continue  # the same replay as the truth so far
+            replay, truth = self.whole_to(mistake, index), self.whole_to(Mistake(), index)
+            if _differs(replay, truth, [key for key in truth.computed if self.stage(key) == index]):
+                return True
+        return False
+
+
+class _Replays:
+    """Every replay one file's grading needs, computed only when asked for: most steps need only two."""
+
+    def __init__(self, steps: Steps, given: Mapping[Key, Carried], carry: int) -> None:
+        self.solved = _Solved.of(steps, carry)
+        self.given = given
+        self.passes: dict[tuple[Mistake, int], _Pass] = {}  # fed the student's numbers
+        self.references: dict[tuple[Mistake, bool, Key], Reference] = {}
+        truth = self.solved.whole(Mistake()).computed
+        self.full = {k for k, num in given.items() if num.t.shape == truth[k].t.shape and not np.isnan(num.t).any()}
+
+    def reference(self, mistake: Mistake, own: bool, key: Key) -> Reference:
+        """Step `key` under `mistake`, from the problem alone or (`own`) fed the student's numbers.
+
+        Mistakes that cannot change `key` share one reference (the same object: its judgements can be kept).
+        """
+        solved = self.solved
+        index = solved.stage(key)
+        mistake = solved.prefix(self.screened(mistake, key) if own else mistake, index)
+        found = self.references.get((mistake, own, key))
+        if found is None:
+            replayed = solved.run(mistake, index, self.given, self.passes) if own else solved.whole_to(mistake, index)
+            num = replayed.computed[key]
+            found = self.references[(mistake, own, key)] = (num.t, num.radius, replayed.excluded[key])
+        return found
+
+    def screened(self, mistake: Mistake, key: Key) -> Mistake:
+        """`mistake` without the slips made before a step of the head that the student answered in full.
+
+        That step hands on the student's numbers whatever came before it, so those slips cannot change `key`.
+        """
+        step, head = key
+        if step not in STAGES or (head is not None and mistake.weights_of is not None):
+            return mistake
+        at = STAGES.index(step)
+        if head is None:
+            outputs = all(("output", h) in self.full for h in range(len(self.solved.steps.heads)))
+            written = [STAGES.index("output")] * outputs + [STAGES.index("concat")] * (("concat", None) in self.full)
+        else:
+            written = [STAGES.index(s) for s in SCREENS if (s, head) in self.full]
+        written = [w for w in written if w < at]
+        if not written:
+            return mistake
+        cut = max(written)
+        dropped = {
+            name: getattr(Mistake(), name)
+            for name in _changed(mistake)
+            if all(STAGES.index(kind) <= cut for kind in _acts(mistake, name) if STAGES.index(kind) <= at)
+        }
+        return replace(mistake, **dropped) if dropped else mistake
 
 
 class _Grader:
@@ -321,12 +467,11 @@ class _Grader:
         self.rule = rule
         self.answer = answer
         self.key = (answer.step, answer.head)
-        self.truth = replays.get(Mistake(), False)
-        self.own = replays.get(Mistake(), True)
+        self.truth = self.reference(Mistake(), False)
+        self.judged: dict[int, bool] = {}  # id of a replay's reference (held by `replays`) -> whether it explains
 
-    def reference(self, replay: _Replay, key: Key | None = None) -> Reference:
-        num = replay.computed[key or self.key]
-        return num.t, num.radius, replay.excluded[key or self.key]
+    def reference(self, mistake: Mistake, own: bool, key: Key | None = None) -> Reference:
+        return self.replays.reference(mistake, own, key or self.key)
 
     def report(self, upstream_wrong: bool, upstream_coarse: bool) -> StepReport:
         """The step's report; `upstream_wrong`: an earlier step it uses is wrong or carried; `upstream_coarse`:
@@ -361,8 +506,9 @@ class _Grader:
         return step(WRONG, self.diagnose(triples, transposed=False))
 
     def cells(self) -> list[Cell]:
-        t, r, excluded = self.reference(self.truth)
-        own_t, own_r, own_excluded = self.reference(self.own)
+        """Every cell judged against the truth and, only where it is not right, against the student's own inputs."""
+        t, r, excluded = self.truth
+        own: Reference | None = None
         rule = self.rule
         cells = []
         for i, j, entry in _cells(self.answer, excluded):
@@ -372,19 +518,18 @@ class _Grader:
                 status = TOO_FEW_DECIMALS
             elif rule.agrees(entry, t[i, j], r[i, j], excluded[i, j]):
                 status = RIGHT
-            elif rule.agrees(entry, own_t[i, j], own_r[i, j], own_excluded[i, j]):
-                status = CARRIED
             else:
-                status = WRONG
-            own = 0.0 if entry is None else rule.own(entry)
+                own = own or self.reference(Mistake(), True)
+                status = CARRIED if rule.agrees(entry, own[0][i, j], own[1][i, j], own[2][i, j]) else WRONG
+            half = 0.0 if entry is None else rule.own(entry)
             carried_in = 0.0 if rule.tolerance is not None or not math.isfinite(r[i, j]) else float(r[i, j])
-            cells.append(Cell(i, j, entry, float(t[i, j]), bool(excluded[i, j]), status, own, carried_in))
+            cells.append(Cell(i, j, entry, float(t[i, j]), bool(excluded[i, j]), status, half, carried_in))
         return cells
 
     def fits(self, triples: list[Triple], ref: Reference) -> bool:
         """Whether `ref` gives every answered number (cells it leaves undefined must be right ones)."""
         t, r, out = ref
-        truth_t, truth_r, truth_out = self.reference(self.truth)
+        truth_t, truth_r, truth_out = self.truth
         for i, j, entry in triples:
             if np.isnan(t[i, j]):
                 if not self.rule.agrees(entry, truth_t[i, j], truth_r[i, j], truth_out[i, j]):
@@ -392,6 +537,24 @@ class _Grader:
             elif not self.rule.agrees(entry, t[i, j], r[i, j], out[i, j]):
                 return False
         return True
+
+    def departures(self, triples: list[Triple]) -> list[tuple[bool, Reference]]:
+        """(own, clean) for each mistake-free replay that some answered number departs from: only those leave
+        anything for a mistake to explain."""
+        found = []
+        for own in (False, True):
+            t, r, out = clean = self.reference(Mistake(), own)
+            if any(not self.rule.agrees(entry, t[i, j], r[i, j], out[i, j]) for i, j, entry in triples):
+                found.append((own, clean))
+        return found
+
+    def reproduces(self, triples: list[Triple], mistake: Mistake, own: bool, clean: Reference) -> bool:
+        """Whether the replay of `mistake` explains the step; mistakes that share a replay here are judged once."""
+        ref = self.reference(mistake, own)
+        found = self.judged.get(id(ref))
+        if found is None:
+            found = self.judged[id(ref)] = self.explains(triples, ref, clean)
+        return found
 
     def explains(self, triples: list[Triple], ref: Reference, clean: Reference) -> bool:
         """Whether `ref` fits every answered number and gives one that the mistake-free `clean` does not."""
@@ -430,7 +593,7 @@ class _Grader:
 
     def unnormalized_row(self, triples: list[Triple]) -> bool:
         """Whether a row with every cell answered sums further from 1 than its cells' allowances add up to."""
-        _, r, excluded = self.reference(self.truth)
+        _, r, excluded = self.truth
         rows: dict[int, list[Triple]] = {}
         for triple in triples:
             rows.setdefault(triple[0], []).append(triple)
@@ -444,53 +607,50 @@ class _Grader:
         return False
 
     def single_codes(self, triples: list[Triple], transposed: bool) -> list[str]:
-        found = []
-        for own in (False, True):
-            clean = self.reference(self.replays.get(Mistake(), own))
-            for mistake in self.replays.applicable():
-                ref = self.reference(self.replays.get(mistake, own))
-                if self.explains(triples, ref, clean):
+        """The codes of every single mistake that reproduces the step (one that only repeats a code is not tried)."""
+        found: list[str] = []
+        for own, clean in self.departures(triples):
+            for mistake in self.replays.solved.single_mistakes():
+                if not set(mistake.codes) <= set(found) and self.reproduces(triples, mistake, own, clean):
                     found += mistake.codes
             if transposed:
                 continue
-            if self.square() and self.explains(triples, _transpose(clean), clean):
+            if "transposed" not in found and self.square() and self.explains(triples, _transpose(clean), clean):
                 found.append("transposed")
-            if self.permuted(triples, clean):
+            if "wrong_row" not in found and self.permuted(triples, clean):
                 found.append("wrong_row")
-            if any(self.explains(triples, ref, clean) for ref in self.other_heads(own)):
+            if "other_head" not in found and any(self.explains(triples, ref, clean) for ref in self.other_heads(own)):
                 found.append("other_head")
         return found
 
     def pairs(self, triples: list[Triple], transposed: bool) -> list[str]:
         """Two slips in one step: every pair of single mistakes in different places, and one slip transposed."""
-        singles = [m for m in _singles(self.steps) if _changed(m) <= set(PAIRABLE)]  # one alone may change nothing
-        found = []
-        for own in (False, True):
-            clean = self.reference(self.replays.get(Mistake(), own))
-            for a, b in itertools.combinations(singles, 2):
-                pair = _pair(a, b)
-                if pair is not None and self.explains(triples, self.reference(self.replays.get(pair, own)), clean):
+        solved = self.replays.solved
+        found: list[str] = []
+        for own, clean in self.departures(triples):
+            for pair in solved.pairs:
+                if not set(pair.codes) <= set(found) and self.reproduces(triples, pair, own, clean):
                     found += pair.codes
             if self.square() and not transposed:
-                for mistake in singles:
-                    ref = _transpose(self.reference(self.replays.get(mistake, own)))
-                    if self.explains(triples, ref, clean):
-                        found += ["transposed", *mistake.codes]
+                for mistake in solved.pairable:
+                    codes = ["transposed", *mistake.codes]
+                    ref = None if set(codes) <= set(found) else _transpose(self.reference(mistake, own))
+                    if ref is not None and self.explains(triples, ref, clean):
+                        found += codes
         return found
 
     def early(self, triples: list[Triple]) -> list[str]:
         """rounded_early: every carried number, or the numbers of one step, rounded to fewer decimals."""
-        for own, decimals, where in itertools.product((False, True), EARLY_DECIMALS, (None, *CARRIED_STEPS)):
-            if decimals >= self.rule.carry:
-                continue
-            clean = self.reference(self.replays.get(Mistake(), own))
+        for (own, clean), decimals, where in itertools.product(
+            self.departures(triples), EARLY_DECIMALS, (None, *CARRIED_STEPS)
+        ):
             mistake = Mistake(("rounded_early",), decimals=decimals, where=where)
-            if self.explains(triples, self.reference(self.replays.get(mistake, own)), clean):
+            if decimals < self.rule.carry and self.reproduces(triples, mistake, own, clean):
                 return ["rounded_early"]
         return []
 
     def square(self) -> bool:
-        t = self.truth.computed[self.key].t
+        t = self.truth[0]
         return t.shape[0] == t.shape[1]
 
     def permuted(self, triples: list[Triple], clean: Reference) -> bool:
@@ -527,15 +687,11 @@ class _Grader:
         step, head = self.key
         if head is None:
             return
-        replay = self.replays.get(Mistake(), own)
+        truth = self.replays.solved.whole(Mistake()).computed
         for other in range(len(self.steps.heads)):
             key = (step, other)
-            if (
-                other != head
-                and key in replay.computed
-                and replay.computed[key].t.shape == replay.computed[self.key].t.shape
-            ):
-                yield self.reference(replay, key)
+            if other != head and key in truth and truth[key].t.shape == self.truth[0].shape:
+                yield self.reference(Mistake(), own, key)
 
     def shaped(self) -> tuple[str, ...]:
         """Diagnoses for a step written in a shape that fits neither orientation."""
@@ -545,7 +701,7 @@ class _Grader:
         if self.answer.step != "final" or self.steps.concat is None or not grid:
             return ()
         for own in (False, True):
-            concat = self.reference(self.replays.get(Mistake(), own), ("concat", None))
+            concat = self.reference(Mistake(), own, ("concat", None))
             for transposed, ref in ((False, concat), (True, _transpose(concat))):
                 shaped = (len(written), width) == ref[0].shape and all(len(row) == width for row in written)
                 if shaped and self.fits_written(grid, ref):
@@ -575,15 +731,22 @@ def _cells(answer: Answer, excluded: np.ndarray) -> Iterator[tuple[int, int, Ent
                 yield i, j, entry
 
 
-def _differs(replay: _Replay, truth: _Replay) -> bool:
-    """Whether a replay gives another number anywhere, or leaves out other cells."""
-    for key, num in truth.computed.items():
-        other = replay.computed[key]
+def _differs(replay: _Pass, truth: _Pass, keys: Iterable[Key]) -> bool:
+    """Whether a replay gives another number at any of `keys`, or leaves out other cells."""
+    for key in keys:
+        num, other = truth.computed[key], replay.computed[key]
         if other.t.shape != num.t.shape or not np.array_equal(replay.excluded[key], truth.excluded[key]):
             return True
         if not np.allclose(other.t, num.t, rtol=1e-12, atol=1e-12, equal_nan=True):
             return True
     return False
+
+
+def _acts(mistake: Mistake, name: str) -> tuple[str, ...]:
+    """The stages at which field `name` of `mistake` changes the calculation."""
+    if name in ACTS:
+        return ACTS[name]
+    return STAGES if mistake.where is None else EARLY_ACTS[mistake.where]  # decimals and where
 
 
 def _pair(a: Mistake, b: Mistake) -> Mistake | None:
@@ -653,15 +816,18 @@ def _inapplicable_scales(steps: Steps) -> list[float]:
 
 
 @np.errstate(all="ignore")  # a slip may divide by zero or overflow; those cells just reproduce nothing
-def _replay(steps: Steps, mistake: Mistake, given: Mapping[Key, Carried], carry: int) -> _Replay:
-    """The calculation again under `mistake`, each step fed the student's numbers (`given`) where there are some.
+def _advance(
+    steps: Steps, mistake: Mistake, given: Mapping[Key, Carried], carry: int, before: _Pass, stage: Stage
+) -> _Pass:
+    """The calculation under `mistake` one stage further, each step fed the student's numbers (`given`) where written.
 
     Every number comes with how far a student who carries `carry` decimals may be from it.
     """
     problem = steps.problem
     noise = rounding.Noise()
-    computed: dict[Key, Carried] = {}
-    excluded: dict[Key, np.ndarray] = {}
+    noise.count = before.count
+    computed, excluded, passed = dict(before.computed), dict(before.excluded), dict(before.passed)
+    pending: list[Key] = [before.pending] if before.pending is not None else []
 
     def keep(step: str, num: Carried) -> Carried:
         """The number a student carries on from `step`: rounded to `carry` decimals, or early to fewer."""
@@ -669,37 +835,55 @@ def _replay(steps: Steps, mistake: Mistake, given: Mapping[Key, Carried], carry:
             return rounding.round_to(num, mistake.decimals)
         return rounding.carry(num, carry, noise)
 
-    def settle(key: Key, num: Carried, out: np.ndarray | None = None) -> Carried:
-        computed[key] = num
-        excluded[key] = np.zeros(num.t.shape, dtype=bool) if out is None else out
-        carried = keep(key[0], num)
+    def carry_on(key: Key) -> None:
+        """What the student hands on from step `key`: its numbers carried, their own where they wrote some."""
+        num = computed[key]
         student = given.get(key)
         if student is None or student.t.shape != num.t.shape:
-            return carried
+            passed[key] = keep(key[0], num)
+            return
         answered = ~np.isnan(student.t)
-        return rounding.where(answered, rounding.written(student.t, np.where(answered, student.e, 0.0), noise), carried)
+        written = rounding.written(student.t, np.where(answered, student.e, 0.0), noise)
+        passed[key] = written if answered.all() else rounding.where(answered, written, keep(key[0], num))
 
+    def settle(key: Key, num: Carried, out: np.ndarray | None = None, last: bool = True) -> None:
+        """Step `key` comes to `num`; the stage's last step is carried on when the next stage starts (the rounding
+        in the same order), so a replay wanted only for this step's numbers stops here."""
+        computed[key] = num
+        excluded[key] = np.zeros(num.t.shape, dtype=bool) if out is None else out
+        pending.append(key)
+        if not last:
+            carry_on(pending.pop())
+
+    for key in pending:
+        carry_on(key)
+    pending.clear()
+    kind, h = stage
     mask = _mask(mistake.mask, problem.mask)
-    weights, values, keys_list = [], [], []
-    for h, head in enumerate(steps.heads):
-        values.append(settle(("values", h), _operand(head.spec.values, head.values, keep)))
-        keys = None
+    if h is not None:
+        head = steps.heads[h]
+    if kind == "inputs":
+        settle(("values", h), _operand(head.spec.values, head.values, keep), last=head.queries is None)
+        if head.queries is not None:
+            settle(("queries", h), _operand(head.spec.queries, head.queries, keep), last=False)
+            settle(("keys", h), _operand(head.spec.keys, head.keys, keep))
+    elif kind == "dot":
         if head.queries is None:
             compat = rounding.exact(head.compatibility)
         else:
-            queries = settle(("queries", h), _operand(head.spec.queries, head.queries, keep))
-            keys = settle(("keys", h), _operand(head.spec.keys, head.keys, keep))
-            compat = _compatibility(head.spec.score, mistake.compat, queries, keys, values[h], keep)
-        keys_list.append(keys)
-        dot = settle(("dot", h), compat, ~mask)
-        scores = rounding.times(dot, _scale_carried(_scale(mistake, steps, h), mistake, carry, noise))
+            queries, keys, values = (passed[(step, h)] for step in ("queries", "keys", "values"))
+            compat = _compatibility(head.spec.score, mistake.compat, queries, keys, values, keep)
+        settle(("dot", h), compat, ~mask)
+    elif kind == "scores":
+        scores = rounding.times(passed[("dot", h)], _scale_carried(_scale(mistake, steps, h), mistake, carry, noise))
         scores = rounding.where(mask, scores, rounding.exact(np.full(mask.shape, -np.inf)))
-        scores = settle(("scores", h), scores, ~mask)
-        weights.append(settle(("weights", h), _normalise(scores, mistake, keep), np.isneginf(scores.t)))
-    outputs = []
-    for h in range(len(steps.heads)):
-        mixed = values[h]
-        keys = keys_list[h]
+        settle(("scores", h), scores, ~mask)
+    elif kind == "weights":
+        scores = passed[("scores", h)]
+        settle(("weights", h), _normalise(scores, mistake, keep), np.isneginf(scores.t))
+    elif kind == "output":
+        mixed = passed[("values", h)]
+        keys = passed.get(("keys", h))
         if mistake.mix == "keys" and keys is not None and keys.t.shape == mixed.t.shape:
             mixed = keys
         if mistake.swap is not None:
@@ -707,18 +891,20 @@ def _replay(steps: Steps, mistake: Mistake, given: Mapping[Key, Carried], carry:
             a, b = mistake.swap
             order[a], order[b] = b, a
             mixed = rounding.rows(mixed, order)
-        used = weights[mistake.weights_of[h]] if mistake.weights_of is not None else weights[h]
-        outputs.append(settle(("output", h), rounding.matmul(used, mixed)))
-    if steps.concat is None:
-        settle(("final", None), outputs[0])
-        return _Replay(computed, excluded)
-    order = mistake.order or tuple(range(len(outputs)))
-    concat = settle(("concat", None), rounding.join([outputs[h] for h in order]))
-    if problem.w_o is None or (not mistake.w_o and concat.t.shape == steps.output.shape):
-        settle(("final", None), concat)
+        used = passed[("weights", mistake.weights_of[h] if mistake.weights_of is not None else h)]
+        settle(("output", h), rounding.matmul(used, mixed))
+    elif kind == "concat":
+        order = mistake.order or tuple(range(len(steps.heads)))
+        settle(("concat", None), rounding.join([passed[("output", h)] for h in order]))
+    elif steps.concat is None:
+        settle(("final", None), passed[("output", 0)])
     else:
-        settle(("final", None), rounding.matmul(concat, keep("final", rounding.exact(problem.w_o))))
-    return _Replay(computed, excluded)
+        concat = passed[("concat", None)]
+        if problem.w_o is None or (not mistake.w_o and concat.t.shape == steps.output.shape):
+            settle(("final", None), concat)
+        else:
+            settle(("final", None), rounding.matmul(concat, keep("final", rounding.exact(problem.w_o))))
+    return _Pass(computed, excluded, passed, noise.count, pending[0])
 
 
 def _operand(spec: object, matrix: np.ndarray, keep: Callable[[str, Carried], Carried]) -> Carried:

@@ -66,7 +66,8 @@ def carry(num: Carried, decimals: int, noise: Noise) -> Carried:
     """
     half = 0.5 * 10.0**-decimals
     finite = np.isfinite(num.t)
-    on_grid = np.isclose(np.round(np.where(finite, num.t, 0.0), decimals), num.t, rtol=1e-12, atol=1e-15)
+    with np.errstate(invalid="ignore"):  # np.isclose's rule (rtol 1e-12, atol 1e-15), for the finite cells
+        on_grid = np.abs(np.round(np.where(finite, num.t, 0.0), decimals) - num.t) <= 1e-15 + 1e-12 * np.abs(num.t)
     return carry_by(num, np.where(finite & ~((num.radius == 0) & on_grid), half, 0.0), noise)
 
 
@@ -78,11 +79,12 @@ def carry_by(num: Carried, half: np.ndarray, noise: Noise) -> Carried:
         return num
     if num.t.size * (noise.count + count) > BUDGET:
         return Carried(num.t, num.g, num.e + half)
-    g = _pad(num.g, noise.count)
-    new = np.zeros((num.t.size, count))
-    new[np.flatnonzero(moved), np.arange(count)] = half[moved]
+    before = max(num.g.shape[-1], noise.count)  # the new columns come after every rounding made so far
+    g = np.zeros((num.t.size, before + count))
+    g[:, : num.g.shape[-1]] = num.g.reshape(num.t.size, -1)
+    g[np.flatnonzero(moved), before + np.arange(count)] = half[moved]
     noise.count += count
-    return Carried(num.t, np.concatenate([g, new.reshape((*num.t.shape, count))], axis=-1), num.e)
+    return Carried(num.t, g.reshape((*num.t.shape, before + count)), num.e)
 
 
 def written(t: np.ndarray, half: np.ndarray, noise: Noise) -> Carried:

@@ -1,11 +1,15 @@
 """Benchmark of grading a class: `attncli check --key KEY.yaml` over 1,000 student files, in one process.
 
     python benchmarks/grading.py            # 1,000 files
-    python benchmarks/grading.py --quick     # 10 files: checks the script, measures nothing
+    python benchmarks/grading.py --quick     # 20 files: checks the script, measures nothing
 
-The key is a generated exercise with its answers; the students hand in answers only
-(as `attncli template` lays them out): most copy the key, one in five slips at the
-weights (and carries the slip on), one in ten writes a decimal comma and is not graded.
+The key is one generated exercise (4 tokens, 2 heads, a causal mask, W_O) with its answers. The
+class is made by the replayed-mistake students of tests/replays (numpy, not attncli): 70 % work
+every step carrying 4 decimals; 30 % make one of the classic mistakes, a pair of slips or a slip
+of shape (forgot_w_o, the output written transposed) at the step where it happens and carry on
+correctly from it. The class is graded by one `check --key` in this process and by one as a
+subprocess; then every file alone (CPU time, after one file of each kind), for what a right and a
+wrong file cost once the key is solved.
 Target (issue 10): ≤ 10 s for 1,000 files on the machine the suite runs on.
 """
 
@@ -13,8 +17,9 @@ from __future__ import annotations
 
 import argparse
 import csv
-import re
-import resource
+import io
+import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -24,67 +29,132 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from attncli.exercises import Options, exercise  # noqa: E402  (the repository, not an installed copy)
+from attncli import submissions  # noqa: E402  (the repository, not an installed copy)
+from attncli.exercises import Options, exercise  # noqa: E402
+from tests.replays.mistakes import CATALOGUE, NotApplicable  # noqa: E402
+from tests.replays.student import Work, answers_yaml, read  # noqa: E402
+from tests.replays.suite import clear_limit, differs  # noqa: E402
 
 TARGET = 10.0  # seconds for 1,000 files
+WRONG = 0.3  # the share of the class that slips
+KEY = (Options(tokens=4, heads=2, mask="causal", answers=True), 7)
 
 
-def students(key: str, count: int) -> list[str]:
-    """`count` homework files: answers: only, most right, some wrong, some unreadable."""
-    answers = "answers:" + key.split("\nanswers:", 1)[1]
-    lines = answers.splitlines(keepends=True)
-    first = next(i for i, line in enumerate(lines) if line.strip().startswith("weights:")) + 1
-    name, row = lines[first].split(": ", 1)  # the first query's weights: "    she: [0.2119, 0.2119, 0.5761]"
-    reverse = "[" + ", ".join(reversed(row.strip().strip("[]").split(", "))) + "]\n"
-    slipped = "".join([*lines[:first], f"{name}: {reverse}", *lines[first + 1 :]])
-    comma = re.sub(r"(-?\d+)\.(\d+)", r'"\1,\2"', answers, count=1)
-    return [comma if n % 10 == 9 else slipped if n % 5 == 1 else answers for n in range(count)]
+def slipped(problem: object) -> list[tuple[str, str]]:
+    """(mistake, answers) for every mistake of the catalogue that shows clearly on this problem."""
+    found = []
+    for mistake in CATALOGUE:
+        if not mistake.applies(problem):
+            continue
+        key = (mistake.head, mistake.step)
+        try:
+            work = Work(problem, slips={key: mistake.slip})
+        except NotApplicable:
+            continue
+        if differs(work.steps[key], work.careful_alternative[key], clear_limit(problem, key)) > 1:
+            found.append((mistake.name, answers_yaml(work)))
+    return found
 
 
-def grade_class(count: int, options: Options) -> list[tuple[str, float, str]]:
-    """Time one `attncli check --key` process over `count` files, and check its gradebook has a row per file."""
-    key = exercise(options, 7)
-    with tempfile.TemporaryDirectory() as folder:
-        base = Path(folder)
-        (base / "key.yaml").write_text(key, encoding="utf-8")
-        files = []
-        for n, text in enumerate(students(key, count)):
-            path = base / f"student-{n:04d}.yaml"
-            path.write_text(text, encoding="utf-8")
-            files.append(str(path))
-        grades = base / "grades.csv"
-        command = [sys.executable, "-m", "attncli", "check", "--key", str(base / "key.yaml"), *files]
-        command += ["--format", "csv", "-o", str(grades)]
-        before = resource.getrusage(resource.RUSAGE_CHILDREN)
-        start = time.perf_counter()
-        done = subprocess.run(command, capture_output=True, cwd=ROOT)
-        elapsed = time.perf_counter() - start
-        after = resource.getrusage(resource.RUSAGE_CHILDREN)
-        cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
-        if done.returncode not in (0, 1, 2):
-            raise SystemExit(done.stderr.decode())
-        rows = list(csv.DictReader(grades.open(encoding="utf-8")))
-    statuses = {status: sum(row["status"] == status for row in rows) for status in ("right", "wrong", "not_graded")}
-    shape = f"{len(key.split('tokens: [')[1].split(']')[0].split(','))} tokens, {options.heads} head(s)"
-    return [
-        (f"check --key, {count} files, {shape} (s)", elapsed, f"target ≤ {TARGET * count / 1000:.3g}"),
-        ("  its CPU time, user + system (s)", cpu, "the same on a busy machine"),
-        ("gradebook rows / files", len(rows) / count, "must be 1"),
-        *((f"  {status}", float(value), "") for status, value in statuses.items()),
-    ]
+def write_class(folder: Path, count: int) -> tuple[Path, list[tuple[Path, str]]]:
+    """The key and `count` homework files, each with what its student did ("careful" or the mistake)."""
+    key = exercise(*KEY)
+    problem = read(key)
+    (folder / "key.yaml").write_text(key, encoding="utf-8")
+    careful = answers_yaml(Work(problem))
+    mistakes = slipped(problem)
+    files: list[tuple[Path, str]] = []
+    for n in range(count):
+        slips = n % 10 < round(10 * WRONG)  # 3 in every 10, the mistakes taken in turn
+        name, text = (
+            mistakes[sum(what != "careful" for _, what in files) % len(mistakes)] if slips else ("careful", careful)
+        )
+        path = folder / f"student-{n:04d}.yaml"
+        path.write_text(text, encoding="utf-8")
+        files.append((path, name))
+    return folder / "key.yaml", files
+
+
+def in_process(key: Path, files: list[Path], grades: Path) -> float:
+    """Seconds for `check --key` over every file, run as a command inside this process."""
+    from typer.testing import CliRunner
+
+    from attncli.cli.app import app
+
+    arguments = ["check", "--key", str(key), *map(str, files), "--format", "csv", "-o", str(grades)]
+    start = time.perf_counter()
+    done = CliRunner().invoke(app, arguments)
+    elapsed = time.perf_counter() - start
+    if done.exit_code not in (0, 1):
+        raise SystemExit(f"check --key ended with {done.exit_code}: {done.output}")
+    return elapsed
+
+
+def as_subprocess(key: Path, files: list[Path], grades: Path) -> tuple[float, float]:
+    """Wall and CPU seconds of one `python -m attncli check --key` process over every file."""
+    command = [sys.executable, "-m", "attncli", "check", "--key", str(key), *map(str, files)]
+    command += ["--format", "csv", "-o", str(grades)]
+    environment = {**os.environ, "PYTHONPATH": str(ROOT)}
+    before = os.times()
+    start = time.perf_counter()
+    done = subprocess.run(command, capture_output=True, cwd=ROOT, env=environment)
+    elapsed = time.perf_counter() - start
+    after = os.times()
+    if done.returncode not in (0, 1):
+        raise SystemExit(done.stderr.decode())
+    cpu = after.children_user + after.children_system - before.children_user - before.children_system
+    return elapsed, cpu
+
+
+def one_by_one(key: Path, files: list[tuple[Path, str]]) -> dict[str, list[float]]:
+    """CPU seconds each file takes to grade alone, by what its student did, once one file of each kind has been
+    graded: what depends on the key alone is then solved."""
+    loaded = submissions.load_key(str(key))
+    for path in {name: path for path, name in files}.values():
+        submissions.grade_file(str(path), loaded, submissions.Options(), str)
+    times: dict[str, list[float]] = {}
+    for path, name in files:
+        start = time.process_time()
+        submissions.grade_file(str(path), loaded, submissions.Options(), str)
+        times.setdefault(name, []).append(time.process_time() - start)
+    return times
 
 
 def main(argv: list[str] | None = None) -> list[tuple[str, float, str]]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="10 files: checks the script, measures nothing")
+    parser.add_argument("--quick", action="store_true", help="20 files: checks the script, measures nothing")
     args = parser.parse_args(argv)
-    count = 10 if args.quick else 1000
-    rows = grade_class(count, Options(answers=True))
-    rows += grade_class(count, Options(tokens=4, heads=2, mask="causal", answers=True))
-    print(f"{'measure':<48} {'value':>12}  note")
-    for name, value, note in rows:
-        print(f"{name:<48} {value:>12.4g}  {note}")
-    return rows
+    count = 20 if args.quick else 1000
+    with tempfile.TemporaryDirectory() as name:
+        folder = Path(name)
+        key, files = write_class(folder, count)
+        paths = [path for path, _ in files]
+        grades = folder / "grades.csv"
+        inside = in_process(key, paths, grades)
+        rows = list(csv.DictReader(io.StringIO(grades.read_text(encoding="utf-8"))))
+        wall, cpu = as_subprocess(key, paths, grades)
+        alone = one_by_one(key, files)
+    expected = ["right" if what == "careful" else "wrong" for _, what in files]
+    agree = sum(row["status"] == want for row, want in zip(rows, expected))
+    right = alone.pop("careful")
+    wrong = [t for ts in alone.values() for t in ts]
+    slowest = max(alone, key=lambda name: statistics.mean(alone[name]))
+    target = f"target ≤ {TARGET * count / 1000:.3g}"
+    figures = [
+        (f"check --key, {count} files, in this process (s)", inside, target),
+        (f"check --key, {count} files, one subprocess (s)", wall, target),
+        ("  its CPU time, user + system (s)", cpu, "the same on a busy machine"),
+        ("gradebook rows / files", len(rows) / count, "must be 1"),
+        ("files graded right or wrong as their students did / files", agree / count, "must be 1"),
+        (f"a right file alone, CPU, median of {len(right)} (ms)", 1000 * statistics.median(right), ""),
+        (f"a wrong file alone, CPU, median of {len(wrong)} (ms)", 1000 * statistics.median(wrong), ""),
+        ("  mean (ms)", 1000 * statistics.mean(wrong), f"{len(alone)} mistakes"),
+        ("  the slowest mistake, mean (ms)", 1000 * statistics.mean(alone[slowest]), slowest),
+    ]
+    print(f"{'measure':<60} {'value':>10}  note")
+    for label, value, note in figures:
+        print(f"{label:<60} {value:>10.4g}  {note}")
+    return figures
 
 
 if __name__ == "__main__":
