@@ -240,3 +240,67 @@ def true_values(steps: core.Steps) -> dict[Key, np.ndarray]:
     values[("concat", None)] = steps.concat
     values[("final", None)] = steps.output
     return values
+
+
+# The boundary, from both sides
+
+
+DOT = "tokens: [a, b, c]\nquery_tokens: [c]\nscore: dot\nqueries: {c: [1, 0]}\nkeys: [[2, 0], [1, 1], [0, 1]]\n"
+
+
+def _output_allowance(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The true output of DOT with `values`, and by hand what carrying 4 decimals can move it by (first order).
+
+    The scores s = q·k are exact integers; the student rounds each e^(s − m) (m = max s) and each weight
+    w = e / S to 4 decimals. A weight's rounding moves output column j by half a unit times v_kj; the
+    rounding of e_k moves every weight, w_i by (δ_ik − w_i)/S, so output j by (v_kj − o_j)/S. e^0 = 1 is
+    exact and not rounded. Each rounding is its own ±½·10⁻⁴: their effects add up in absolute value.
+    """
+    s = np.array([[2.0, 0.0], [1.0, 1.0], [0.0, 1.0]]) @ np.array([1.0, 0.0])
+    e = np.exp(s - max(s.max(), 0.0))
+    total = e.sum()
+    output = (e / total) @ values
+    rounded = e != 1.0
+    allowance = 0.5e-4 * (np.abs(values).sum(axis=0) + (np.abs(values - output) * rounded[:, None]).sum(axis=0) / total)
+    return output, allowance
+
+
+def _graded_output(values: np.ndarray, written: list[str]) -> list[str]:
+    rows = ", ".join(f"[{', '.join(str(int(v)) for v in row)}]" for row in values)
+    document = yamldoc.load(DOT + f"values: [{rows}]\nanswers:\n  output: [{', '.join(written)}]\n", "homework.yaml")
+    steps = core.compute(problem_file.parse(document))
+    return [cell.status for cell in grading.grade(steps, answers.parse(document, steps)).steps[0].cells]
+
+
+@pytest.mark.parametrize("values", [[[2, 0], [0, 2], [1, 1]], [[3, 0], [0, 3], [2, 1]], [[9, -7], [-8, 9], [5, 5]]])
+def test_an_output_is_right_exactly_within_its_half_unit_plus_what_4_decimals_carry_in(values: list) -> None:
+    """The README's rule at `output`, from both sides: |a − t| ≤ ½·10⁻ᵈ + the widening, computed by hand.
+
+    Written with 9 decimals, 10⁻⁶ inside the allowance is right and 10⁻⁶ beyond it wrong, on either
+    side of the truth (the grader's bound adds second-order terms of about 10⁻⁸ to the first order).
+    """
+    v = np.array(values, dtype=float)
+    output, allowance = _output_allowance(v)
+    for sign in (1, -1):
+        inside = output + sign * (0.5e-9 + allowance - 1e-6)
+        beyond = output + sign * (0.5e-9 + allowance + 1e-6)
+        assert _graded_output(v, [f"{x:.9f}" for x in inside]) == ["right", "right"]
+        assert _graded_output(v, [f"{x:.9f}" for x in beyond]) == ["wrong", "wrong"]
+
+
+def test_a_third_decimal_one_unit_off_at_output_passes_only_when_the_widening_covers_it() -> None:
+    """Rounded the wrong way at the 3rd decimal, |a − t| is between ½ and 1½ units: right exactly when what
+    4 decimals carry in makes up the difference beyond half a unit. Both verdicts occur here."""
+    v = np.array([[3, 0], [0, 3], [2, 1]], dtype=float)
+    output, allowance = _output_allowance(v)
+    verdicts = []
+    for j in range(2):
+        nearest = round(float(output[j]), 3)
+        for wrong in (nearest - 1e-3, nearest + 1e-3):
+            written = [f"{x:.4f}" for x in output]
+            written[j] = f"{wrong:.3f}"
+            expected = "right" if abs(wrong - output[j]) <= 0.5e-3 + allowance[j] else "wrong"
+            assert abs(abs(wrong - output[j]) - 0.5e-3 - allowance[j]) > 1e-6  # far from the boundary: no doubt
+            assert _graded_output(v, written)[j] == expected
+            verdicts.append(expected)
+    assert set(verdicts) == {"right", "wrong"}
