@@ -148,13 +148,33 @@ def test_decimal_comma_is_a_hint_in_english_and_read_in_spanish(tmp_path: Path) 
     assert spanish.exit_code == 0, spanish.output
 
 
-def test_unquoted_decimal_commas_are_read_as_yaml_reads_them() -> None:
-    """`[0,6652, 0,2447]` is four numbers to YAML: not one with a comma, so a wrong shape, never guessed."""
-    _, given = parsed(BANK + "answers:\n  weights: [0,6652, 0,2447, 0,0900]\n")
+@pytest.mark.parametrize(
+    ("weights", "language", "said"),
+    [
+        ("[0,6652, 0,2447, 0,0900]", "en", "read as 6 whole numbers: decimal comma? write [0.6652, 0.2447, 0.0900]"),
+        ("{bank: [0,6652, 0,2447, 0,0900]}", "en", "decimal comma? write [0.6652, 0.2447, 0.0900]"),
+        ("[[0,6652, 0,2447, 0,0900]]", "es", "se lee como 6 números enteros: ¿coma decimal? escribe [0.6652, 0.2447"),
+    ],
+)
+def test_unquoted_decimal_commas_get_the_hint_in_both_languages(
+    tmp_path: Path, weights: str, language: str, said: str
+) -> None:
+    """`[0,6652, 0,2447]` is four whole numbers to YAML: too large to be weights, and two decimals read in pairs."""
+    homework = tmp_path / "homework.yaml"
+    homework.write_text(BANK + f"answers:\n  weights: {weights}\n", encoding="utf-8")
+    result = run("check", str(homework), "--lang", language)
+    assert result.exit_code == 2
+    assert f"{homework}:{BANK.count(chr(10)) + 2}: answers.weights" in result.stderr and said in result.stderr
+    assert result.stderr.count("\n") == 1
+
+
+@pytest.mark.parametrize("weights", ["[1,5, 0,2]", "[0, 1, 0, 1, 0, 1]"])
+def test_whole_numbers_that_could_be_meant_are_a_wrong_shape_not_a_decimal_comma(weights: str) -> None:
+    """Too few or too small to be anything but whole numbers as written: kept as written, for the grader."""
+    _, given = parsed(BANK + f"answers:\n  weights: {weights}\n")
     (answer,) = given.steps
-    assert answer.written is not None and [cell.text for cell in answer.written[0]] == [
-        "0", "6652", "0", "2447", "0", "0900"
-    ]  # fmt: skip
+    assert answer.written is not None
+    assert [cell.value for cell in answer.written[0]] == [float(x) for x in weights.strip("[]").split(",")]
 
 
 @pytest.mark.parametrize("weights", ["[0.6652 0.2447 0.0900]", "'0.6652 0.2447 0.0900'", "[[0.6652 0.2447 0.0900]]"])

@@ -184,6 +184,7 @@ MESSAGES: dict[str, str] = {
     "check.bad_require": "expected step names such as dot, scores, weights, output, got {got}",
     "check.unknown_step": "'{name}' is not a step that can be answered{hint}",
     "check.decimal_comma": "'{text}': decimal comma? write {point}",
+    "check.decimal_comma_list": "read as {count} whole numbers: decimal comma? write {point}",
     "check.spaces": "'{text}': numbers separated by spaces: use commas",
     "check.no_concat": "there is no concatenation: the problem has one head and no w_o (answer output or final instead)",
     "check.scores_given": "this head's scores are given in the problem, so it has no {step} to compute",

@@ -244,6 +244,7 @@ MESSAGES: dict[str, str] = {
     "check.bad_require": "se esperaban nombres de pasos como dot, scores, weights, output, pero hay {got}",
     "check.unknown_step": "'{name}' no es un paso que se pueda responder{hint}",
     "check.decimal_comma": "'{text}': ¿coma decimal? escribe {point}",
+    "check.decimal_comma_list": "se lee como {count} números enteros: ¿coma decimal? escribe {point}",
     "check.spaces": "'{text}': números separados por espacios: sepáralos con comas",
     "check.no_concat": "no hay concatenación: el problema tiene una sola cabeza y no tiene w_o (responde output o final)",
     "check.scores_given": "las puntuaciones de esta cabeza vienen dadas en el problema, así que no hay {step} que calcular",

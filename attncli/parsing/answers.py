@@ -35,6 +35,7 @@ _DECIMAL = re.compile(
     r"[+-]?\d*\.(?P<fraction>\d*)(?:[eE](?P<exponent>[+-]?\d+))?|[+-]?\d+[eE](?P<power>[+-]?\d+)", re.ASCII
 )
 _DECIMAL_COMMA = re.compile(r"[+-]?\d+,\d+")
+_WHOLE = re.compile(r"[+-]?\d+", re.ASCII)
 _SPACED = re.compile(r"[+-]?[\d.]+(?:\s+[+-]?[\d.]+)+")
 
 
@@ -88,6 +89,7 @@ class _Shape:
     columns: tuple[str, ...]
     named_columns: bool  # columns are key tokens, so a row may be a mapping token: number
     allowed: np.ndarray | None  # (rows, columns) for maskable steps: the cells the mask lets through
+    truth: np.ndarray  # the step's true numbers, to tell numbers that cannot be the answer
 
 
 def parse(document: Document, steps: Steps, settings: Settings | None = None) -> Answers:
@@ -238,12 +240,13 @@ class _Reader(FieldReader):
             matrix = steps.concat if step == "concat" else steps.output
             if matrix is None:
                 raise self.error(path, "check.no_concat")
-            return _Shape(queries, _coordinates(matrix.shape[1]), False, None)
+            return _Shape(queries, _coordinates(matrix.shape[1]), False, None, matrix)
         head_steps = steps.heads[head]
         if step in ("queries", "keys", "dot") and head_steps.queries is None:
             raise self.error(path, "check.scores_given", step=step)
         if step in MASKABLE:
-            return _Shape(queries, tokens, True, problem.mask)
+            matrix = {"dot": head_steps.compatibility, "scores": head_steps.scores, "weights": head_steps.weights}[step]
+            return _Shape(queries, tokens, True, problem.mask, matrix)
         matrix = {
             "queries": head_steps.queries,
             "keys": head_steps.keys,
@@ -251,7 +254,7 @@ class _Reader(FieldReader):
             "output": head_steps.output,
         }[step]
         rows = queries if step in ("queries", "output") else tokens
-        return _Shape(rows, _coordinates(matrix.shape[1]), False, None)
+        return _Shape(rows, _coordinates(matrix.shape[1]), False, None, matrix)
 
     def answer(self, path: FieldPath, value: object, step: str, head: int | None) -> Answer:
         """One step in whatever form fits: rows, a mapping token: row, one query's row or column, or as written."""
@@ -336,6 +339,23 @@ class _Reader(FieldReader):
         if not all(map(_is_scalar, self.row(path, row, label))):
             raise self.error(path, "problem.not_row", label, got=kind_of(row))
 
+    def check_commas(self, path: FieldPath, row: object, label: str, shape: _Shape, widths: set[int]) -> None:
+        """`[0,6652, 0,2447]` unquoted is four whole numbers to YAML; when no width fits them, whole numbers that
+        large cannot be the step's, and read in pairs they fit, it is a decimal comma (in any language)."""
+        if not isinstance(row, list) or len(row) in widths or len(row) // 2 not in widths or len(row) % 2:
+            return
+        texts = [self.text_of((*path, j), cell) for j, cell in enumerate(row)]
+        wholes, fractions = texts[::2], texts[1::2]
+        if not (
+            all(isinstance(cell, int) and not isinstance(cell, bool) for cell in row)
+            and all(_WHOLE.fullmatch(text) for text in wholes)
+            and all(text.isascii() and text.isdigit() for text in fractions)
+            and max(abs(int(text)) for text in texts) > 10 * _largest(shape.truth) + 1
+        ):
+            return
+        point = ", ".join(f"{whole}.{fraction}" for whole, fraction in zip(wholes, fractions))
+        raise self.error(path, "check.decimal_comma_list", label, count=len(row), point=f"[{point}]")
+
     def named_row(self, path: FieldPath, row: dict, step: str, shape: _Shape) -> list[Entry | None]:
         cells: list[Entry | None] = [None] * len(shape.columns)
         for name, cell in row.items():
@@ -351,10 +371,11 @@ class _Reader(FieldReader):
         label = self.label(matrix, shape, index)
         self.check_row(path, row, label)
         m = len(shape.columns)
+        allowed = [] if shape.allowed is None else [j for j in range(m) if shape.allowed[index, j]]
+        self.check_commas(path, row, label, shape, {m, len(allowed)})
         entries = self.cells(path, row, step, label)
         if len(entries) == m:
             return entries
-        allowed = [] if shape.allowed is None else [j for j in range(m) if shape.allowed[index, j]]
         if allowed and len(entries) == len(allowed):
             cells: list[Entry | None] = [None] * m
             for j, entry in zip(allowed, entries):
@@ -397,6 +418,11 @@ class _Reader(FieldReader):
 def _label(matrix: FieldPath, index: int, names: tuple[str, ...] | None, language: str) -> str:
     """`row_label`, kept: every homework of a class has the same rows; `language` keys the cache (labels are text)."""
     return row_label(matrix, index, names)
+
+
+def _largest(matrix: np.ndarray) -> float:
+    finite = np.abs(matrix[np.isfinite(matrix)])
+    return float(finite.max()) if finite.size else 0.0
 
 
 def _coordinates(count: int) -> tuple[str, ...]:
