@@ -11,9 +11,18 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 
 NAMES_SHOWN = 10  # a message lists at most this many token names, then how many there are
-# C0, DEL, C1, the Unicode line and paragraph separators, and the bidirectional embeddings,
-# overrides and isolates (U+202A-U+202E, U+2066-U+2069), which can make text read backwards.
-CONTROL_CODES = (*range(0x20), *range(0x7F, 0xA0), 0x2028, 0x2029, *range(0x202A, 0x202F), *range(0x2066, 0x206A))
+# C0, DEL, C1, the Unicode line and paragraph separators, the bidirectional embeddings,
+# overrides and isolates (U+202A-U+202E, U+2066-U+2069), which can make text read backwards,
+# and lone surrogates: bytes of a command line that were not UTF-8, which no stream can encode.
+CONTROL_CODES = (
+    *range(0x20),
+    *range(0x7F, 0xA0),
+    0x2028,
+    0x2029,
+    *range(0x202A, 0x202F),
+    *range(0x2066, 0x206A),
+    *range(0xD800, 0xE000),
+)
 _ESCAPED = {code: ascii(chr(code))[1:-1] for code in CONTROL_CODES}
 
 

@@ -17,8 +17,10 @@ from fractions import Fraction
 from attncli import expr, pipeline
 from attncli.errors import fail
 from attncli.i18n import current_language, t
+from attncli.parsing.fields import FieldReader
 from attncli.render.numbers import fixed
-from attncli.templates import answer_lines, flow, quote, template
+from attncli.templates import answer_lines, template
+from attncli.yamldoc import Document, comment, flow, scalar
 
 SCORES = ("scaled_dot", "dot", "cosine")
 MASKS = ("none", "causal")
@@ -72,8 +74,9 @@ def parse_tokens(text: str) -> int | tuple[str, ...]:
         if count is None or not 1 <= count <= MAX_TOKENS:
             raise fail("generate.bad_tokens", got=text, limit=MAX_TOKENS)
         return count
-    names = tuple(name.strip() for name in text.split(",") if name.strip())
-    if not 1 <= len(names) <= MAX_TOKENS:
+    as_compute_reads = FieldReader(Document(None, "--tokens"), {"tokens": text})
+    names = as_compute_reads.text_list(("tokens",), text)
+    if len(names) > MAX_TOKENS:
         raise fail("generate.bad_tokens", got=text, limit=MAX_TOKENS)
     for name in names:
         if names.count(name) > 1:
@@ -104,13 +107,13 @@ def exercise(options: Options, seed: int, within: tuple[str, str] | None = None)
     x = _rows(rng, len(tokens), d_model, (0, 1), nonzero=True) if options.projections else None
     heads = [_head(rng, options, len(tokens), d_v, mask, x) for _ in range(options.heads)]
     if within is None:
-        lines = [f"# {t('generate.comment')}", f"#   {command(options, seed)}"]
+        lines = [comment(t("generate.comment")), comment(f"  {command(options, seed)}")]
     else:
-        lines = [f"# {t('generate.set_comment')}", f"#   {within[1]}", f"exercise: {quote(within[0])}"]
+        lines = [comment(t("generate.set_comment")), comment(f"  {within[1]}"), f"exercise: {scalar(within[0])}"]
     lines += [
-        f"title: {quote(t('generate.title', words=sentence))}",
-        f"notes: {quote(t('generate.notes') if within is None else t('generate.set_notes', name=within[0]))}",
-        f"tokens: {flow(quote(name) for name in tokens)}",
+        f"title: {scalar(t('generate.title', words=sentence))}",
+        f"notes: {scalar(t('generate.notes') if within is None else t('generate.set_notes', name=within[0]))}",
+        f"tokens: {flow(scalar(name) for name in tokens)}",
     ]
     if options.score != "scaled_dot":
         lines.append(f"score: {options.score}")
@@ -124,7 +127,7 @@ def exercise(options: Options, seed: int, within: tuple[str, str] | None = None)
         lines.append("heads:")
         for index, head in enumerate(heads):
             fields = _head_lines(head, tokens, options.projections, 4)
-            lines += [f"  - name: {quote(t('generate.head', number=index + 1))}", *fields]
+            lines += [f"  - name: {scalar(t('generate.head', number=index + 1))}", *fields]
         w_o = _rows(rng, options.heads * d_v, d_v, (0, 1), nonzero=True)
         lines += ["w_o:", *(f"  - {flow(str(v) for v in row)}" for row in w_o)]
     text = "\n".join(lines) + "\n"
@@ -289,14 +292,14 @@ def _head_lines(head: _Head, tokens: tuple[str, ...], projections: bool, indent:
 
 
 def _mapping(names: tuple[str, ...], rows: list[list[str]], indent: int) -> list[str]:
-    return [f"{' ' * indent}{quote(name)}: {flow(row)}" for name, row in zip(names, rows)]
+    return [f"{' ' * indent}{scalar(name)}: {flow(row)}" for name, row in zip(names, rows)]
 
 
 def _answers(text: str) -> str:
     """The answer key: every step as the core computes it, rounded to ANSWER_DECIMALS (whole numbers exact)."""
     steps = pipeline.solve(pipeline.load(text=text, name="generate"))
     lines = answer_lines(steps, lambda value, masked: "masked" if masked else _answer(value))
-    return "\n".join([f"# {t('generate.answers_note', decimals=ANSWER_DECIMALS)}", *lines]) + "\n"
+    return "\n".join([comment(t("generate.answers_note", decimals=ANSWER_DECIMALS)), *lines]) + "\n"
 
 
 def _answer(value: float) -> str:

@@ -43,17 +43,19 @@ def load(
     text: str | None = None,
     name: str = "<text>",
     dtype: str = "float64",
+    confined: bool = False,
 ) -> Problem:
     """The validated problem in `source`, or in the YAML `text` (called `name` in errors).
 
     `flags` (field -> value, spelled as on the command line: `{"keys": "2,0; 1,1"}`) are laid
     over the file, or make the whole problem without one. Array files a problem names are
-    found beside its file, else in the working directory. Every matrix is of `dtype`.
+    found beside its file, else in the working directory; with `confined` (a graded file, which
+    comes from someone else), they must resolve inside that folder. Every matrix is of `dtype`.
     """
     if dtype not in DTYPES:
         raise fail("cli.bad_dtype", name=dtype, known=", ".join(DTYPES)).at(source="dtype")
     document = yamldoc.load(text, name) if text is not None else _document(source)
-    return problem_file.parse(document, flags, _base(source), dtype=getattr(np, dtype))
+    return problem_file.parse(document, flags, _base(source), dtype=getattr(np, dtype), confined=confined)
 
 
 def solve(problem: Problem) -> Steps:
@@ -109,7 +111,8 @@ def grade(
     A homework file holds both, so the answers default to the problem's own source; an answer
     key (`attncli generate --answers`), a problem or its solution serves as the problem for a
     student's answers; a key's `tolerance:`, `carry:`, ... then count, not the student's.
-    `options` are attncli.grading.grade's (`tolerance=`, ...), which win over both.
+    `options` are attncli.grading.grade's (`tolerance=`, ...), which win over both. A homework's
+    own problem may name array files only inside its folder, as in `attncli check`; a key's may be anywhere.
     The grader is imported here, not with the module: `attncli compute` never needs it.
     """
     import attncli.parsing.answers
@@ -127,7 +130,7 @@ def grade(
     elif isinstance(key_or_problem, Problem):
         steps = solve(key_or_problem)
     elif answers is None:  # a homework file is read once, for the problem and for the answers
-        steps = solve(load(document))
+        steps = solve(load(document, confined=True))
     else:
         key = _document(key_or_problem)
         steps, settings = solve(load(key)), attncli.parsing.answers.read_settings(key)

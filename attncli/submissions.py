@@ -3,6 +3,10 @@
 Whatever goes wrong with a file (unreadable, a problem that differs from the key,
 no key for its exercise) becomes that file's result, so a gradebook lists every
 student. A key is read and solved once, however many files it grades.
+
+Graded files come from other people: the array files their problems name must resolve, links
+followed, inside their own folder. A key is the teacher's (`--key`, `--keys`), like the problem
+given to `compute`, and its array files may be anywhere.
 """
 
 from __future__ import annotations
@@ -117,13 +121,13 @@ def grade_file(
         if keys is None:
             if not _problem_fields(document):
                 raise fail("check.needs_key").at(source=document.name)
-            steps = pipeline.solve(pipeline.load(document))
+            steps = pipeline.solve(pipeline.load(document, confined=True))
             return _graded(file, exercise, steps, answers.parse(document, steps), options)
         key = _key_for(document, exercise, keys)
         changed = _setting_changes(key, document)
         if _problem_fields(document):
             changed = (
-                *changed_fields(key, pipeline.load(document)),
+                *changed_fields(key, pipeline.load(document, confined=True)),
                 *changed,
             )
         if changed:

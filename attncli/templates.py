@@ -7,9 +7,7 @@ for keys and values), columns the keys or the coordinates.
 
 from __future__ import annotations
 
-import json
-import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -18,10 +16,9 @@ from attncli.core import Steps
 from attncli.i18n import t
 from attncli.parsing.answers import NOT_ANSWERED
 from attncli.problem import Projection
+from attncli.yamldoc import comment, flow, scalar
 
 Cell = Callable[[float, bool], str]  # (true value, masked) -> the text written in the cell
-_PLAIN = re.compile(r"[A-Za-z][A-Za-z0-9_'-]*")
-_YAML_WORDS = {"true", "false", "null", "yes", "no", "on", "off", "y", "n"}
 
 
 @dataclass(frozen=True)
@@ -35,10 +32,10 @@ class _Block:
 
 def template(steps: Steps, exercise: str | None = None) -> str:
     """A blank answers: section for the problem of `steps`: every step to compute, `?` in every cell."""
-    lines = [f"# {t('template.comment')}", f"# {t('template.rows')}"]
+    lines = [comment(t("template.comment")), comment(t("template.rows"))]
     if exercise is not None:
-        lines.append(f"exercise: {quote(exercise)}")
-    return "\n".join([*lines, *answer_lines(steps, lambda value, masked: json.dumps(NOT_ANSWERED), True)]) + "\n"
+        lines.append(f"exercise: {scalar(exercise)}")
+    return "\n".join([*lines, *answer_lines(steps, lambda value, masked: scalar(NOT_ANSWERED), True)]) + "\n"
 
 
 def answer_lines(steps: Steps, cell: Cell, comments: bool = False) -> list[str]:
@@ -90,23 +87,11 @@ def _coordinates(per_query: bool, matrix: np.ndarray) -> str:
 
 def _block(block: _Block, cell: Cell, indent: int, comments: bool) -> list[str]:
     pad = " " * indent
-    title = f"{pad}{block.step}:" + (f"  # {block.columns}" if comments else "")
+    title = f"{pad}{block.step}:" + (f"  {comment(block.columns)}" if comments else "")
     rows = [
         [cell(float(value), block.masked is not None and bool(block.masked[i, j])) for j, value in enumerate(row)]
         for i, row in enumerate(block.matrix)
     ]
     if len(set(block.rows)) == len(block.rows):  # names that read back as a mapping token: row
-        return [title, *(f"{pad}  {quote(name)}: {flow(row)}" for name, row in zip(block.rows, rows))]
-    return [title, *(f"{pad}  - {flow(row)}  # {name}" for name, row in zip(block.rows, rows))]
-
-
-def flow(items: Iterable[str]) -> str:
-    """A YAML flow sequence: [a, b, c]."""
-    return "[" + ", ".join(items) + "]"
-
-
-def quote(text: str) -> str:
-    """A YAML scalar for `text`: a bare word when that reads back as the same text, else double-quoted."""
-    if _PLAIN.fullmatch(text) and text.lower() not in _YAML_WORDS:
-        return text
-    return json.dumps(text, ensure_ascii=False)
+        return [title, *(f"{pad}  {scalar(name)}: {flow(row)}" for name, row in zip(block.rows, rows))]
+    return [title, *(f"{pad}  - {flow(row)}  {comment(name)}" for name, row in zip(block.rows, rows))]

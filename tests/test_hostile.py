@@ -12,6 +12,7 @@ import io
 import json
 import math
 import os
+import shlex
 import signal
 import stat
 import subprocess
@@ -26,10 +27,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner, Result
 
-from attncli import core, expr, probes
+from attncli import core, expr, probes, yamldoc
 from attncli.cli import app, progress
 from attncli.cli.environment import Environment
-from attncli.errors import Terminated
+from attncli.errors import CONTROL_CODES, AttnError, Terminated
 from attncli.parsing import problem_file
 from tests.paths import ROOT, SAMPLES
 from tests.test_bad_inputs import run_limited
@@ -451,8 +452,174 @@ def test_token_names_a_spreadsheet_would_evaluate_are_prefixed_in_csv_only() -> 
 # #19: a large YAML document is refused while it is read, before building the problem
 
 
+BIG = "tokens: [a]\nqueries: [[1]]\nkeys: [[1]]\nvalues:\n" + "  - [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]\n" * 110_000
+
+
 def test_a_document_past_the_value_limit_is_refused_as_it_is_read() -> None:
     """1.1 M values: before, 2.65 s and 217 MB to reach the limit of 1 M; now the limit is 250,000."""
-    rows = ", ".join(["[1, 2, 3, 4, 5, 6, 7, 8, 9, 10]"] * 110_000)
-    result = run("compute", "-", stdin=f"tokens: [a]\nqueries: [[1]]\nkeys: [[1]]\nvalues: [{rows}]\n")
-    one_line_error(result, "<stdin>:4: the document holds more than 250000 values")
+    result = run("compute", "-", stdin=BIG)
+    one_line_error(result, "<stdin>:22731: the document holds more than 250000 values")
+
+
+def test_a_document_past_the_value_limit_is_never_built(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Counting alone refuses it: building the first 250,000 values cost 1.7 s of CPU, counting them 0.3 s."""
+    monkeypatch.setattr(yamldoc._Builder, "build", lambda self, text: pytest.fail("built before it was counted"))
+    with pytest.raises(AttnError) as caught:
+        yamldoc.load(BIG, "big.yaml")
+    assert caught.value.key == "yaml.too_large"
+    started = time.process_time()
+    with pytest.raises(AttnError):
+        yamldoc.load(BIG, "big.yaml")
+    assert time.process_time() - started < 1.0  # CPU time, so that a loaded machine does not count
+
+
+def test_an_alias_bomb_past_a_large_document_is_counted_before_building(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Aliases cost what they repeat in the counting pass too, also an anchor defined inside a collection."""
+    monkeypatch.setattr(yamldoc._Builder, "build", lambda self, text: pytest.fail("built before it was counted"))
+    rows = "".join(f"x-{i}: &a{i} [*a{i - 1}, *a{i - 1}, *a{i - 1}, *a{i - 1}]\n" for i in range(1, 12))
+    with pytest.raises(AttnError) as caught:
+        yamldoc.load(f"x-0: &a0 [1]\n{rows}", "bomb.yaml")
+    # line 10's four *a8 (152,917 values each) take the count from 203,895 past 250,000
+    assert (caught.value.key, caught.value.where.line) == ("yaml.too_large", 10)
+
+
+# #9: generate reads --tokens as compute does, and writes all YAML through yamldoc's one writer
+
+TRICKY_NAMES = [
+    *("<<", "yes", "1e3", "~", "&a", "*a", "!x", "%y", "@z", "`q`", "[l]", "{m}", "- d", "? k", "a: b", "#c"),
+    *('say "hi"', "back\\slash", "it's", "a b", "ñandú", "日本", "🙂", "=1+1", "| b", "> f", "\u00a0nbsp"),
+]
+
+
+@pytest.mark.parametrize(
+    ("tokens", "fragment"),
+    [
+        ("a\nw_o: {file: /etc/passwd}\n#,b", "--tokens: tokens[1]: holds the control character \\n"),
+        ("a\x1b[31m,b", "--tokens: tokens[1]: holds the control character \\x1b"),
+        ("a,b\u202e", "--tokens: tokens[2]: holds the control character \\u202e"),
+        ("a" * 10_000 + ",b", "--tokens: tokens[1]: a name of 10000 characters; token names are at most 100"),
+        ("a,\udc80", "--tokens: tokens[2]: holds \\udc80, a byte that is not UTF-8 text"),
+        (",,", "--tokens: tokens: expected a list of token names"),
+    ],
+)
+def test_generate_refuses_names_that_compute_refuses(tokens: str, fragment: str) -> None:
+    one_line_error(run("generate", "--tokens", tokens, "--seed", "1"), fragment)
+    flags = ["--query-tokens", "b", "--queries", "1", "--keys", "1; 1", "--values", "1; 1"]
+    assert fragment.removeprefix("--tokens: ") in run("compute", "--tokens", tokens, *flags).stderr
+
+
+def test_compute_refuses_the_same_long_name_in_a_file() -> None:
+    text = "tokens: [" + "a" * 101 + ", b]\nqueries: [[1], [1]]\nkeys: [[1], [1]]\nvalues: [[1], [1]]\n"
+    one_line_error(run("compute", "-", stdin=text), "<stdin>:1: tokens[1]: a name of 101 characters")
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(max_size=40))
+def test_a_written_scalar_reads_back_as_its_text_on_one_line(text: str) -> None:
+    written = yamldoc.scalar(text)
+    assert "\n" not in written and not any(ord(c) in CONTROL_CODES for c in written)
+    assert yamldoc.load(f"k: {written}\n", "w.yaml").data == {"k": text}
+    note = yamldoc.comment(text)
+    assert "\n" not in note and not any(ord(c) in CONTROL_CODES for c in note)
+    assert yamldoc.load(f"k: 1  {note}\n{note}\n", "w.yaml").data == {"k": 1}
+
+
+@pytest.mark.parametrize("names", [TRICKY_NAMES[i : i + 12] for i in range(0, len(TRICKY_NAMES), 12)])
+@pytest.mark.parametrize("projections", [False, True])
+def test_every_generated_file_reads_back_with_the_names_given(names: list[str], projections: bool) -> None:
+    """The sheet and its key read back as the names given; the remake command in the comment makes the same bytes."""
+    args = ["generate", "--tokens", ",".join(names), "--seed", "4", "--answers", "--heads", "2"]
+    made = run(*args, *(["--projections"] if projections else []))
+    assert made.exit_code == 0, made.output
+    data = yamldoc.load(made.stdout, "made.yaml").data
+    stripped = [name.strip() for name in names]
+    assert data["tokens"] == stripped
+    assert set(data) <= {"title", "notes", "tokens", "x", "heads", "w_o", "answers"}
+    if not projections:
+        assert all(list(head["queries"]) == stripped for head in data["heads"])
+    remake = made.stdout.splitlines()[1].removeprefix("#   ")
+    again = run(*shlex.split(remake)[1:])
+    assert again.stdout == made.stdout
+    checked = run("check", "-", stdin=made.stdout)  # the key is right by its own rule
+    assert checked.exit_code == 0, checked.output
+
+
+def test_a_worksheet_folder_cannot_add_a_line_to_its_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    folder = "x\nw_o: {file: /etc/passwd}\n#"
+    made = run("generate", "--tokens", "<<,#c,yes", "--count", "2", "--seed", "9", "-o", folder)
+    assert made.exit_code == 0, made.output
+    files = sorted((tmp_path / folder).iterdir())
+    assert len(files) == 6
+    for file in files:
+        text = file.read_text()
+        assert "\nw_o: {file" not in text and "\x1b" not in text
+        data = yamldoc.load(text, file.name).data
+        assert data["exercise"] == file.name.split("-key")[0].split("-answers")[0].removesuffix(".yaml")
+        assert "w_o" not in data and data.get("tokens", ["<<", "#c", "yes"]) == ["<<", "#c", "yes"]
+
+
+# #14: a graded file's array files must lie in its own folder; compute and the teacher's key may name any path
+
+HOMEWORK = """tokens: [a, b]
+query_tokens: [a]
+queries: [[1, 0]]
+keys: {{file: {file}}}
+values: [[1, 0], [0, 1]]
+answers:
+  weights: [[{w1:.4f}, {w2:.4f}]]
+"""
+W1 = math.exp(1 / ROOT2) / (math.exp(1 / ROOT2) + 1)  # scores [1, 0]·I / √2 = [0.7071, 0], weights by hand
+
+
+@pytest.fixture
+def folders(tmp_path: Path) -> Path:
+    """hw/ (the homework's folder) and other/, each with an identity k.npy; hw/ also has links out and in."""
+    for name in ("hw", "other"):
+        (tmp_path / name).mkdir()
+        np.save(tmp_path / name / "k.npy", np.eye(2))
+    (tmp_path / "hw" / "out.npy").symlink_to(tmp_path / "other" / "k.npy")
+    (tmp_path / "hw" / "secret.csv").symlink_to("/etc/passwd")
+    (tmp_path / "hw" / "sub").mkdir()
+    (tmp_path / "hw" / "sub" / "in.npy").symlink_to(tmp_path / "hw" / "k.npy")
+    return tmp_path
+
+
+def homework(folder: Path, file: str) -> str:
+    path = folder / "hw" / "t.yaml"
+    path.write_text(HOMEWORK.format(file=json.dumps(file), w1=W1, w2=1 - W1))
+    return str(path)
+
+
+OUTSIDE = ["../other/k.npy", "out.npy", "secret.csv", "{tmp}/other/k.npy", "sub/../../other/k.npy"]
+
+
+@pytest.mark.parametrize("file", OUTSIDE)
+def test_a_graded_file_cannot_name_an_array_outside_its_folder(folders: Path, file: str) -> None:
+    graded = homework(folders, file.format(tmp=folders))
+    result = run("check", graded)
+    one_line_error(result, f"{graded}:4: keys: ")
+    assert "is outside the homework's folder" in result.stderr and "root:" not in result.stderr
+    assert "está fuera de la carpeta de la tarea" in run("check", graded, "--lang", "es").stderr
+    if file != "secret.csv":
+        assert run("compute", graded, "--format", "json").exit_code == 0  # compute reads what its user names
+
+
+@pytest.mark.parametrize("file", ["k.npy", "sub/in.npy", "sub/../k.npy", "{tmp}/hw/k.npy"])
+def test_a_graded_file_may_name_arrays_inside_its_folder(folders: Path, file: str) -> None:
+    result = run("check", homework(folders, file.format(tmp=folders)))
+    assert result.exit_code == 0, result.output
+    assert "2/2 — all right" in result.stdout
+
+
+def test_a_key_may_name_arrays_anywhere_but_the_homework_checked_against_it_may_not(folders: Path) -> None:
+    key = folders / "key.yaml"
+    key.write_text(HOMEWORK.format(file=json.dumps("other/k.npy"), w1=W1, w2=1 - W1))
+    answers_only = folders / "hw" / "answers.yaml"
+    answers_only.write_text(f"answers:\n  weights: [[{W1:.4f}, {1 - W1:.4f}]]\n")
+    outside = homework(folders, "../other/k.npy")
+    result = run("check", "--key", str(key), str(answers_only), outside, "--format", "csv")
+    assert result.exit_code == 2
+    rows = {row.split(",")[0]: row for row in result.stdout.splitlines()[1:]}
+    assert rows[str(answers_only)].split(",")[1] == "right" and rows[outside].split(",")[1] == "not_graded"
+    assert "is outside the homework's folder" in result.stderr

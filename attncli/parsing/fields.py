@@ -18,6 +18,7 @@ from attncli import arrays
 from attncli.errors import CONTROL_CODES, AttnError, Message, fail, listed, phrase
 from attncli.yamldoc import Document, FieldPath, did_you_mean, field_name, finite_number, kind_of, unknown_field
 
+MAX_NAME = 100  # characters in a token name: a word, a subword or a short phrase, never a file's worth
 _CONTROL = re.compile("[" + "".join(re.escape(chr(code)) for code in CONTROL_CODES) + "]")
 
 
@@ -45,7 +46,9 @@ class FieldReader:
     """Reads typed values out of a document and the flags laid over it, raising errors that say where.
 
     `flags` (field -> value, given on the command line) name their flag in errors instead of a line;
-    array files are found under `base` and every matrix comes out as `dtype`.
+    array files are found under `base` and every matrix comes out as `dtype`. With `confined`, an
+    array file must resolve (links followed) inside `base`: a graded file comes from someone else,
+    and its `{file: /home/teacher/key.npy}` must not read what its author could not.
     """
 
     def __init__(
@@ -54,11 +57,13 @@ class FieldReader:
         flags: dict[str, object] | None = None,
         base: Path | None = None,
         dtype: np.dtype | None = None,
+        confined: bool = False,
     ) -> None:
         self.document = document
         self.flags = flags or {}
         self.base = base or Path(".")
         self.dtype = dtype or np.dtype(np.float64)
+        self.confined = confined
         self.files: dict[FieldPath, np.ndarray] = {}
 
     def location(self, path: FieldPath) -> tuple[str, int | None]:
@@ -99,7 +104,8 @@ class FieldReader:
         """`text` if it holds no control character (with `lines`, newlines and tabs are fine)."""
         found = _CONTROL.search(text.replace("\n", "").replace("\t", "") if lines else text)
         if found:
-            raise self.error(path, "problem.control_character", char=ascii(found.group())[1:-1])
+            key = "problem.not_utf8_character" if 0xD800 <= ord(found.group()) < 0xE000 else "problem.control_character"
+            raise self.error(path, key, char=ascii(found.group())[1:-1])
         return text
 
     def optional_text(self, data: dict, name: str, path: FieldPath = ()) -> str | None:
@@ -119,6 +125,8 @@ class FieldReader:
         for index, item in enumerate(value):
             if isinstance(item, (dict, list)) or item is None or isinstance(item, bool):
                 raise self.error((*path, index), "problem.not_token", got=kind_of(item))
+            if len(str(item)) > MAX_NAME:
+                raise self.error((*path, index), "problem.name_too_long", length=len(str(item)), limit=MAX_NAME)
         return tuple(self.plain_text((*path, index), str(item)) for index, item in enumerate(value))
 
     def row(self, path: FieldPath, value: object, label: str, width: int | None = None) -> list:
@@ -215,9 +223,22 @@ class FieldReader:
             self.check_fields(spec, path, ("file", "key"))
             if not isinstance(spec["file"], str):
                 raise self.error((*path, "file"), "problem.not_text", got=kind_of(spec["file"]))
-            return self.typed(path, arrays.load(self.base / spec["file"], spec.get("key")))
+            return self.typed(path, arrays.load(self._inside(spec["file"]), spec.get("key")))
         except AttnError as error:
             raise error.at(*self.location(path), field_name(path)) from None
+
+    def _inside(self, written: str) -> Path:
+        """The file `written` names under `base`; with `confined`, the real path it resolves to, inside `base`."""
+        file = self.base / written
+        if not self.confined:
+            return file
+        try:
+            real, folder = file.resolve(), self.base.resolve()
+        except (OSError, RuntimeError):  # a loop of links, a name too long: nowhere that can be checked
+            real, folder = None, None
+        if real is None or folder is None or not real.is_relative_to(folder):
+            raise fail("problem.outside_folder", path=written)
+        return real
 
     def typed(self, path: FieldPath, numbers: object) -> np.ndarray:
         """`numbers` as an array of the calculation's dtype; a number beyond its range is an error, not inf."""

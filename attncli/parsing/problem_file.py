@@ -30,13 +30,15 @@ def parse(
     flags: Mapping[str, object] | None = None,
     base: Path | None = None,
     dtype: type[np.floating] = np.float64,
+    confined: bool = False,
 ) -> Problem:
     """Validate `document` with `flags` (field -> value, given on the command line) laid over it.
 
-    Array files are found under `base`; every matrix comes out as `dtype`, which the core computes in.
+    Array files are found under `base` (with `confined`, only there); every matrix comes out as
+    `dtype`, which the core computes in.
     """
     data = document.data if document.data is not None else {}
-    reader = FieldReader(document, dict(flags or {}), base, np.dtype(dtype))
+    reader = FieldReader(document, dict(flags or {}), base, np.dtype(dtype), confined)
     if not isinstance(data, dict):
         raise reader.error((), "problem.not_mapping")
     data = {**data, **reader.flags}
