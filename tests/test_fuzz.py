@@ -228,6 +228,8 @@ GARBAGE = st.one_of(
     ),
     st.lists(st.integers(-3, 3), max_size=3),
     st.dictionaries(st.sampled_from(["a", "file", "type", "k0"]), st.integers(0, 2), max_size=2),
+    # array files a graded file may not name (outside its folder) and ones it may (the samples beside it)
+    st.sampled_from(["../k.npy", "/etc/passwd", "/dev/zero", "bank.yaml", "."]).map(lambda name: {"file": name}),
 )
 
 
@@ -379,6 +381,9 @@ TEXTS = st.one_of(
             "{file: /etc/passwd}",
             "9**9**9",
             "sqrt(-1)",
+            "a,\udc80",  # a byte of the command line that is not UTF-8
+            "a\nw_o: {file: /etc/passwd}\n#,b",
+            "n" * 101 + ",b",
         ]
     ),
 )

@@ -138,6 +138,32 @@ def test_summed_norms_through_w_o_of_large_values() -> None:
     assert json.loads(result.stdout)["norms"]["summed"][0] == pytest.approx(want, rel=1e-15)
 
 
+# #4: the budget counts every vector the calculation makes (projections, outputs, concat, W_O), not only (L, S) cells
+
+
+@pytest.mark.parametrize(
+    ("fields", "gib"),
+    [
+        ("w_q: {file: wide.npy}\nw_k: {file: wide.npy}\nw_v: [[1]]\n", 2 * 2000 * 500_000 * 8 / 2**30),
+        ("w_q: [[1]]\nw_k: [[1]]\nw_v: [[1]]\nw_o: {file: wide.npy}\n", 2000 * 500_000 * 8 / 2**30),
+    ],
+)
+def test_wide_projections_are_refused_from_their_shapes_in_a_capped_process(
+    tmp_path: Path, fields: str, gib: float
+) -> None:
+    """4 MB of input, x of 2,000 rows and a matrix 500,000 wide: before, MemoryError (exit 70) for 7.45 GiB."""
+    np.save(tmp_path / "x.npy", np.ones((2000, 1)))
+    np.save(tmp_path / "wide.npy", np.ones((1, 500_000)))
+    (tmp_path / "p.yaml").write_text("x: {file: x.npy}\n" + fields)
+    for flags in ([], ["-q"], ["--format", "npy", "-o", "out.npy"]):
+        result = run_limited(["p.yaml", *flags], tmp_path, memory=2 * 2**30)
+        assert result.returncode == 2, result.stderr
+        assert "p.yaml: too large to calculate step by step" in result.stderr
+        size = float(result.stderr.split("need about ")[1].split(" GiB")[0])
+        assert gib <= size < gib + 0.2  # the vectors themselves, and the (L, S) matrices of 2,000 × 2,000 cells
+    assert not (tmp_path / "out.npy").exists()
+
+
 # #5: --norms never builds an (L, S, S) array, and stays inside the memory budget
 
 

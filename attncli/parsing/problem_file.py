@@ -13,7 +13,7 @@ from attncli.errors import fail
 from attncli.parsing import biases, masks
 from attncli.parsing.fields import FieldReader
 from attncli.parsing.heads import HEAD_FIELDS, Heads, Inputs
-from attncli.problem import Head, Problem, Score, width
+from attncli.problem import Head, Problem, Projection, Score, width
 from attncli.yamldoc import Document
 
 TOP_FIELDS = (
@@ -62,7 +62,9 @@ class _Builder:
         inputs = self.inputs(positions)
         heads = tuple(self.heads.head(i, tokens, query_tokens, inputs) for i in range(len(self.heads)))
         w_o = self.output_projection(heads)
-        self.check_memory([head.score for head in heads], len(query_tokens), len(tokens))
+        self.check_memory(
+            [head.score for head in heads], len(query_tokens), len(tokens), _vectors(heads, w_o, len(query_tokens))
+        )
         mask, rule = masks.read(self.reader, self.data, positions)
         bias = biases.read(self.reader, self.data, positions, heads)
         return Problem(
@@ -150,10 +152,31 @@ class _Builder:
             raise self.reader.error(("w_o",), "problem.w_o_rows", count=w_o.shape[0], expected=d_concat)
         return w_o
 
-    def check_memory(self, scores: list[Score | None], queries: int, keys: int) -> None:
-        """Refuse a problem whose calculation would not fit in memory, before any (L, S) matrix exists."""
-        needed = core.bytes_needed(scores, queries, keys, self.reader.dtype)
+    def check_memory(self, scores: list[Score | None], queries: int, keys: int, vectors: int = 0) -> None:
+        """Refuse a problem whose calculation would not fit in memory, before any (L, S) matrix exists.
+
+        `vectors` numbers besides (see `_vectors`): a W_Q 500,000 wide over 2,000 rows is 7.5 GiB of
+        queries whatever the number of (query, key) cells.
+        """
+        needed = core.bytes_needed(scores, queries, keys, self.reader.dtype) + vectors * self.reader.dtype.itemsize
         within_budget(needed, len(self.heads), queries, keys, self.reader.document.name)
+
+
+def _vectors(heads: tuple[Head, ...], w_o: np.ndarray | None, queries: int) -> int:
+    """How many numbers the calculation makes besides its (L, S) matrices, from the shapes alone: every
+    projection X·W, the general score's q·W, each head's output, the concatenation and W_O's output."""
+    count = 0
+    for head in heads:
+        for operand in (head.queries, head.keys, head.values):
+            if isinstance(operand, Projection):
+                count += operand.x.shape[0] * operand.w.shape[1]
+        if head.score.w is not None:
+            count += queries * head.score.w.shape[1]
+        count += queries * width(head.values)
+    if len(heads) > 1 or w_o is not None:
+        d_concat = sum(width(head.values) for head in heads)
+        count += queries * (d_concat + (w_o.shape[1] if w_o is not None else 0))
+    return count
 
 
 def within_budget(needed: int, heads: int, queries: int, keys: int, source: str | None) -> None:
