@@ -7,6 +7,7 @@ math.hypot and hand calculations, never with attncli's own helpers.
 
 from __future__ import annotations
 
+import csv
 import dataclasses
 import io
 import json
@@ -646,6 +647,6 @@ def test_a_key_may_name_arrays_anywhere_but_the_homework_checked_against_it_may_
     outside = homework(folders, "../other/k.npy")
     result = run("check", "--key", str(key), str(answers_only), outside, "--format", "csv")
     assert result.exit_code == 2
-    rows = {row.split(",")[0]: row for row in result.stdout.splitlines()[1:]}
-    assert rows[str(answers_only)].split(",")[1] == "right" and rows[outside].split(",")[1] == "not_graded"
+    status = {row["file"]: row["status"] for row in csv.DictReader(io.StringIO(result.stdout))}
+    assert status == {str(answers_only): "right", outside: "not_graded"}
     assert "is outside the homework's folder" in result.stderr
