@@ -383,7 +383,7 @@ TEXTS = st.one_of(
             "sqrt(-1)",
             "a,\udc80",  # a byte of the command line that is not UTF-8
             "a\nw_o: {file: /etc/passwd}\n#,b",
-            "n" * 101 + ",b",
+            "n" * 201 + ",b",
         ]
     ),
 )

@@ -524,7 +524,7 @@ TRICKY_NAMES = [
         ("a\nw_o: {file: /etc/passwd}\n#,b", "--tokens: tokens[1]: holds the control character \\n"),
         ("a\x1b[31m,b", "--tokens: tokens[1]: holds the control character \\x1b"),
         ("a,b\u202e", "--tokens: tokens[2]: holds the control character \\u202e"),
-        ("a" * 10_000 + ",b", "--tokens: tokens[1]: a name of 10000 characters; token names are at most 100"),
+        ("a" * 10_000 + ",b", "--tokens: tokens[1]: a name of 10000 characters; token names are at most 200"),
         ("a,\udc80", "--tokens: tokens[2]: holds \\udc80, a byte that is not UTF-8 text"),
         (",,", "--tokens: tokens: expected a list of token names"),
     ],
@@ -536,8 +536,8 @@ def test_generate_refuses_names_that_compute_refuses(tokens: str, fragment: str)
 
 
 def test_compute_refuses_the_same_long_name_in_a_file() -> None:
-    text = "tokens: [" + "a" * 101 + ", b]\nqueries: [[1], [1]]\nkeys: [[1], [1]]\nvalues: [[1], [1]]\n"
-    one_line_error(run("compute", "-", stdin=text), "<stdin>:1: tokens[1]: a name of 101 characters")
+    text = "tokens: [" + "a" * 201 + ", b]\nqueries: [[1], [1]]\nkeys: [[1], [1]]\nvalues: [[1], [1]]\n"
+    one_line_error(run("compute", "-", stdin=text), "<stdin>:1: tokens[1]: a name of 201 characters")
 
 
 @settings(max_examples=300, deadline=None)

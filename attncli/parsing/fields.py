@@ -18,7 +18,7 @@ from attncli import arrays
 from attncli.errors import CONTROL_CODES, AttnError, Message, fail, listed, phrase
 from attncli.yamldoc import Document, FieldPath, did_you_mean, field_name, finite_number, kind_of, unknown_field
 
-MAX_NAME = 100  # characters in a token name: a word, a subword or a short phrase, never a file's worth
+MAX_NAME = 200  # characters in a token name: a word, a subword or a phrase (wider than a page), never a file's worth
 _CONTROL = re.compile("[" + "".join(re.escape(chr(code)) for code in CONTROL_CODES) + "]")
 
 
