@@ -388,7 +388,8 @@ TEXTS = st.one_of(
     ),
 )
 CHOICES = {
-    "format": ["rich", "text", "json", "csv", "tsv", "npy", "markdown", "latex", "xml"],
+    "format": ["rich", "text", "json", "csv", "tsv", "npy", "npz", "markdown", "latex", "xml"],
+    "csv_layout": ["long", "wide", "tall", ""],
     "dtype": ["float64", "float32", "float16", "int8"],
     "lang": ["en", "es", "fr", "ES", ""],
     "mask": ["none", "causal", "1,0,1", "0,0,0", "1,1,1; 0,1,1; 0,0,1", "casual"],
@@ -405,7 +406,8 @@ CHOICES = {
     "follow": ["bank", "net", "q1", "nobody"],
     "ablate": ["net", "bank", "fisherman+net", "fisherman+net+bank", "C++", "+"],
 }
-PATHS = st.sampled_from(["out.txt", "out.json", "sub/none/out.json", "/dev/null", "", ".", "y" * 300, "bank.yaml.out"])
+OUT = ["out.txt", "out.json", "out.csv", "out.npz", "out.npy", "out.md", "out.tex", "out.TSV", "one.yaml"]
+PATHS = st.sampled_from([*OUT, "sub/none/out.json", "/dev/null", "", ".", "y" * 300, "bank.yaml.out"])
 FILES = st.sampled_from([path.name for path in SAMPLE_FILES] + ["-", "missing.yaml", ".", "/dev/null", "z" * 300])
 
 
@@ -489,6 +491,7 @@ COMPUTE_FLAGS = st.lists(
     st.one_of(
         st.sampled_from([["--norms"], ["--heatmap"], ["-q"], ["--no-color"], ["--dtype", "float32"]]),
         st.sampled_from(CHOICES["format"][:-1]).map(lambda f: ["--format", f]),
+        st.sampled_from(CHOICES["csv_layout"]).map(lambda how: ["--csv-layout", how]),
         st.sampled_from(CHOICES["follow"]).map(lambda name: ["--follow", name]),
         st.sampled_from(CHOICES["ablate"]).map(lambda name: ["--ablate", name]),
         st.sampled_from(CHOICES["weights"][:3]).map(lambda how: ["--weights", how]),

@@ -9,7 +9,7 @@ import typer
 
 from attncli.cli.app import Debug, Lang, NoColor, Output, app, boundary, choose, epilog, format_option, located
 from attncli.cli.environment import Environment
-from attncli.cli.output import print_human, write
+from attncli.cli.output import output_format, print_human, write
 from attncli.errors import ExitCode, fail
 from attncli.i18n import describe, t
 from attncli.launch import say
@@ -41,14 +41,14 @@ def check(
     require: Annotated[Optional[str], typer.Option(help=t("help.check.require"))] = None,
     carry: Annotated[Optional[int], typer.Option(min=0, max=12, help=t("help.check.carry"))] = None,
     precision: Annotated[int, typer.Option(min=0, max=17, help=t("help.check.precision"))] = 4,
-    format: Format = "rich",
+    format: Format = None,
     output: Output = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help=t("help.check.quiet"))] = False,
     no_color: NoColor = False,
     lang: Lang = None,
     debug: Debug = False,
 ) -> None:
-    choose(format, FORMATS, "--format")
+    format = choose(output_format(format, output, FORMATS), FORMATS, "--format")
     from attncli import submissions
     from attncli.parsing import answers
 

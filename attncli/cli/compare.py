@@ -21,14 +21,15 @@ from attncli.cli.app import (
     located,
 )
 from attncli.cli.environment import Environment
-from attncli.cli.output import print_human, write
+from attncli.cli.output import output_format, print_human, write
 from attncli.i18n import t
 
-FORMATS = ("rich", "text", "json")
+FORMATS = ("rich", "text", "json", "csv", "tsv")
 Format = format_option(FORMATS)
 EXAMPLES = epilog(
     "  attncli compare samples/bank.yaml samples/bank_cashier.yaml",
     "  attncli compare samples/storm_causal.yaml samples/storm_bidirectional.yaml --format json",
+    "  attncli compare samples/bank.yaml samples/bank_cashier.yaml -o compare.csv",
 )
 
 
@@ -39,14 +40,14 @@ def compare(
     a: Annotated[str, typer.Argument(help=t("help.compare.a"))],
     b: Annotated[str, typer.Argument(help=t("help.compare.b"))],
     precision: Precision = 4,
-    format: Format = "rich",
+    format: Format = None,
     output: Output = None,
     no_color: NoColor = False,
     figure: Annotated[Optional[Path], typer.Option(metavar="FILE", help=t("help.figure"))] = None,
     lang: Lang = None,
     debug: Debug = False,
 ) -> None:
-    choose(format, FORMATS, "--format")
+    format = choose(output_format(format, output, FORMATS), FORMATS, "--format")
     from attncli import pipeline, probes
     from attncli.render import analysis
 
@@ -61,5 +62,10 @@ def compare(
         from attncli.render import json_doc
 
         write(json_doc.compare_document(record), output, env)
+        return
+    if format in ("csv", "tsv"):
+        from attncli.render import long_table
+
+        write(long_table.compare_table(record, "," if format == "csv" else "\t"), output, env)
         return
     print_human(lambda width: analysis.compare(record, precision, width), output, env)

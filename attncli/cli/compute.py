@@ -21,10 +21,10 @@ from attncli.cli.app import (
     located,
 )
 from attncli.cli.environment import Environment
-from attncli.cli.output import print_human, save_pictures, write
+from attncli.cli.output import output_format, print_human, save_pictures, write
 from attncli.errors import fail, listed
 from attncli.i18n import t
-from attncli.render import BINARY_FORMATS, DOCUMENT_FORMATS, HUMAN_FORMATS, refuse
+from attncli.render import BINARY_FORMATS, CSV_LAYOUTS, DOCUMENT_FORMATS, HUMAN_FORMATS, refuse
 
 if TYPE_CHECKING:
     from attncli.core import Steps
@@ -62,8 +62,9 @@ def compute(
     scale: Annotated[Optional[str], typer.Option(help=t("help.compute.scale"))] = None,
     follow: Annotated[Optional[list[str]], typer.Option(help=t("help.compute.follow"))] = None,
     precision: Precision = 4,
-    format: Format = "rich",
+    format: Format = None,
     output: Output = None,
+    csv_layout: Annotated[str, typer.Option("--csv-layout", help=t("help.compute.csv_layout"))] = "long",
     no_color: NoColor = False,
     dtype: Annotated[str, typer.Option(help=t("help.compute.dtype", dtypes=", ".join(DTYPES)))] = "float64",
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help=t("help.compute.quiet"))] = False,
@@ -78,8 +79,11 @@ def compute(
     lang: Lang = None,
     debug: Debug = False,
 ) -> None:
-    choose(format, FORMATS, "--format")
+    format = choose(output_format(format, output, FORMATS), FORMATS, "--format")
     choose(dtype, DTYPES, "--dtype", "cli.bad_dtype")
+    choose(csv_layout, CSV_LAYOUTS, "--csv-layout", "cli.bad_csv_layout")
+    if csv_layout != "long" and format not in ("csv", "tsv"):
+        raise fail("cli.csv_layout_needs_csv", format=format).at(source="--csv-layout")
     with located("--format"):
         if format in BINARY_FORMATS and output is None and not quiet and env.stdout_is_terminal:
             raise fail("cli.binary_to_terminal", format=format)
@@ -115,7 +119,8 @@ def compute(
     if quiet and output is None:
         return
     if format in DOCUMENT_FORMATS:
-        write(render.document(steps, format, **shape, norms=found, interventions=changes), output, env)
+        document = render.document(steps, format, **shape, norms=found, interventions=changes, csv_layout=csv_layout)
+        write(document, output, env)
     else:
         print_human(build, output, env)
 

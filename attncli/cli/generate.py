@@ -17,11 +17,13 @@ from attncli.launch import say
 
 SEED_LIMIT = 1_000_000  # random seeds stay short enough to copy by hand
 SHEETS = {"markdown": ".md", "latex": ".tex"}  # --sheet: the exercise to hand out, and its file's suffix
+EXERCISE_SUFFIXES = (".yaml", ".yml")  # -o FILE.yaml without --count: one exercise in that file
 EXAMPLES = epilog(
     "  attncli generate > exercise.yaml",
     "  attncli generate --tokens 4 --mask causal --seed 7 --answers",
     "  attncli generate --tokens the,cat,sat --dk 3 --dv 2 --heads 2 --projections",
     "  attncli generate --tokens 4 --seed 7 --sheet latex > sheet.tex",
+    "  attncli generate --tokens 4 --answers -o exercise.yaml",
     "  attncli generate --count 20 -o worksheet/",
 )
 
@@ -68,9 +70,12 @@ def generate(
         raise fail("generate.bad_sheet", name=sheet).at(source="--sheet")
     if seed is None:
         seed = random.SystemRandom().randrange(SEED_LIMIT)
-    if count is None and output is None:
+    one_file = EXERCISE_SUFFIXES if sheet is None else (SHEETS[sheet],)  # -o FILE.yaml, or FILE.tex for a sheet
+    if count is None and (output is None or output.suffix.lower() in one_file):
+        if output is not None and output.exists() and not force:
+            raise fail("generate.exists", path=str(output)).at(source="-o")
         text = exercises.exercise(options, seed)
-        write(text if sheet is None else _sheet(text, sheet), None, env)
+        write(text if sheet is None else _sheet(text, sheet), output, env)
         return
     if output is None:
         raise fail("generate.count_needs_output").at(source="--count")

@@ -7,10 +7,10 @@ import errno
 import io
 import os
 import stat
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextvars import ContextVar
 from pathlib import Path
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, BinaryIO, TextIO, Union
 
 from attncli.cli.environment import FILE_WIDTH, Environment
 from attncli.errors import fail
@@ -21,9 +21,40 @@ if TYPE_CHECKING:
     from rich.console import Console
 
 STDOUT = "<stdout>"
+Stream = Callable[[BinaryIO], None]  # writes a large binary output into the stream it is given, piece by piece
+Content = Union[str, bytes, Stream]
+# The format `-o FILE` means when --format is not given; another extension keeps the command's default.
+EXTENSIONS = {
+    ".json": "json",
+    ".csv": "csv",
+    ".tsv": "tsv",
+    ".npy": "npy",
+    ".npz": "npz",
+    ".md": "markdown",
+    ".tex": "latex",
+    ".txt": "text",
+}
 
 
-def write(content: str | bytes, output: Path | None, env: Environment) -> None:
+def output_format(given: str | None, output: Path | None, known: Sequence[str], default: str = "rich") -> str:
+    """The format of a run: `--format` when given, else the one `-o`'s extension names, else `default`.
+
+    An extension that names a format the command does not write (`check -o grades.npy`) is an error
+    rather than the default, which would put text into a file named for something else.
+    """
+    if given is not None:
+        return given
+    implied = EXTENSIONS.get(output.suffix.lower()) if output is not None else None
+    if implied is None:
+        return default
+    if implied not in known:
+        raise fail("cli.extension_not_offered", path=str(output), format=implied, known=", ".join(known)).at(
+            source="-o"
+        )
+    return implied
+
+
+def write(content: Content, output: Path | None, env: Environment) -> None:
     """Write to stdout, or to `output` whole or not at all.
 
     A regular file is written to a temporary file beside it, flushed to disk and
@@ -31,14 +62,15 @@ def write(content: str | bytes, output: Path | None, env: Environment) -> None:
     disk, Ctrl-C) the temporary file is removed and the old file stays. A symbolic
     link keeps pointing where it did; a device or pipe (-o /dev/stdout) is written
     directly, since renaming over it would replace it. Inside `all_or_nothing` the
-    file is kept back until the whole run has succeeded.
+    file is kept back until the whole run has succeeded. A `Stream` writes itself into the file
+    (or stdout), so that a large output is never held twice in memory.
     """
     data = content.encode("utf-8") if isinstance(content, str) else content
     if output is None:
         stdout = _stdout(env)
         try:
             stdout.flush()
-            stdout.buffer.write(data)
+            _put(stdout.buffer, data)
             stdout.buffer.flush()
         except BrokenPipeError:
             raise  # the reader stopped early (| head): not an error, `ending` ends quietly
@@ -60,7 +92,7 @@ def write(content: str | bytes, output: Path | None, env: Environment) -> None:
 class _Pending:
     """One output file on its way: a regular file as a temporary beside it, a pipe or device as its bytes."""
 
-    def __init__(self, output: Path, data: bytes) -> None:
+    def __init__(self, output: Path, data: bytes | Stream) -> None:
         self.output, self.data, self.temporary = output, data, None
         with _failing_as(output):
             if not _is_special(output):  # opened by the name given: /dev/fd/63 resolves to a pipe with no path
@@ -71,7 +103,7 @@ class _Pending:
         with _failing_as(self.output):
             if self.temporary is None:
                 with open(self.output, "wb") as handle:
-                    handle.write(self.data)
+                    _put(handle, self.data)
             else:
                 os.replace(self.temporary, self.target)
                 self.temporary = None
@@ -131,14 +163,21 @@ def _is_special(output: Path) -> bool:
         return False
 
 
-def _temporary(target: Path, data: bytes) -> Path:
+def _put(handle: BinaryIO, data: bytes | Stream) -> None:
+    if isinstance(data, bytes):
+        handle.write(data)
+    else:
+        data(handle)
+
+
+def _temporary(target: Path, data: bytes | Stream) -> Path:
     """`data` in a new file beside `target`, flushed to disk; removed again if writing it fails."""
     temporary = target.with_name(f".{target.name}.{os.getpid()}.attncli-tmp")
     created = False
     try:
         with open(temporary, "xb") as handle:  # a new file, with the permissions any new file gets
             created = True
-            handle.write(data)
+            _put(handle, data)
             handle.flush()
             os.fsync(handle.fileno())
     except BaseException:

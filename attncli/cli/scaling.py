@@ -21,7 +21,7 @@ from attncli.cli.app import (
     located,
 )
 from attncli.cli.environment import Environment
-from attncli.cli.output import print_human, write
+from attncli.cli.output import output_format, print_human, write
 from attncli.i18n import t
 
 FORMATS = ("rich", "text", "json")
@@ -42,13 +42,13 @@ def scaling(
     samples: Annotated[int, typer.Option(min=2, max=10_000_000, help=t("help.scaling.samples"))] = 2000,
     seed: Annotated[int, typer.Option(min=0, help=t("help.scaling.seed"))] = 0,
     precision: Precision = 4,
-    format: Format = "rich",
+    format: Format = None,
     output: Output = None,
     no_color: NoColor = False,
     lang: Lang = None,
     debug: Debug = False,
 ) -> None:
-    choose(format, FORMATS, "--format")
+    format = choose(output_format(format, output, FORMATS), FORMATS, "--format")
     from attncli import probes
     from attncli.render import analysis
 

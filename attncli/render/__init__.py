@@ -1,7 +1,7 @@
 """One renderer per output format, each reading the `Steps` record, and what each format can show.
 
 `human_lines` lays out styled lines (formats rich and text); `document` returns
-the text or bytes of every other format. Renderer modules are imported on demand.
+the text or bytes of every other format (npz: a writer that streams it). Renderer modules are imported on demand.
 `refuse` says, before anything is computed, when a format cannot show what was
 asked: norms and interventions, or more cells than a text format can print.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import io
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, BinaryIO
 
 from attncli.errors import fail
 
@@ -23,8 +23,9 @@ if TYPE_CHECKING:
     from attncli.render.layout import Line
 
 HUMAN_FORMATS = ("rich", "text")
-DOCUMENT_FORMATS = ("json", "csv", "tsv", "npy", "markdown", "latex")
-BINARY_FORMATS = ("npy",)
+DOCUMENT_FORMATS = ("json", "csv", "tsv", "npy", "npz", "markdown", "latex")
+BINARY_FORMATS = ("npy", "npz")
+CSV_LAYOUTS = ("long", "wide")
 ANALYSIS_FORMATS = (*HUMAN_FORMATS, "json")  # the formats that show norms and interventions
 CONDENSED_FORMATS = ("markdown", "latex")  # write-ups of a large problem show the corners (walk.condensed)
 MAX_DOCUMENT_CELLS = 2_000_000  # (query, key) cells over all heads that text formats print, a few at each
@@ -35,7 +36,7 @@ def refuse(fmt: str, *, analyses: bool = False, problem: Problem | None = None) 
     if analyses and fmt not in ANALYSIS_FORMATS:
         raise fail("render.no_analyses", format=fmt)
     if problem is None or fmt in (*HUMAN_FORMATS, *BINARY_FORMATS, *CONDENSED_FORMATS):
-        return  # the human output and the write-ups condense a large problem; npy holds the output only
+        return  # the human output and the write-ups condense a large problem; npy holds the output, npz every step
     cells = len(problem.heads) * problem.mask.size
     if cells > MAX_DOCUMENT_CELLS:
         raise fail("render.too_many_cells", format=fmt, cells=cells, limit=MAX_DOCUMENT_CELLS)
@@ -43,7 +44,7 @@ def refuse(fmt: str, *, analyses: bool = False, problem: Problem | None = None) 
 
 def results_only(fmt: str, silent: bool, pictures_or_analyses: bool) -> bool:
     """Whether the output needs the final result alone, not the steps: `npy`, or nothing shown at all."""
-    return not pictures_or_analyses and (silent or fmt in BINARY_FORMATS)
+    return not pictures_or_analyses and (silent or fmt == "npy")
 
 
 def npy(output: np.ndarray) -> bytes:
@@ -53,6 +54,39 @@ def npy(output: np.ndarray) -> bytes:
     buffer = io.BytesIO()
     np.save(buffer, output, allow_pickle=False)
     return buffer.getvalue()
+
+
+def npz_arrays(steps: Steps) -> dict[str, np.ndarray]:
+    """Every step of every head by its JSON name and place (`heads/0/weights`), the concatenation and the
+    final `output`, with the tokens and the mask; masked scores are -inf, a step a problem lacks is absent."""
+    import numpy as np
+
+    problem = steps.problem
+    arrays = {"tokens": np.array(problem.tokens), "query_tokens": np.array(problem.query_tokens), "mask": problem.mask}
+    for number, head in enumerate(steps.heads):
+        named = {
+            "queries": head.queries,
+            "keys": head.keys,
+            "values": head.values,
+            "dot": None if head.spec.scores is not None else head.compatibility,
+            "scores": head.scores,
+            "bias": head.bias,
+            "weights": head.weights,
+            "output": head.output,
+        }
+        arrays |= {f"heads/{number}/{name}": array for name, array in named.items() if array is not None}
+    if steps.concat is not None:
+        arrays["concat"] = steps.concat
+    arrays["output"] = steps.output
+    return arrays
+
+
+def npz(steps: Steps) -> Callable[[BinaryIO], None]:
+    """The .npz file of `npz_arrays`, written array by array into the stream it is given (never whole in memory)."""
+    import numpy as np
+
+    arrays = npz_arrays(steps)
+    return lambda stream: np.savez(stream, **arrays)
 
 
 def human_lines(
@@ -87,11 +121,13 @@ def document(
     follow: tuple[str, ...] | None = None,
     norms: Norms | None = None,
     interventions: Sequence[Intervention] = (),
-) -> str | bytes:
+    csv_layout: str = "long",
+) -> str | bytes | Callable[[BinaryIO], None]:
     """The whole output in format `fmt`, one of DOCUMENT_FORMATS.
 
     `precision` and `follow` shape the write-ups (markdown, latex); `norms` and
-    `interventions` join the JSON document when they were asked for.
+    `interventions` join the JSON document when they were asked for; `csv_layout`
+    (one of CSV_LAYOUTS) is the shape of csv and tsv.
     """
     if fmt == "json":
         from attncli.render import json_doc
@@ -100,9 +136,12 @@ def document(
     if fmt in ("csv", "tsv"):
         from attncli.render import long_table
 
-        return long_table.render(steps, delimiter="," if fmt == "csv" else "\t")
+        delimiter = "," if fmt == "csv" else "\t"
+        return (long_table.wide if csv_layout == "wide" else long_table.render)(steps, delimiter)
     if fmt == "npy":
         return npy(steps.output)
+    if fmt == "npz":
+        return npz(steps)
     if fmt in ("markdown", "latex"):
         from attncli.render import latex, markdown
 

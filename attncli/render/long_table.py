@@ -1,4 +1,5 @@
-"""CSV and TSV in long format: one row per number, `step,head,query,key,index,value`, full precision.
+"""CSV and TSV in long format: one row per number, `step,head,query,key,index,value`, full precision;
+and in wide format (`--csv-layout wide`), one matrix-shaped block per step for spreadsheets.
 
 Long format suits pipes and data frames: filter with grep or awk, pivot later.
 `head` is the head's index from 0, empty for the concatenation and for the final
@@ -12,10 +13,14 @@ from __future__ import annotations
 import csv
 import io
 from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from attncli.core import Steps
+
+if TYPE_CHECKING:
+    from attncli.probes import Comparison
 
 HEADER = ("step", "head", "query", "key", "index", "value")
 Row = tuple[str, str, str, str, str, str]
@@ -35,6 +40,53 @@ def render(steps: Steps, delimiter: str = ",") -> str:
     writer.writerow(HEADER)
     writer.writerows(rows(steps))
     return buffer.getvalue()
+
+
+def wide(steps: Steps, delimiter: str = ",") -> str:
+    """One block per step and head, as a spreadsheet shows a matrix, blocks apart by an empty line.
+
+    A block starts with its title row (`weights,head,0`; `concat`; `output` for the final output),
+    then a header row: `query\\key` and the key tokens for (query, key) steps, `query` or `key` and the
+    coordinates 0, 1, ... for vectors; then one row per query (or key) token. Same numbers as `render`.
+    """
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, delimiter=delimiter, lineterminator="\n")
+    for number, (title, corner, names, columns, matrix) in enumerate(blocks(steps)):
+        if number:
+            writer.writerow(())
+        writer.writerow(title)
+        writer.writerow((corner, *columns))
+        writer.writerows((text_cell(name), *map(str, row)) for name, row in zip(names, matrix))
+    return buffer.getvalue()
+
+
+Block = tuple[tuple[str, ...], str, Sequence[str], Sequence[str], np.ndarray]
+
+
+def blocks(steps: Steps) -> Iterator[Block]:
+    """(title, corner, row names, column names, matrix) of each step, in the order of `rows`."""
+    problem = steps.problem
+    queries, keys = problem.query_tokens, problem.tokens
+    cells = [text_cell(key) for key in keys]
+
+    def vectors(title: tuple[str, ...], by: str, matrix: np.ndarray) -> Block:
+        return title, by, queries if by == "query" else keys, [str(i) for i in range(matrix.shape[1])], matrix
+
+    for number, head in enumerate(steps.heads):
+        h = ("head", str(number))
+        if head.queries is not None:
+            yield vectors(("queries", *h), "query", head.queries)
+            yield vectors(("keys", *h), "key", head.keys)
+        yield vectors(("values", *h), "key", head.values)
+        pairs = [("scores", head.scores), ("weights", head.weights)]
+        if head.spec.scores is None:
+            pairs.insert(0, ("dot", head.compatibility))
+        for step, matrix in pairs:
+            yield (step, *h), "query\\key", queries, cells, matrix
+        yield vectors(("output", *h), "query", head.output)
+    if steps.concat is not None:
+        yield vectors(("concat",), "query", steps.concat)
+    yield vectors(("output",), "query", steps.output)
 
 
 def rows(steps: Steps) -> Iterator[Row]:
@@ -69,3 +121,34 @@ def _pairs(step: str, head: str, queries: Sequence[str], keys: Sequence[str], ma
     for query, row in zip(map(text_cell, queries), matrix):
         for key, value in zip(keys, row):
             yield step, head, query, key, "", str(value)
+
+
+COMPARE_HEADER = ("query", "step", "head", "position", "key_a", "key_b", "a", "b", "difference")
+
+
+def compare_table(record: Comparison, delimiter: str = ",") -> str:
+    """`compare` in long format: for each shared query, each head pair's weights key position by key position
+    (key_a, key_b: the key each problem has there, empty past its last), then the outputs coordinate by
+    coordinate, then the distance ‖output_b − output_a‖ as `difference`; a difference is empty where the
+    two sides do not line up (other numbers of keys or widths)."""
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, delimiter=delimiter, lineterminator="\n")
+    writer.writerow(COMPARE_HEADER)
+    keys_a, keys_b = record.a.problem.tokens, record.b.problem.tokens
+    for query in record.queries:
+        name = text_cell(query.query)
+        for number, pair in enumerate(query.heads):
+            for j in range(max(len(pair.weights_a), len(pair.weights_b))):
+                key_a, key_b = (text_cell(keys[j]) if j < len(keys) else "" for keys in (keys_a, keys_b))
+                a, b, difference = (_cell(vector, j) for vector in (pair.weights_a, pair.weights_b, pair.difference))
+                writer.writerow((name, "weights", number, j, key_a, key_b, a, b, difference))
+        for i in range(max(len(query.output_a), len(query.output_b))):
+            a, b, difference = (_cell(vector, i) for vector in (query.output_a, query.output_b, query.difference))
+            writer.writerow((name, "output", "", i, "", "", a, b, difference))
+        distance = "" if query.distance is None else str(query.distance)
+        writer.writerow((name, "distance", "", "", "", "", "", "", distance))
+    return buffer.getvalue()
+
+
+def _cell(vector: np.ndarray | None, index: int) -> str:
+    return str(vector[index]) if vector is not None and index < len(vector) else ""

@@ -11,6 +11,7 @@ import numpy as np
 
 from attncli.core import HeadSteps, Steps
 from attncli.i18n import t
+from attncli.render import MAX_DOCUMENT_CELLS
 from attncli.render.analysis import COMPACT_DECIMALS, MASKED_CELL
 from attncli.render.layout import BLANK, Line, line, table
 from attncli.render.numbers import fixed, vector
@@ -48,7 +49,7 @@ def render(steps: Steps, follow: tuple[str, ...] | None, precision: int, width: 
             )
         )
     )
-    out.append(line((t("summary.why"), "dim")))
+    out.append(line((t("summary.why", limit=MAX_DOCUMENT_CELLS), "dim")))
     out.append(BLANK)
     for head in steps.heads:
         if len(steps.heads) > 1:
