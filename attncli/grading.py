@@ -19,6 +19,7 @@ replay does not. Pure functions of the calculation and the answers: no I/O.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -339,6 +340,7 @@ class _Solved:
         self.first = {kind: min(i for i, (k, _) in enumerate(self.stages) if k == kind) for kind, _ in self.stages}
         self.passes: dict[tuple[Mistake, int], _Pass] = {}
         self.prefixes: dict[tuple[Mistake, int], Mistake] = {}
+        self.cuts: dict[tuple[Mistake, int, int], Mistake] = {}
         self.singles = _singles(steps)
         self.pairable = [m for m in self.singles if _changed(m) <= set(PAIRABLE)]  # one alone may change nothing
         self.pairs = [p for a, b in itertools.combinations(self.pairable, 2) if (p := _pair(a, b)) is not None]
@@ -382,6 +384,18 @@ class _Solved:
             memo[(mistake, index)] = found
         return found
 
+    def before(self, mistake: Mistake, at: int, cut: int) -> Mistake:
+        """`mistake` without the slips that act at stage `at` (one of STAGES) only through stages up to `cut`."""
+        found = self.cuts.get((mistake, at, cut))
+        if found is None:
+            dropped = {
+                name: getattr(Mistake(), name)
+                for name in _changed(mistake)
+                if all(STAGES.index(kind) <= cut for kind in _acts(mistake, name) if STAGES.index(kind) <= at)
+            }
+            found = self.cuts[(mistake, at, cut)] = replace(mistake, **dropped) if dropped else mistake
+        return found
+
     def whole_to(self, mistake: Mistake, index: int) -> _Pass:
         """The replay from the problem alone, as far as stage `index`."""
         return self.run(mistake, index, {}, self.passes)
@@ -414,6 +428,7 @@ class _Replays:
         self.given = given
         self.passes: dict[tuple[Mistake, int], _Pass] = {}  # fed the student's numbers
         self.references: dict[tuple[Mistake, bool, Key], Reference] = {}
+        self.cuts: dict[Key, int | None] = {}
         truth = self.solved.whole(Mistake()).computed
         self.full = {k for k, num in given.items() if num.t.shape == truth[k].t.shape and not np.isnan(num.t).any()}
 
@@ -438,24 +453,28 @@ class _Replays:
         That step hands on the student's numbers whatever came before it, so those slips cannot change `key`.
         """
         step, head = key
-        if step not in STAGES or (head is not None and mistake.weights_of is not None):
+        cut = self.cut(key)
+        if cut is None or (head is not None and mistake.weights_of is not None):
             return mistake
-        at = STAGES.index(step)
+        return self.solved.before(mistake, STAGES.index(step), cut)
+
+    def cut(self, key: Key) -> int | None:
+        """The last stage before step `key` that, answered in full, hands on only the student's numbers to it."""
+        if key not in self.cuts:
+            self.cuts[key] = self.last_written(key)
+        return self.cuts[key]
+
+    def last_written(self, key: Key) -> int | None:
+        step, head = key
+        if step not in STAGES:
+            return None
         if head is None:
             outputs = all(("output", h) in self.full for h in range(len(self.solved.steps.heads)))
             written = [STAGES.index("output")] * outputs + [STAGES.index("concat")] * (("concat", None) in self.full)
         else:
             written = [STAGES.index(s) for s in SCREENS if (s, head) in self.full]
-        written = [w for w in written if w < at]
-        if not written:
-            return mistake
-        cut = max(written)
-        dropped = {
-            name: getattr(Mistake(), name)
-            for name in _changed(mistake)
-            if all(STAGES.index(kind) <= cut for kind in _acts(mistake, name) if STAGES.index(kind) <= at)
-        }
-        return replace(mistake, **dropped) if dropped else mistake
+        written = [w for w in written if w < STAGES.index(step)]
+        return max(written) if written else None
 
 
 class _Grader:
@@ -757,10 +776,12 @@ def _pair(a: Mistake, b: Mistake) -> Mistake | None:
     return replace(a, codes=(*a.codes, *b.codes), **{name: getattr(b, name) for name in right})
 
 
-def _changed(mistake: Mistake) -> set[str]:
-    """The fields in which `mistake` departs from the right calculation."""
+@functools.lru_cache(maxsize=4096)
+def _changed(mistake: Mistake) -> frozenset[str]:
+    """The fields in which `mistake` departs from the right calculation (asked for every replay: kept)."""
     default = Mistake()
-    return {f.name for f in fields(Mistake) if getattr(mistake, f.name) != getattr(default, f.name)} - {"codes"}
+    names = (f.name for f in fields(Mistake) if f.name != "codes")
+    return frozenset(name for name in names if getattr(mistake, name) != getattr(default, name))
 
 
 def _singles(steps: Steps) -> list[Mistake]:
