@@ -25,11 +25,12 @@ from attncli import core, kernel, yamldoc
 from attncli.core import Steps
 from attncli.errors import fail
 from attncli.parsing import problem_file
-from attncli.problem import Head, Problem
+from attncli.problem import Head, Problem, Stack
 from attncli.yamldoc import Document
 
 if TYPE_CHECKING:
     from attncli.grading import Report
+    from attncli.layers import StackSteps
 
 Source = str | os.PathLike | Document
 DTYPES = ("float64", "float32")
@@ -44,8 +45,8 @@ def load(
     name: str = "<text>",
     dtype: str = "float64",
     confined: bool = False,
-) -> Problem:
-    """The validated problem in `source`, or in the YAML `text` (called `name` in errors).
+) -> Problem | Stack:
+    """The validated problem in `source`, or in the YAML `text` (called `name` in errors); a Stack with `layers:`.
 
     `flags` (field -> value, spelled as on the command line: `{"keys": "2,0; 1,1"}`) are laid
     over the file, or make the whole problem without one. Array files a problem names are
@@ -58,12 +59,26 @@ def load(
     return problem_file.parse(document, flags, _base(source), dtype=getattr(np, dtype), confined=confined)
 
 
-def solve(problem: Problem) -> Steps:
-    """Every step of the calculation: each head's scores, weights and output, then the heads combined."""
+def single(problem: Problem | Stack, command: str) -> Problem:
+    """`problem`, for a `command` that takes one layer (check, template, compare); a stack is an AttnError."""
+    if isinstance(problem, Stack):
+        raise fail("layers.single", command=command).at(source=problem.source, field="layers")
+    return problem
+
+
+def solve(problem: Problem | Stack) -> Steps | StackSteps:
+    """Every step of the calculation: each head's scores, weights and output, then the heads combined.
+
+    A stack gives each layer's steps in turn (attncli.layers.StackSteps).
+    """
+    if isinstance(problem, Stack):
+        from attncli import layers
+
+        return layers.compute(problem)
     return core.compute(problem)
 
 
-def result(problem: Problem) -> np.ndarray:
+def result(problem: Problem | Stack) -> np.ndarray:
     """The final output alone (L, d_out), for outputs that show nothing else (`-f npy`, `-q`).
 
     Dot-product heads without a bias go through the blocked kernel, O(L + S) memory past the problem itself,
@@ -71,7 +86,7 @@ def result(problem: Problem) -> np.ndarray:
     chance of overflow, which `solve` names) takes `solve`'s every-step path. Both give the
     same numbers within float64 rounding.
     """
-    if problem.bias is not None:  # the kernel adds no bias to the scores
+    if isinstance(problem, Stack) or problem.bias is not None:  # the kernel adds no bias, has no layers
         return solve(problem).output
     outputs = [_kernel_output(head, problem.mask) for head in problem.heads]
     if any(output is None for output in outputs):
@@ -130,10 +145,10 @@ def grade(
     elif isinstance(key_or_problem, Problem):
         steps = solve(key_or_problem)
     elif answers is None:  # a homework file is read once, for the problem and for the answers
-        steps = solve(load(document, confined=True))
+        steps = solve(single(load(document, confined=True), "check"))
     else:
         key = _document(key_or_problem)
-        steps, settings = solve(load(key)), attncli.parsing.answers.read_settings(key)
+        steps, settings = solve(single(load(key), "check")), attncli.parsing.answers.read_settings(key)
     file = document.name if isinstance(source, Document) else os.fspath(source)
     return grading.grade(steps, attncli.parsing.answers.parse(document, steps, settings), file=file, **options)
 

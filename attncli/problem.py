@@ -95,3 +95,46 @@ class Problem:
     title: str | None = None
     notes: str | None = None
     source: str = "-"
+
+
+NORM_KINDS = ("layer", "rms")
+NORM_PLACES = ("pre", "post")
+
+
+@dataclass(frozen=True)
+class Norm:
+    """How a layer normalises each token's row: LayerNorm or RMSNorm, before attention or after the residual sum.
+
+    Without `gain` and `shift` nothing is learned, as torch's layer_norm without weight and bias.
+    """
+
+    kind: str  # layer: (x − mean) / √(var + eps); rms: x / √(mean(x²) + eps)
+    place: str  # pre: x + Attn(N(x)); post: N(x + Attn(x))
+    eps: float
+    gain: np.ndarray | None = None  # (d,) multiplies the normalised row
+    shift: np.ndarray | None = None  # (d,) then added (LayerNorm only); `bias:` in a problem file
+
+
+@dataclass(frozen=True)
+class Layer:
+    """One attention layer of a stack: its attention as a problem of its own, and its normalisation.
+
+    The heads' projections in `attention` multiply the stack's `x`; `attncli.layers.compute` feeds
+    each layer the residual stream that reaches it instead.
+    """
+
+    name: str
+    attention: Problem
+    norm: Norm | None = None
+
+
+@dataclass(frozen=True)
+class Stack:
+    """Layers stacked with residual connections: layer 1 reads `x`, each next one x + the attention before it."""
+
+    tokens: tuple[str, ...]  # S positions: self-attention throughout
+    x: np.ndarray  # (S, d)
+    layers: tuple[Layer, ...]
+    title: str | None = None
+    notes: str | None = None
+    source: str = "-"

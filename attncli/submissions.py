@@ -76,7 +76,7 @@ def exercise_id(document: yamldoc.Document) -> str | None:
 def load_key(file: str) -> Key:
     """The key in `file`: a problem, with or without answers:."""
     document = yamldoc.read(file)
-    steps = pipeline.solve(pipeline.load(document))
+    steps = pipeline.solve(pipeline.single(pipeline.load(document), "check"))
     return Key(file, steps, answers.read_settings(document), exercise_id(document))
 
 
@@ -121,13 +121,13 @@ def grade_file(
         if keys is None:
             if not _problem_fields(document):
                 raise fail("check.needs_key").at(source=document.name)
-            steps = pipeline.solve(pipeline.load(document, confined=True))
+            steps = pipeline.solve(pipeline.single(pipeline.load(document, confined=True), "check"))
             return _graded(file, exercise, steps, answers.parse(document, steps), options)
         key = _key_for(document, exercise, keys)
         changed = _setting_changes(key, document)
         if _problem_fields(document):
             changed = (
-                *changed_fields(key, pipeline.load(document, confined=True)),
+                *changed_fields(key, pipeline.single(pipeline.load(document, confined=True), "check")),
                 *changed,
             )
         if changed:

@@ -199,6 +199,33 @@ def test_kv_cache() -> None:
     assert [round(w, 4) for w in weights] == [0.5344, 0.1966, 0.0723, 0.1966]
 
 
+def test_layers() -> None:
+    """Layer 1 is the worked example in a 3-wide stream (one-hot x, W_O = [I | 0]); layer 2 reads LN(X₂), by hand."""
+    steps = solve("layers.yaml")
+    first, second = steps.layers
+    z = E**2 + E + 1
+    bank = [E**2 / z, E / z, 1 / z]
+    close(first.attention.heads[0].weights, [[1 / 3] * 3, [1 / 3] * 3, bank])  # fisherman's and net's q are 0
+    out = [2 * bank[0] + bank[2], 2 * bank[1] + bank[2]]  # [1.4205, 0.5795]
+    stream = [[2, 1, 0], [1, 2, 0], [out[0], out[1], 1]]  # X₂ = x + Z·W_O, Z's rows [1, 1], [1, 1], out
+    close(first.output, stream)
+    # LayerNorm without affine: (x − mean)/√(var + ε); each row of X₂ has mean 1
+    normed = []
+    for row in stream:
+        centred = [value - sum(row) / 3 for value in row]
+        normed.append([value / math.sqrt(sum(c * c for c in centred) / 3 + 1e-5) for value in centred])
+    close(second.normed, normed)
+    assert [round(v, 4) for v in second.normed[2]] == [1.2247, -1.2247, 0]
+    # W_Q = W_K = the first two coordinates, W_V = I: s = q·k/√2, softmax, Σ weight × v
+    leaves = []
+    for i, q in enumerate(normed):
+        weights = softmax(*((q[0] * k[0] + q[1] * k[1]) * R2 for k in normed))
+        mixed = [sum(w * v[c] for w, v in zip(weights, normed)) for c in range(3)]
+        leaves.append([stream[i][c] + mixed[c] for c in range(3)])  # X₃ = X₂ + Attn(LN(X₂))
+    close(steps.output, leaves)
+    assert [round(v, 4) for v in steps.output[0]] == [3.0440, 0.6588, -0.7027]
+
+
 def test_gqa() -> None:
     """Four query heads over two kv heads: head h reads kv head ⌊h·2/4⌋; each head's scores by hand."""
     steps = solve("gqa.yaml")

@@ -51,7 +51,7 @@ def compare(
     from attncli import pipeline, probes
     from attncli.render import analysis
 
-    first, second = (pipeline.solve(pipeline.load(name)) for name in (a, b))
+    first, second = (pipeline.solve(pipeline.single(pipeline.load(name), "compare")) for name in (a, b))
     record = probes.compare(first, second)
     if figure:
         from attncli.render.figure import compare_figure

@@ -29,7 +29,7 @@ from attncli.render import BINARY_FORMATS, CSV_LAYOUTS, DOCUMENT_FORMATS, HUMAN_
 if TYPE_CHECKING:
     from attncli.core import Steps
     from attncli.probes import Intervention, Norms
-    from attncli.problem import Problem
+    from attncli.problem import Problem, Stack
 
 FORMATS = HUMAN_FORMATS + DOCUMENT_FORMATS
 Format = format_option(FORMATS)
@@ -43,6 +43,7 @@ EXAMPLES = epilog(
     "  attncli compute samples/bank.yaml --norms --ablate net --weights permute:3",
     "  attncli compute samples/storm_causal.yaml --heatmap --svg storm.svg",
     "  attncli compute --queries @q.npy --keys @k.npy --values @v.npy --dtype float32 --format npy -o out.npy",
+    "  attncli compute samples/layers.yaml --layer 2 --rollout",
 )
 
 
@@ -76,6 +77,8 @@ def compute(
     svg: Annotated[Optional[Path], typer.Option(help=t("help.compute.svg"))] = None,
     html: Annotated[Optional[Path], typer.Option(help=t("help.compute.html"))] = None,
     figure: Annotated[Optional[Path], typer.Option(metavar="FILE", help=t("help.figure"))] = None,
+    layer: Annotated[Optional[int], typer.Option(metavar="N", help=t("help.compute.layer"))] = None,
+    rollout: Annotated[bool, typer.Option("--rollout", help=t("help.compute.rollout"))] = False,
     lang: Lang = None,
     debug: Debug = False,
 ) -> None:
@@ -94,12 +97,21 @@ def compute(
     if file is None and not flags:
         raise fail("cli.no_input")
     from attncli import pipeline, render
+    from attncli.problem import Stack
 
     parsed = pipeline.load(file, flags, dtype=dtype)
     with located("--format"):
         refuse(format, problem=None if quiet else parsed)
-    _check_follow(follow or [], parsed)
     analyses = norms or bool(ablate or ablate_head or weights)
+    if isinstance(parsed, Stack):
+        shape = {"precision": precision, "follow": tuple(follow) if follow else None, "heatmap": heatmap}
+        pictures = (svg, html, no_color)
+        _stack(env, parsed, format, output, quiet, shape, layer, rollout, analyses or figure is not None, pictures)
+        return
+    for option, given in (("--layer", layer is not None), ("--rollout", rollout)):
+        if given:
+            raise fail("cli.layers_only", option=option)
+    _check_follow(follow or [], parsed)
     if render.results_only(format, quiet and output is None, analyses or bool(svg or html or figure)):
         result = pipeline.result(parsed)
         if not (quiet and output is None):
@@ -125,10 +137,54 @@ def compute(
         print_human(build, output, env)
 
 
-def _check_follow(follow: list[str], parsed: Problem) -> None:
+def _check_follow(follow: list[str], parsed: Problem | Stack) -> None:
+    from attncli.problem import Stack
+
+    names = parsed.tokens if isinstance(parsed, Stack) else parsed.query_tokens
     for name in follow:
-        if name not in parsed.query_tokens:
-            raise fail("cli.unknown_follow", name=name, names=listed(parsed.query_tokens))
+        if name not in names:
+            raise fail("cli.unknown_follow", name=name, names=listed(names))
+
+
+def _stack(
+    env: Environment,
+    stack: Stack,
+    format: str,
+    output: Path | None,
+    quiet: bool,
+    shape: dict,
+    layer: int | None,
+    rollout: bool,
+    analyses: bool,
+    pictures: tuple[Path | None, Path | None, bool],
+) -> None:
+    """`compute` of stacked layers: the walk layer by layer (or `layer` alone), JSON's `layers`, the output as npy."""
+    from attncli import layers, pipeline, render
+
+    svg, html, no_color = pictures
+    if analyses:
+        raise fail("cli.no_layer_analyses")
+    if layer is not None and not 1 <= layer <= len(stack.layers):
+        raise fail("cli.bad_layer", number=layer, count=len(stack.layers))
+    _check_follow(list(shape["follow"] or ()), stack)
+    if render.results_only(format, quiet and output is None, bool(svg or html)):
+        result = pipeline.result(stack)
+        if not (quiet and output is None):
+            write(render.npy(result), output, env)
+        return
+    steps = pipeline.solve(stack)
+    flow = layers.rollout(steps.layers[: layer or len(steps.layers)]) if rollout else None
+    build = render.stack_lines(steps, **shape, layer=layer, rollout=flow)
+    if svg or html:
+        save_pictures(build, svg, html, stack.title or "attncli", no_color, env)
+    if quiet and output is None:
+        return
+    if format == "json":
+        from attncli.render import json_doc
+
+        write(json_doc.stack_document(steps, flow), output, env)
+    else:
+        print_human(build, output, env)
 
 
 def _probe(

@@ -7,6 +7,7 @@ the file (or flag), the line and the field as a person reads it. The problem par
 
 from __future__ import annotations
 
+import copy
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -48,7 +49,8 @@ class FieldReader:
     `flags` (field -> value, given on the command line) name their flag in errors instead of a line;
     array files are found under `base` and every matrix comes out as `dtype`. With `confined`, an
     array file must resolve (links followed) inside `base`: a graded file comes from someone else,
-    and its `{file: /home/teacher/key.npy}` must not read what its author could not.
+    and its `{file: /home/teacher/key.npy}` must not read what its author could not. Paths are taken
+    from `root`, the mapping being read (a layer under `layers:`, see `within`), so errors name the whole path.
     """
 
     def __init__(
@@ -65,16 +67,31 @@ class FieldReader:
         self.dtype = dtype or np.dtype(np.float64)
         self.confined = confined
         self.files: dict[FieldPath, np.ndarray] = {}
+        self.root: FieldPath = ()
+
+    def within(self, path: FieldPath) -> FieldReader:
+        """This reader for the mapping at `path`, which its fields' paths start from; no flag reaches inside."""
+        inner = copy.copy(self)
+        inner.root, inner.flags, inner.files = self.full(path), {}, {}
+        return inner
+
+    def full(self, path: FieldPath) -> FieldPath:
+        """`path` from the document's top: the root, then `path`."""
+        return (*self.root, *path)
 
     def location(self, path: FieldPath) -> tuple[str, int | None]:
         """The flag (`--keys`) or the file and line where the value at `path` was given."""
         if path and path[0] in self.flags:
             return f"--{str(path[0]).replace('_', '-')}", None
-        return self.document.name, self.document.line(path)
+        return self.document.name, self.document.line(self.full(path))
 
     def error(self, path: FieldPath, key: str, field: str | Message | None = None, **params: object) -> AttnError:
         """The error `key` placed at `path`; `field` names it instead of the path (a row label, say)."""
-        return fail(key, **params).at(*self.location(path), field if field is not None else field_name(path))
+        return fail(key, **params).at(*self.location(path), field if field is not None else self.name(path))
+
+    def name(self, path: FieldPath) -> str:
+        """The field at `path` as a person reads it, from the document's top: layers[2].heads[1].w_q."""
+        return field_name(self.full(path))
 
     def check_fields(
         self, data: dict, path: FieldPath, known: Sequence[str], names_hint: str = "hint.known_fields"
@@ -90,11 +107,11 @@ class FieldReader:
         try:
             return finite_number(value)
         except AttnError as error:
-            raise error.at(*self.location(path), field or field_name(path)) from None
+            raise error.at(*self.location(path), field or self.name(path)) from None
 
     def text_of(self, path: FieldPath, value: object) -> str:
         """The text a scalar was written as in the file ("" for a missing value)."""
-        return self.document.texts.get(path, "" if value is None else str(value))
+        return self.document.texts.get(self.full(path), "" if value is None else str(value))
 
     def written(self, path: FieldPath, value: object, field: str | None = None) -> Written:
         """A number together with the text it was written as."""
@@ -153,7 +170,7 @@ class FieldReader:
         width = None
         out = []
         for index, (row_path, row) in enumerate(given):
-            label = row_label(path, index, rows)
+            label = row_label(self.full(path), index, rows)
             cells = self.row(row_path, row, label, width)
             width = len(cells)
             out.append([self.number((*row_path, j), cell, label) for j, cell in enumerate(cells)])
@@ -225,7 +242,7 @@ class FieldReader:
                 raise self.error((*path, "file"), "problem.not_text", got=kind_of(spec["file"]))
             return self.typed(path, arrays.load(self._inside(spec["file"]), spec.get("key")))
         except AttnError as error:
-            raise error.at(*self.location(path), field_name(path)) from None
+            raise error.at(*self.location(path), self.name(path)) from None
 
     def _inside(self, written: str) -> Path:
         """The file `written` names under `base`; with `confined`, the real path it resolves to, inside `base`."""

@@ -55,6 +55,7 @@ class Inputs:
 
     x: np.ndarray | None  # (S, d)
     x_query: np.ndarray | None  # (L, d)
+    query_field: str = "x_query"  # what errors call the queries' inputs: a layer's queries read x itself
 
 
 class Heads:
@@ -131,7 +132,7 @@ class Heads:
             return Head(
                 name, Score(GIVEN, 1.0), None, None, values[1], scores=self.given_scores(index, tokens, query_tokens)
             )
-        queries = self.operand(index, "queries", "w_q", query_tokens, inputs.x_query, "x_query")
+        queries = self.operand(index, "queries", "w_q", query_tokens, inputs.x_query, inputs.query_field)
         if group is None:
             keys = self.operand(index, "keys", "w_k", tokens, inputs.x, "x")
         if queries is None or keys is None:

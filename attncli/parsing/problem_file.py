@@ -13,11 +13,11 @@ from attncli.errors import fail
 from attncli.parsing import biases, masks
 from attncli.parsing.fields import FieldReader
 from attncli.parsing.heads import HEAD_FIELDS, Heads, Inputs
-from attncli.problem import Head, Problem, Projection, Score, width
+from attncli.problem import Head, Problem, Projection, Score, Stack, width
 from attncli.yamldoc import Document
 
 TOP_FIELDS = (
-    "title", "notes", "tokens", "query_tokens", "x", "x_query", "heads", "kv_heads", "w_o", "mask", "bias",
+    "title", "notes", "tokens", "query_tokens", "x", "x_query", "layers", "heads", "kv_heads", "w_o", "mask", "bias",
     "padding", "window", "scale", "exercise", "answers", "tolerance", "carry", "min_decimals", "require",
     *HEAD_FIELDS[1:],
 )  # fmt: skip
@@ -31,22 +31,27 @@ def parse(
     base: Path | None = None,
     dtype: type[np.floating] = np.float64,
     confined: bool = False,
-) -> Problem:
+) -> Problem | Stack:
     """Validate `document` with `flags` (field -> value, given on the command line) laid over it.
 
     Array files are found under `base` (with `confined`, only there); every matrix comes out as
-    `dtype`, which the core computes in.
+    `dtype`, which the core computes in. A document with `layers:` is a stack of layers
+    (attncli.parsing.layers), each a problem of its own.
     """
     data = document.data if document.data is not None else {}
     reader = FieldReader(document, dict(flags or {}), base, np.dtype(dtype), confined)
     if not isinstance(data, dict):
         raise reader.error((), "problem.not_mapping")
     data = {**data, **reader.flags}
+    if "layers" in data:
+        from attncli.parsing import layers  # it builds each layer with `Builder`
+
+        return layers.read(reader, data)
     reader.check_fields(data, (), TOP_FIELDS)
-    return _Builder(reader, data).problem()
+    return Builder(reader, data).problem()
 
 
-class _Builder:
+class Builder:
     """Works out tokens, heads and the mask from the merged fields, in dependency order."""
 
     def __init__(self, reader: FieldReader, data: dict) -> None:

@@ -18,8 +18,9 @@ if TYPE_CHECKING:
     import numpy as np
 
     from attncli.core import Steps
+    from attncli.layers import StackSteps
     from attncli.probes import Intervention, Norms
-    from attncli.problem import Problem
+    from attncli.problem import Problem, Stack
     from attncli.render.layout import Line
 
 HUMAN_FORMATS = ("rich", "text")
@@ -28,16 +29,22 @@ BINARY_FORMATS = ("npy", "npz")
 CSV_LAYOUTS = ("long", "wide")
 ANALYSIS_FORMATS = (*HUMAN_FORMATS, "json")  # the formats that show norms and interventions
 CONDENSED_FORMATS = ("markdown", "latex")  # write-ups of a large problem show the corners (walk.condensed)
+STACK_FORMATS = (*HUMAN_FORMATS, "json", "npy")  # the formats that show stacked layers
 MAX_DOCUMENT_CELLS = 2_000_000  # (query, key) cells over all heads that text formats print, a few at each
 
 
-def refuse(fmt: str, *, analyses: bool = False, problem: Problem | None = None) -> None:
+def refuse(fmt: str, *, analyses: bool = False, problem: Problem | Stack | None = None) -> None:
     """Raise when format `fmt` cannot show norms or interventions (`analyses`), or every cell of `problem`."""
+    from attncli.problem import Stack
+
     if analyses and fmt not in ANALYSIS_FORMATS:
         raise fail("render.no_analyses", format=fmt)
+    if isinstance(problem, Stack) and fmt not in STACK_FORMATS:
+        raise fail("render.no_layers", format=fmt, formats=", ".join(STACK_FORMATS))
     if problem is None or fmt in (*HUMAN_FORMATS, *BINARY_FORMATS, *CONDENSED_FORMATS):
         return  # the human output and the write-ups condense a large problem; npy holds the output, npz every step
-    cells = len(problem.heads) * problem.mask.size
+    layers = [layer.attention for layer in problem.layers] if isinstance(problem, Stack) else [problem]
+    cells = sum(len(layer.heads) * layer.mask.size for layer in layers)
     if cells > MAX_DOCUMENT_CELLS:
         raise fail("render.too_many_cells", format=fmt, cells=cells, limit=MAX_DOCUMENT_CELLS)
 
@@ -111,6 +118,23 @@ def human_lines(
         return terminal.render(steps, view, width, extra)
 
     return build
+
+
+def stack_lines(
+    steps: StackSteps,
+    *,
+    precision: int = 4,
+    follow: tuple[str, ...] | None = None,
+    heatmap: bool = False,
+    layer: int | None = None,
+    rollout: np.ndarray | None = None,
+) -> Callable[[int], list[Line]]:
+    """A stack's human output as a function of the width: layer by layer (only `layer`), then `rollout`."""
+    from attncli.render import human as terminal
+    from attncli.render.walk import View
+
+    view = View(precision=precision, follow=follow, heatmap=heatmap)
+    return lambda width: terminal.render_stack(steps, view, width, layer, rollout)
 
 
 def document(

@@ -63,9 +63,23 @@ def heatmap(head: HeadSteps, problem: Problem, precision: int, width: int) -> li
     if by_key:
         weights = weights.T
     rows, columns = (problem.tokens, problem.query_tokens) if by_key else (problem.query_tokens, problem.tokens)
+    title = t("render.weight_matrix_title_keys" if by_key else "render.weight_matrix_title")
+    return weight_map(weights, rows, columns, title, precision, width, "analysis.caution_map", by_key)
+
+
+def weight_map(
+    weights: np.ndarray,
+    rows: Sequence[str],
+    columns: Sequence[str],
+    title: str,
+    precision: int,
+    width: int,
+    caution: str,
+    by_key: bool = False,
+) -> list[Line]:
+    """Weights (rows × columns, nan where masked) as the heatmap's grid, its legend and the `caution` key's line."""
     allowed = weights[~np.isnan(weights)]
     largest = float(allowed.max()) if allowed.size else 0.0
-    title = t("render.weight_matrix_title_keys" if by_key else "render.weight_matrix_title")
     layouts = [_Grid(precision, False, 2), _Grid(precision, True, 2), _Grid(precision, True, 1)]
     if precision > COMPACT_DECIMALS:
         layouts.append(_Grid(COMPACT_DECIMALS, True, 1))
@@ -85,13 +99,13 @@ def heatmap(head: HeadSteps, problem: Problem, precision: int, width: int) -> li
                 line((title, "bold")),
                 *grid,
                 *_legend(largest, precision, notes),
-                _caution("analysis.caution_map"),
+                _caution(caution),
                 BLANK,
             ]
     stacked = [[name, *(_heat_cell(w, largest, precision) for w in row)] for name, row in zip(rows, weights)]
     corner = t("render.key") if by_key else t("render.query")
     grid = table(title, [corner, *columns], stacked, width)[:-1]
-    return [*grid, *_legend(largest, precision, []), _caution("analysis.caution_map"), BLANK]
+    return [*grid, *_legend(largest, precision, []), _caution(caution), BLANK]
 
 
 def _grid(

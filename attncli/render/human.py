@@ -4,8 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+import numpy as np
+
 from attncli.core import Steps
 from attncli.i18n import t
+from attncli.layers import StackSteps
 from attncli.render import analysis, summary, walk
 from attncli.render.layout import BLANK, Line, bar, line, table
 from attncli.render.numbers import MASKED, fixed
@@ -23,6 +26,15 @@ def render(steps: Steps, view: View, width: int, extra: Sequence[Line] = ()) -> 
         return [*summary.render(steps, view.follow, view.precision, width), *extra]
     out = [line for item in walk.items(steps, view) for line in _RENDER[type(item)](item, view.precision, width)]
     return [*out, *extra, line((t("render.rounding_note", precision=view.precision), "dim"))]
+
+
+def render_stack(
+    steps: StackSteps, view: View, width: int, layer: int | None = None, rollout: np.ndarray | None = None
+) -> list[Line]:
+    """A stack's explanation, layer by layer (only `layer` when given), then the rollout when asked for."""
+    records = walk.stack_items(steps, view, layer, rollout)
+    out = [line for item in records for line in _RENDER[type(item)](item, view.precision, width)]
+    return [*out, line((t("render.rounding_note", precision=view.precision), "dim"))]
 
 
 def _facts(facts: walk.Facts, p: int, width: int) -> list[Line]:
@@ -184,6 +196,38 @@ def _combination(item: walk.Combination, p: int, width: int) -> list[Line]:
     return out
 
 
+def _stack_facts(facts: walk.StackFacts, p: int, width: int) -> list[Line]:
+    lines = [line((facts.title, "bold underline"))] if facts.title else []
+    if facts.notes:
+        lines.append(line((facts.notes, "italic")))
+    lines.append(_fact(t("render.tokens"), ", ".join(facts.tokens)))
+    lines.append(_fact(t("render.stack_width"), str(facts.d)))
+    rows = [[str(number), name, norm] for number, (name, norm) in enumerate(facts.layers, 1)]
+    return [*lines, BLANK, *table(t("render.stack_layers"), ["#", t("render.layer"), t("render.norm")], rows, width)]
+
+
+def _layer_title(item: walk.LayerTitle, p: int, width: int) -> list[Line]:
+    title = t("render.layer_title", number=item.number, count=item.count, name=item.name)
+    return [line((title, "bold reverse")), line((item.norm, "italic")), BLANK]
+
+
+def _stream(item: walk.Stream, p: int, width: int) -> list[Line]:
+    rows = [[token, row.text(p)] for token, row in zip(item.tokens, item.rows)]
+    title = t(f"render.stream_{item.kind}", formula=item.formula)
+    return table(title, [t("render.token"), item.formula.split(" = ")[0]], rows, width)
+
+
+def _rollout(item: walk.Rollout, p: int, width: int) -> list[Line]:
+    raw_title = t("render.rollout_raw", number=item.last)
+    rollout_title = t("render.rollout_title", number=item.last)
+    return [
+        *analysis.weight_map(item.raw, item.tokens, item.tokens, raw_title, p, width, "analysis.caution_map"),
+        *analysis.weight_map(
+            item.rollout, item.tokens, item.tokens, rollout_title, p, width, "analysis.caution_rollout"
+        ),
+    ]
+
+
 _RENDER: dict[type, Callable[..., list[Line]]] = {
     walk.Facts: _facts,
     walk.Condensed: _condensed,
@@ -192,4 +236,8 @@ _RENDER: dict[type, Callable[..., list[Line]]] = {
     walk.Query: _query,
     walk.WeightMatrix: _matrix,
     walk.Combination: _combination,
+    walk.StackFacts: _stack_facts,
+    walk.LayerTitle: _layer_title,
+    walk.Stream: _stream,
+    walk.Rollout: _rollout,
 }

@@ -12,6 +12,7 @@ from attncli import __version__
 from attncli.core import HeadSteps, Steps
 
 if TYPE_CHECKING:
+    from attncli.layers import LayerSteps, StackSteps
     from attncli.probes import Comparison, Intervention, Norms, Scaling
 
 
@@ -70,6 +71,46 @@ def document(steps: Steps) -> dict:
         doc["concat"] = steps.concat.tolist()
     doc["output"] = steps.output.tolist()
     return doc
+
+
+def stack_document(steps: StackSteps, rollout: np.ndarray | None = None) -> str:
+    """A stack's document: the inputs, `layers` (each with its attention as a one-layer document), the output."""
+    stack = steps.stack
+    doc: dict = {
+        "attncli": __version__,
+        "title": stack.title,
+        "notes": stack.notes,
+        "tokens": list(stack.tokens),
+        "x": stack.x.tolist(),
+        "layers": [_layer(layer) for layer in steps.layers],
+        "output": steps.output.tolist(),
+    }
+    if rollout is not None:
+        doc["rollout"] = rollout.tolist()
+    return json.dumps(doc, ensure_ascii=False, allow_nan=False) + "\n"
+
+
+def _layer(steps: LayerSteps) -> dict:
+    """One layer: its norm, the stream it reads (normalised with a norm placed pre), its attention, the residual sum."""
+    norm = steps.layer.norm
+    attention = {k: v for k, v in document(steps.attention).items() if k not in ("attncli", "title", "notes")}
+    return {
+        "name": steps.layer.name,
+        "norm": None
+        if norm is None
+        else {
+            "type": norm.kind,
+            "place": norm.place,
+            "eps": norm.eps,
+            "gain": _matrix(norm.gain),
+            "bias": _matrix(norm.shift),
+        },
+        "input": steps.input.tolist(),
+        "normed": _matrix(steps.normed),
+        "attention": attention,
+        "residual": steps.residual.tolist(),
+        "output": steps.output.tolist(),
+    }
 
 
 def _head(steps: HeadSteps) -> dict:

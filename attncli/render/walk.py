@@ -20,7 +20,8 @@ import numpy as np
 
 from attncli.core import HeadSteps, Steps, row_norms
 from attncli.i18n import t
-from attncli.problem import Head, Operand, Problem, Projection
+from attncli.layers import StackSteps, mean_weights
+from attncli.problem import Head, Norm, Operand, Problem, Projection
 from attncli.render.numbers import entry, fixed
 
 AUTO_FOLLOW = 3  # every query in detail up to this many; beyond, the weight matrix and the outputs
@@ -360,7 +361,63 @@ class Combination:
     output: tuple[Vec, ...]
 
 
-Item = Facts | Condensed | HeadTitle | Projected | Query | WeightMatrix | Combination
+@dataclass(frozen=True)
+class StackFacts:
+    """A stack in a few lines: title, tokens, the stream's width d, each layer's name and norm in words."""
+
+    title: str | None
+    notes: str | None
+    tokens: tuple[str, ...]
+    d: int
+    layers: tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True)
+class LayerTitle:
+    """The start of one layer's steps: number `number` of `count`, its name, its norm in words."""
+
+    number: int
+    count: int
+    name: str
+    norm: str
+
+
+@dataclass(frozen=True)
+class Stream:
+    """A matrix of the residual stream (S, d), one row per token: what a layer reads, normalises or leaves.
+
+    `kind` is input, normed, residual or output; `formula` says how it was made (X₂ = X₁ + Attn(LN(X₁))).
+    """
+
+    kind: str
+    formula: str
+    tokens: tuple[str, ...]
+    rows: tuple[Vec, ...]
+
+
+@dataclass(frozen=True)
+class Rollout:
+    """Attention rollout over the layers shown, beside the last one's raw weights (mean over its heads), (S, S) each."""
+
+    tokens: tuple[str, ...]
+    last: int  # the number of the last layer the rollout multiplies: Ã_last···Ã_1
+    raw: np.ndarray  # (S, S)
+    rollout: np.ndarray  # (S, S)
+
+
+Item = (
+    Facts
+    | Condensed
+    | HeadTitle
+    | Projected
+    | Query
+    | WeightMatrix
+    | Combination
+    | StackFacts
+    | LayerTitle
+    | Stream
+    | Rollout
+)
 
 
 def items(steps: Steps, view: View) -> list[Item]:
@@ -605,3 +662,60 @@ def _given(name: str, matrix: np.ndarray, names: tuple[str, ...] | None = None) 
     if names is None:
         return Given(name, t("render.row"), tuple(str(i + 1) for i in range(len(rows))), rows)
     return Given(name, t("render.token"), names, rows)
+
+
+# Stacked layers: each layer's attention walked as above, between the stream it reads and the one it leaves
+
+NORM_SHORT = {"layer": "LN", "rms": "RMS"}
+
+
+def stack_items(
+    steps: StackSteps, view: View, layer: int | None = None, rollout: np.ndarray | None = None
+) -> list[Item]:
+    """Everything a human format shows of a stack: its facts; per layer (only number `layer` when given)
+    its title, the stream it reads, its attention as `items` shows it, the residual sum; then `rollout`
+    (through the last layer shown) beside that layer's raw weights."""
+    stack = steps.stack
+    count = len(steps.layers)
+    names = tuple((record.layer.name, norm_words(record.layer.norm)) for record in steps.layers)
+    out: list[Item] = [StackFacts(stack.title, stack.notes, stack.tokens, int(stack.x.shape[1]), names)]
+    for number in [layer] if layer is not None else range(1, count + 1):
+        record = steps.layers[number - 1]
+        norm = record.layer.norm
+        out.append(LayerTitle(number, count, record.layer.name, norm_words(norm)))
+        x_l, x_next = _stream_name(number), _stream_name(number + 1)
+        out.append(Stream("input", f"{x_l} = x" if number == 1 else x_l, stack.tokens, rows(record.input)))
+        fed = x_l
+        if record.normed is not None:
+            fed = f"{NORM_SHORT[norm.kind]}({x_l})"
+            out.append(Stream("normed", fed, stack.tokens, rows(record.normed)))
+        out += items(record.attention, view)
+        residual = f"{x_l} + Attn({fed})"
+        if norm is not None and norm.place == "post":
+            out.append(Stream("residual", residual, stack.tokens, rows(record.residual)))
+            out.append(
+                Stream("output", f"{x_next} = {NORM_SHORT[norm.kind]}({residual})", stack.tokens, rows(record.output))
+            )
+        else:
+            out.append(Stream("output", f"{x_next} = {residual}", stack.tokens, rows(record.output)))
+    if rollout is not None:
+        last = layer or count
+        raw = mean_weights(steps.layers[last - 1].attention)
+        out.append(Rollout(stack.tokens, last, raw, rollout))
+    return out
+
+
+def norm_words(norm: Norm | None) -> str:
+    """A layer's norm in words: which one, where, its ε, and whether it learns a gain or a bias."""
+    if norm is None:
+        return t("render.norm_none")
+    words = t(f"render.norm_{norm.kind}", eps=f"{norm.eps:g}")
+    learned = [name for name, given in (("gain", norm.gain), ("bias", norm.shift)) if given is not None]
+    if learned:
+        words += t("render.norm_learned", names=", ".join(learned))
+    return t(f"render.norm_{norm.place}", norm=words, short=NORM_SHORT[norm.kind])
+
+
+def _stream_name(number: int) -> str:
+    """X₁, X₂, …: the stream layer `number` reads."""
+    return "X" + str(number).translate(str.maketrans("0123456789", "₀₁₂₃₄₅₆₇₈₉"))

@@ -1,0 +1,297 @@
+"""Stacked layers (`layers:`) and attention rollout: against PyTorch, against plain Python, and at the edges.
+
+PyTorch is a development tool only (never a dependency): without it the agreement tests are skipped.
+Each stack is written as YAML from random numbers and solved by attncli; PyTorch computes every layer on
+its own, each layer's attention with nn.MultiheadAttention or F.scaled_dot_product_attention given the
+same weights, the norms with F.layer_norm (no affine) and F.rms_norm.
+"""
+
+from __future__ import annotations
+
+import json
+from types import ModuleType
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from attncli import layers, pipeline
+from attncli.cli import app
+from attncli.errors import AttnError
+from attncli.layers import StackSteps
+from attncli.problem import Stack
+from tests.paths import SAMPLES
+
+TOLERANCE = 1e-12
+EPS = 1e-5
+
+
+@pytest.fixture(scope="module")
+def torch() -> ModuleType:
+    return pytest.importorskip("torch")
+
+
+def solve(fields: dict) -> StackSteps:
+    """The stack `fields` (numpy arrays become nested lists of exact floats), solved by attncli."""
+    text = json.dumps(fields, default=lambda array: array.tolist())
+    stack = pipeline.load(text=text, name="layers.yaml")
+    assert isinstance(stack, Stack)
+    return pipeline.solve(stack)
+
+
+def refused(text: str) -> str:
+    """The one line an AttnError prints for the problem `text`."""
+    from attncli.i18n import describe
+
+    with pytest.raises(AttnError) as caught:
+        pipeline.solve(pipeline.load(text=text, name="stack.yaml"))
+    return describe(caught.value)
+
+
+def names(count: int) -> list[str]:
+    return [f"t{i + 1}" for i in range(count)]
+
+
+def random_layer(rng: np.random.Generator, d: int, heads: int, d_k: int, d_v: int, norm: dict | None) -> dict:
+    layer: dict = {
+        "heads": [
+            {"w_q": rng.normal(size=(d, d_k)), "w_k": rng.normal(size=(d, d_k)), "w_v": rng.normal(size=(d, d_v))}
+            for _ in range(heads)
+        ],
+        "w_o": rng.normal(size=(heads * d_v, d)),
+    }
+    return layer if norm is None else {**layer, "norm": norm}
+
+
+def torch_norm(torch: ModuleType, x: object, norm: dict | None) -> object:
+    F = torch.nn.functional
+    eps = norm.get("eps", EPS)
+    gain = torch.tensor(norm["gain"], dtype=torch.float64) if "gain" in norm else None
+    if norm["type"] == "layer":
+        bias = torch.tensor(norm["bias"], dtype=torch.float64) if "bias" in norm else None
+        return F.layer_norm(x, (x.shape[-1],), weight=gain, bias=bias, eps=eps)
+    return F.rms_norm(x, (x.shape[-1],), weight=gain, eps=eps)
+
+
+def torch_attention(torch: ModuleType, x: object, layer: dict, causal: bool) -> object:
+    """One layer's attention by SDPA: per head softmax(q·kᵀ/√d_k)·v, the heads side by side, then W_O."""
+    F = torch.nn.functional
+    outputs = []
+    for head in layer["heads"]:
+        q, k, v = (x @ torch.from_numpy(head[name]) for name in ("w_q", "w_k", "w_v"))
+        outputs.append(F.scaled_dot_product_attention(q, k, v, is_causal=causal))
+    return torch.cat(outputs, dim=-1) @ torch.from_numpy(layer["w_o"])
+
+
+def torch_stack(torch: ModuleType, x: np.ndarray, stack: list[dict], causal: bool = False) -> list[np.ndarray]:
+    """Each layer's output, X_{l+1} = X_l + Attn(N(X_l)) (pre), N(X_l + Attn(X_l)) (post) or X_l + Attn(X_l)."""
+    stream, out = torch.from_numpy(x), []
+    for layer in stack:
+        norm = layer.get("norm")
+        place = None if norm is None else norm.get("place", "pre")
+        fed = torch_norm(torch, stream, norm) if place == "pre" else stream
+        stream = stream + torch_attention(torch, fed, layer, causal)
+        if place == "post":
+            stream = torch_norm(torch, stream, norm)
+        out.append(stream.numpy())
+    return out
+
+
+NORMS = {
+    "none": None,
+    "layer_pre": {"type": "layer", "place": "pre"},
+    "layer_post": {"type": "layer", "place": "post", "eps": 1e-6},
+    "rms_pre": {"type": "rms", "place": "pre"},
+    "rms_post_gain": {"type": "rms", "place": "post", "gain": [0.5, 2.0, -1.0, 1.5]},
+    "layer_affine": {"type": "layer", "gain": [1.5, 0.5, 2.0, -1.0], "bias": [0.1, -0.2, 0.3, 0.0]},
+}
+
+
+@pytest.mark.parametrize("norm", list(NORMS))
+@pytest.mark.parametrize("causal", [False, True])
+def test_stack_against_torch(torch: ModuleType, norm: str, causal: bool) -> None:
+    """Three layers, two heads each (d_k = 3 ≠ d/H), residual and norm: every layer's stream as torch's."""
+    rng = np.random.default_rng(len(norm) * 7 + causal)
+    x = rng.normal(size=(5, 4))
+    stack = [random_layer(rng, 4, 2, 3, 2, NORMS[norm]) for _ in range(3)]
+    for layer in stack:
+        if causal:
+            layer["mask"] = "causal"
+    steps = solve({"tokens": names(5), "x": x, "layers": stack})
+    want = torch_stack(torch, x, stack, causal)
+    errors = [float(np.abs(got.output - expected).max()) for got, expected in zip(steps.layers, want)]
+    assert max(errors) <= TOLERANCE, errors
+    assert np.abs(steps.output - want[-1]).max() <= TOLERANCE
+
+
+def test_stack_by_multihead_attention(torch: ModuleType) -> None:
+    """Two layers of nn.MultiheadAttention (d = 4, 2 heads of 2, no biases) with pre LayerNorm: the same streams."""
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=(3, 4))
+    stack = [random_layer(rng, 4, 2, 2, 2, {"type": "layer", "place": "pre"}) for _ in range(2)]
+    steps = solve({"tokens": names(3), "x": x, "layers": stack})
+    stream = torch.from_numpy(x)[None]  # (1, S, d): batch first
+    for layer, got in zip(stack, steps.layers):
+        mha = torch.nn.MultiheadAttention(4, 2, bias=False, batch_first=True, dtype=torch.float64)
+        joined = {name: np.hstack([head[name] for head in layer["heads"]]) for name in ("w_q", "w_k", "w_v")}
+        with torch.no_grad():
+            mha.in_proj_weight.copy_(torch.from_numpy(np.vstack([joined[n].T for n in ("w_q", "w_k", "w_v")])))
+            mha.out_proj.weight.copy_(torch.from_numpy(layer["w_o"].T))
+            fed = torch.nn.functional.layer_norm(stream, (4,), eps=EPS)
+            attended, weights = mha(fed, fed, fed, average_attn_weights=True)
+            stream = stream + attended
+        assert np.abs(got.output - stream[0].numpy()).max() <= TOLERANCE
+        assert np.abs(layers.mean_weights(got.attention) - weights[0].numpy()).max() <= TOLERANCE
+
+
+def plain_rollout(per_layer: list[list[list[list[float]]]]) -> list[list[float]]:
+    """Abnar & Zuidema's rollout in plain Python: per layer Ã = ½·mean_h A + ½·I, rows renormalised; Ã_L···Ã_1."""
+    size = len(per_layer[0][0])
+    result = [[float(i == j) for j in range(size)] for i in range(size)]
+    for heads in per_layer:
+        mixed = [
+            [0.5 * sum(head[i][j] for head in heads) / len(heads) + 0.5 * (i == j) for j in range(size)]
+            for i in range(size)
+        ]
+        mixed = [[cell / sum(row) for cell in row] for row in mixed]
+        result = [[sum(mixed[i][m] * result[m][j] for m in range(size)) for j in range(size)] for i in range(size)]
+    return result
+
+
+@pytest.mark.parametrize("count", [1, 2, 4])
+def test_rollout_is_the_papers_formula(count: int) -> None:
+    rng = np.random.default_rng(count)
+    x = rng.normal(size=(4, 3))
+    stack = [random_layer(rng, 3, 3, 2, 1, None) for _ in range(count)]
+    stack[0]["mask"] = "causal"
+    steps = solve({"tokens": names(4), "x": x, "layers": stack})
+    want = plain_rollout([[head.weights.tolist() for head in layer.attention.heads] for layer in steps.layers])
+    got = layers.rollout(steps.layers)
+    assert np.abs(got - np.array(want)).max() <= TOLERANCE
+    assert np.allclose(got.sum(axis=1), 1.0, rtol=0, atol=1e-12)  # each row still a distribution
+
+
+def test_json_has_every_layer_and_the_rollout() -> None:
+    result = CliRunner().invoke(app, ["compute", str(SAMPLES / "layers.yaml"), "-f", "json", "--rollout"])
+    assert result.exit_code == 0, result.stderr
+    doc = json.loads(result.stdout)
+    steps = pipeline.solve(pipeline.load(SAMPLES / "layers.yaml"))
+    assert [layer["name"] for layer in doc["layers"]] == ["article", "normalised"]
+    assert doc["layers"][0]["norm"] is None and doc["layers"][0]["normed"] is None
+    assert doc["layers"][1]["norm"] == {"type": "layer", "place": "pre", "eps": 1e-5, "gain": None, "bias": None}
+    assert doc["layers"][1]["normed"] == steps.layers[1].normed.tolist()  # every digit
+    assert doc["layers"][1]["attention"]["heads"][0]["weights"] == steps.layers[1].attention.heads[0].weights.tolist()
+    assert doc["output"] == steps.output.tolist()
+    assert doc["rollout"] == layers.rollout(steps.layers).tolist()
+
+
+def test_layer_focus_and_rollout_in_the_view() -> None:
+    """--layer 2 shows layer 2 alone (fed by layer 1), --rollout adds the map and its caution."""
+    args = ["compute", str(SAMPLES / "layers.yaml"), "-f", "text"]
+    whole = CliRunner().invoke(app, args, env={"COLUMNS": "100"})
+    focus = CliRunner().invoke(app, [*args, "--layer", "2", "--rollout"], env={"COLUMNS": "100"})
+    assert whole.exit_code == focus.exit_code == 0, focus.stderr
+    assert "Layer 1 of 2: article" in whole.stdout and "Layer 2 of 2" in whole.stdout
+    assert "Layer 1 of 2" not in focus.stdout and "Layer 2 of 2: normalised" in focus.stdout
+    assert "[1.4205, 0.5795, 1.0000]" in focus.stdout  # the stream layer 2 reads, from layer 1
+    assert "Attention rollout through layer 2" in focus.stdout and "heuristic" in focus.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--layer", "3"], "--layer 3: the problem has layers 1 to 2"),
+        (["--layer", "0"], "--layer 0: the problem has layers 1 to 2"),
+        (["-f", "csv"], "csv does not show stacked layers yet"),
+        (["--norms"], "not computed for stacked layers yet"),
+        (["--mask", "causal"], "--mask: mask: belongs to each layer under layers:"),
+        (["--follow", "boat"], "--follow boat: not a query token"),
+    ],
+)
+def test_options_refused_with_layers(args: list[str], message: str) -> None:
+    result = CliRunner().invoke(app, ["compute", str(SAMPLES / "layers.yaml"), *args])
+    assert result.exit_code == 2
+    assert message in result.stderr
+
+
+@pytest.mark.parametrize("option", ["--layer", "--rollout"])
+def test_layer_options_need_layers(option: str) -> None:
+    extra = ["1"] if option == "--layer" else []
+    result = CliRunner().invoke(app, ["compute", str(SAMPLES / "bank.yaml"), option, *extra])
+    assert result.exit_code == 2
+    assert f"{option} needs a problem with layers:" in result.stderr
+
+
+STACK = """tokens: [a, b]
+x: [[1, 0], [0, 1]]
+layers:
+  - w_q: [[1, 0], [0, 1]]
+    w_k: [[1, 0], [0, 1]]
+    w_v: [[1, 0], [0, 1]]
+  - name: second
+"""  # a stack whose second layer (line 7) gets the fields of each case, from line 8 on
+PROJECTIONS = {"w_q": "[[1, 0], [0, 1]]", "w_k": "[[1, 0], [0, 1]]", "w_v": "[[1, 0], [0, 1]]"}
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"w_q": "[[1, 0], [0, 1], [1, 1]]"}, "stack.yaml:8: layers[2].w_q: 3 rows, expected 2 (the width of x)"),
+        ({"w_v": "[[1], [0]]"}, "stack.yaml:7: layers[2]: the heads' values give 1 numbers per token, expected 2"),
+        ({"w_o": "[[1, 0, 0], [0, 1, 0]]"}, "stack.yaml:11: layers[2].w_o: 3 columns, expected 2"),
+        ({"norm": "batch"}, "stack.yaml:11: layers[2].norm: expected one of layer, rms, got the text 'batch'"),
+        ({"norm": "{type: layr}"}, "layers[2].norm.type: expected one of layer, rms, got the text 'layr'; did you"),
+        ({"norm": "{type: rms, place: middle}"}, "layers[2].norm.place: expected one of pre, post, got the text"),
+        ({"norm": "{type: layer, eps: 0}"}, "stack.yaml:11: layers[2].norm.eps: eps must be a number above 0"),
+        ({"norm": "{type: layer, eps: -1e-5}"}, "layers[2].norm.eps: eps must be a number above 0"),
+        ({"norm": "{type: layer, eps: tiny}"}, "layers[2].norm.eps: "),
+        ({"norm": "{type: rms, bias: [0, 0]}"}, "layers[2].norm.bias: RMSNorm has no bias"),
+        ({"norm": "{type: layer, gain: [1, 2, 3]}"}, "layers[2].norm.gain: 3 numbers, expected 2 (the width of x)"),
+        ({"norm": "{place: pre}"}, "layers[2].norm: a norm needs type: (layer, rms)"),
+        ({"norm": "[layer]"}, "layers[2].norm: expected layer, rms or a mapping with type:, got a list of 1"),
+        ({"norm": "{type: layer, scale: 2}"}, "layers[2].norm.scale: unknown field 'scale'"),
+        ({"values": "[[1, 0], [0, 1]]"}, "layers[2].values: a layer computes its values from the residual stream"),
+        ({"heads": "[{scores: [[1, 0], [0, 1]]}]"}, "stack.yaml:11: layers[2].heads[1].scores: a layer computes"),
+        ({"query_tokens": "[a]"}, "stack.yaml:11: layers[2].query_tokens: unknown field"),
+        ({"mask": "sideways"}, "stack.yaml:11: layers[2].mask: expected none, causal"),
+    ],
+)
+def test_bad_layer_named_by_file_line_and_field(fields: dict, message: str) -> None:
+    """Each bad field of layer 2 is named with its line and its whole path."""
+    written = {**PROJECTIONS, **fields}
+    text = STACK + "".join(f"    {name}: {value}\n" for name, value in written.items())
+    assert message in refused(text)
+
+
+def test_top_level_fields_of_a_stack() -> None:
+    assert "stack.yaml:3: heads: belongs to each layer under layers:" in refused(
+        "tokens: [a]\nx: [[1]]\nheads: []\nlayers: [{w_q: [[1]], w_k: [[1]], w_v: [[1]]}]\n"
+    )
+    assert "layers: layers need the inputs x" in refused(
+        "tokens: [a]\nlayers: [{w_q: [[1]], w_k: [[1]], w_v: [[1]]}]\n"
+    )
+    assert "layers: layers must be a list of mappings, one per layer, got a list of 0" in refused(
+        "tokens: [a]\nx: [[1]]\nlayers: []\n"
+    )
+
+
+def test_overflow_names_the_layer() -> None:
+    """Finite inputs that multiply past float64's range in layer 2 are an error naming layer 2, not inf."""
+    text = (
+        "tokens: [a, b]\nx: [[1e300, 0], [0, 1]]\nlayers:\n"
+        + "  - {w_q: [[1, 0], [0, 1]], w_k: [[1, 0], [0, 1]], w_v: [[1e10, 0], [0, 1]]}\n"
+    )
+    assert "layers[1]." in refused(text)
+    projections = "w_q: [[1, 0], [0, 1]], w_k: [[1, 0], [0, 1]], w_v: [[1, 0], [0, 1]]"
+    norm = f"tokens: [a, b]\nx: [[1e200, 0], [0, 1]]\nlayers:\n  - {{norm: rms, {projections}}}\n"
+    assert "layers[1].norm" in refused(norm)
+
+
+def test_python_api() -> None:
+    """load gives a Stack, solve its steps; `result` (npy) is the last layer's stream."""
+    stack = pipeline.load(SAMPLES / "layers.yaml")
+    steps = pipeline.solve(stack)
+    assert isinstance(steps, StackSteps) and len(steps.layers) == 2
+    assert pipeline.result(stack).tolist() == steps.output.tolist()
+    fed = layers.feed(stack.layers[1].attention, steps.layers[1].normed)
+    assert pipeline.solve(fed).output.tolist() == steps.layers[1].attention.output.tolist()
