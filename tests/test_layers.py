@@ -9,6 +9,8 @@ same weights, the norms with F.layer_norm (no affine) and F.rms_norm.
 from __future__ import annotations
 
 import json
+import subprocess
+from pathlib import Path
 from types import ModuleType
 
 import numpy as np
@@ -20,7 +22,8 @@ from attncli.cli import app
 from attncli.errors import AttnError
 from attncli.layers import StackSteps
 from attncli.problem import Stack
-from tests.paths import SAMPLES
+from attncli.render import latex
+from tests.paths import SAMPLES, STACK_SAMPLES
 
 TOLERANCE = 1e-12
 EPS = 1e-5
@@ -185,6 +188,43 @@ def test_json_has_every_layer_and_the_rollout() -> None:
     assert doc["rollout"] == layers.rollout(steps.layers).tolist()
 
 
+@pytest.mark.parametrize("sample", sorted(STACK_SAMPLES))
+def test_every_stack_sample_in_every_format_carries_the_numbers(sample: str) -> None:
+    """JSON and npy hold the last bit; text, rich, Markdown and LaTeX show each layer's streams and weights rounded."""
+    path = str(SAMPLES / sample)
+    steps = pipeline.solve(pipeline.load(path))
+    runner = CliRunner()
+    doc = json.loads(runner.invoke(app, ["compute", path, "-f", "json"]).stdout)
+    assert doc["output"] == steps.output.tolist()
+    npy = runner.invoke(app, ["compute", path, "-f", "npy", "-o", "/dev/stdout"])
+    assert npy.exit_code == 0
+    rounded = [f"{x:.4f}".replace("-0.0000", "0.0000") for layer in steps.layers for x in layer.output.ravel()]
+    rounded += [f"{w:.4f}" for layer in steps.layers for head in layer.attention.heads for w in head.weights.ravel()]
+    for fmt in ("text", "rich", "markdown", "latex"):
+        shown = runner.invoke(app, ["compute", path, "-f", fmt, "--rollout"], env={"COLUMNS": "100"})
+        assert shown.exit_code == 0, shown.stderr
+        assert [number for number in rounded if number not in shown.stdout] == [], fmt
+        spanish = runner.invoke(app, ["compute", path, "-f", fmt, "--lang", "es"], env={"COLUMNS": "100"})
+        assert "Capa 1 de" in spanish.stdout, fmt
+
+
+@pytest.mark.skipif(__import__("shutil").which("pdflatex") is None, reason="pdflatex is not installed")
+def test_the_stack_latex_compiles(tmp_path: Path) -> None:
+    """The LaTeX of a stack, with the rollout, compiles with pdflatex (only Latin-1, math where it is math)."""
+    steps = pipeline.solve(pipeline.load(SAMPLES / "layers.yaml"))
+    source = latex.render_stack(steps, 4, None, None, layers.rollout(steps.layers))
+    assert all(ord(char) < 256 for char in source)
+    (tmp_path / "stack.tex").write_text(source, encoding="utf-8")
+    done = subprocess.run(
+        ["pdflatex", "-interaction=nonstopmode", "-halt-on-error", "stack.tex"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stdout[-2000:]
+
+
 def test_layer_focus_and_rollout_in_the_view() -> None:
     """--layer 2 shows layer 2 alone (fed by layer 1), --rollout adds the map and its caution."""
     args = ["compute", str(SAMPLES / "layers.yaml"), "-f", "text"]
@@ -203,6 +243,8 @@ def test_layer_focus_and_rollout_in_the_view() -> None:
         (["--layer", "3"], "--layer 3: the problem has layers 1 to 2"),
         (["--layer", "0"], "--layer 0: the problem has layers 1 to 2"),
         (["-f", "csv"], "csv does not show stacked layers yet"),
+        (["-f", "tsv"], "tsv does not show stacked layers yet"),
+        (["--figure", "f.svg"], "not computed for stacked layers yet"),
         (["--norms"], "not computed for stacked layers yet"),
         (["--mask", "causal"], "--mask: mask: belongs to each layer under layers:"),
         (["--follow", "boat"], "--follow boat: not a query token"),

@@ -24,11 +24,11 @@ from attncli.problem import Projection
 from attncli.render import human, latex, markdown, walk
 from attncli.render.layout import fit, to_text
 from attncli.render.walk import View
-from tests.paths import SAMPLES
+from tests.paths import ONE_LAYER_SAMPLES, SAMPLES
 
 ENV = {"LC_ALL": None, "LC_MESSAGES": None, "LANG": None}
 ARTICLE = ("2.8284", "11.1073", "0.6652", "0.2447", "0.0900", "[1.4205, 0.5795]")
-SAMPLE_NAMES = sorted(path.name for path in SAMPLES.glob("*.yaml"))
+SAMPLE_NAMES = ONE_LAYER_SAMPLES
 AWKWARD = """\
 title: "50% of R&D_{x} #1 ~ ^ $ \\\\ — naïve «bank» 銀行"
 notes: "a|b *c* _d_"

@@ -179,10 +179,9 @@ def _stack(
         save_pictures(build, svg, html, stack.title or "attncli", no_color, env)
     if quiet and output is None:
         return
-    if format == "json":
-        from attncli.render import json_doc
-
-        write(json_doc.stack_document(steps, flow), output, env)
+    if format in DOCUMENT_FORMATS:
+        shown = {"precision": shape["precision"], "follow": shape["follow"], "layer": layer, "rollout": flow}
+        write(render.stack_document(steps, format, **shown), output, env)
     else:
         print_human(build, output, env)
 

@@ -29,7 +29,7 @@ BINARY_FORMATS = ("npy", "npz")
 CSV_LAYOUTS = ("long", "wide")
 ANALYSIS_FORMATS = (*HUMAN_FORMATS, "json")  # the formats that show norms and interventions
 CONDENSED_FORMATS = ("markdown", "latex")  # write-ups of a large problem show the corners (walk.condensed)
-STACK_FORMATS = (*HUMAN_FORMATS, "json", "npy")  # the formats that show stacked layers
+STACK_FORMATS = (*HUMAN_FORMATS, "json", "npy", "markdown", "latex")  # the formats that show stacked layers
 MAX_DOCUMENT_CELLS = 2_000_000  # (query, key) cells over all heads that text formats print, a few at each
 
 
@@ -135,6 +135,27 @@ def stack_lines(
 
     view = View(precision=precision, follow=follow, heatmap=heatmap)
     return lambda width: terminal.render_stack(steps, view, width, layer, rollout)
+
+
+def stack_document(
+    steps: StackSteps,
+    fmt: str,
+    *,
+    precision: int = 4,
+    follow: tuple[str, ...] | None = None,
+    layer: int | None = None,
+    rollout: np.ndarray | None = None,
+) -> str | bytes:
+    """A stack in format `fmt`, one of STACK_FORMATS but the human ones; `rollout` joins when asked for."""
+    if fmt == "json":
+        from attncli.render import json_doc
+
+        return json_doc.stack_document(steps, rollout)
+    if fmt == "npy":
+        return npy(steps.output)
+    from attncli.render import latex, markdown
+
+    return (markdown if fmt == "markdown" else latex).render_stack(steps, precision, follow, layer, rollout)
 
 
 def document(

@@ -46,6 +46,12 @@ def _facts(facts: walk.Facts, p: int, width: int) -> list[Line]:
     lines.append(_fact(t("render.tokens"), ", ".join(facts.tokens)))
     kind = t("render.cross_attention") if facts.cross else t("render.self_attention")
     lines.append(_fact(t("render.queries"), f"{', '.join(facts.query_tokens)} ({kind})"))
+    return lines + _rules(facts, p, width)
+
+
+def _rules(facts: walk.Facts, p: int, width: int) -> list[Line]:
+    """The score of each head, the mask, the bias and which keys each query may use."""
+    lines = []
     for name, formula in facts.scores:
         prefix = f"{name}: " if name is not None else ""
         lines.append(_fact(t("render.score"), prefix + _score_description(formula, p)))
@@ -208,13 +214,13 @@ def _stack_facts(facts: walk.StackFacts, p: int, width: int) -> list[Line]:
 
 def _layer_title(item: walk.LayerTitle, p: int, width: int) -> list[Line]:
     title = t("render.layer_title", number=item.number, count=item.count, name=item.name)
-    return [line((title, "bold reverse")), line((item.norm, "italic")), BLANK]
+    return [line((title, "bold reverse")), _fact(t("render.norm_label"), item.norm), *_rules(item.facts, p, width)]
 
 
 def _stream(item: walk.Stream, p: int, width: int) -> list[Line]:
     rows = [[token, row.text(p)] for token, row in zip(item.tokens, item.rows)]
     title = t(f"render.stream_{item.kind}", formula=item.formula)
-    return table(title, [t("render.token"), item.formula.split(" = ")[0]], rows, width)
+    return table(title, [t("render.token"), item.name], rows, width)
 
 
 def _rollout(item: walk.Rollout, p: int, width: int) -> list[Line]:

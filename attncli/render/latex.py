@@ -20,8 +20,11 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 from attncli.core import Steps
 from attncli.i18n import t
+from attncli.layers import StackSteps
 from attncli.render import walk
 from attncli.render.numbers import fixed
 
@@ -72,6 +75,7 @@ _TEXT = {
     "—": "---",
     "–": "--",
     "→": r"$\to$",
+    "ε": r"$\varepsilon$",
     "‘": "`",
     "’": "'",
     "“": "``",
@@ -81,9 +85,25 @@ _TEXT = {
 
 def render(steps: Steps, precision: int = 4, follow: tuple[str, ...] | None = None) -> str:
     """A complete document; `follow` picks the queries written out in detail (default: all, up to three)."""
-    items = walk.items(steps, walk.View(precision, follow))
+    return _document(walk.items(steps, walk.View(precision, follow)), _widest(steps), precision)
+
+
+def render_stack(
+    steps: StackSteps,
+    precision: int = 4,
+    follow: tuple[str, ...] | None = None,
+    layer: int | None = None,
+    rollout: np.ndarray | None = None,
+) -> str:
+    """A stack's complete document, layer by layer (only `layer` when given), then `rollout` when given."""
+    widest = max(_widest(record.attention) for record in steps.layers)
+    widest = max(widest, steps.stack.x.shape[1], len(steps.stack.tokens))
+    return _document(walk.stack_items(steps, walk.View(precision, follow), layer, rollout), widest, precision)
+
+
+def _document(items: Sequence[walk.Item], widest: int, precision: int) -> str:
     lines = [
-        *_preamble(steps),
+        *_preamble(widest),
         *(line for item in items for line in _RENDER[type(item)](item, precision)),
         "",
         rf"\emph{{{text(t('writeup.rounding_note', precision=precision))}}}",
@@ -118,10 +138,11 @@ def sheet(steps: Steps) -> str:
     if steps.problem.w_o is not None:
         grid = [[query, WIDE_BLANK] for query in queries]
         lines += [rf"\paragraph{{{prose(t('writeup.sheet_final'))}}}", *_tabular(outputs, grid, ruled=True)]
-    return "\n".join([*_preamble(steps), *lines, "", r"\end{document}"]) + "\n"
+    return "\n".join([*_preamble(_widest(steps)), *lines, "", r"\end{document}"]) + "\n"
 
 
-def _preamble(steps: Steps) -> list[str]:
+def _preamble(widest: int) -> list[str]:
+    """The document's start; `widest` is the most columns of any bmatrix (amsmath's MaxMatrixCols)."""
     return [
         f"% {text(t('writeup.latex_comment'))}",
         r"\documentclass{article}",
@@ -129,7 +150,7 @@ def _preamble(steps: Steps) -> list[str]:
         r"\usepackage[utf8]{inputenc}",
         r"\usepackage{amsmath}",
         r"\usepackage{graphicx}",
-        rf"\setcounter{{MaxMatrixCols}}{{{_widest(steps)}}}",
+        rf"\setcounter{{MaxMatrixCols}}{{{widest}}}",
         *FIT,
         r"\begin{document}",
         "",
@@ -321,6 +342,12 @@ def _facts(facts: walk.Facts, p: int) -> list[str]:
         rf"\item \textbf{{{text(t('render.tokens'))}:}} {text(', '.join(facts.tokens))}",
         rf"\item \textbf{{{text(t('render.queries'))}:}} {text(', '.join(facts.query_tokens))} ({text(kind)})",
     ]
+    return [*lines, *_rules(facts, p), r"\end{itemize}", ""]
+
+
+def _rules(facts: walk.Facts, p: int) -> list[str]:
+    """The score of each head, the mask, the bias and which keys each query may use, as items of a list."""
+    lines = []
     for name, formula in facts.scores:
         prefix = f"{text(name)}: " if name is not None else ""
         widths = f"$d_v = {formula.d_v}$" if formula.d_k is None else f"$d_k = {formula.d_k}$, $d_v = {formula.d_v}$"
@@ -335,7 +362,7 @@ def _facts(facts: walk.Facts, p: int) -> list[str]:
             keys = ", ".join(key for key, ok in zip(facts.tokens, row) if ok)
             lines.append(rf"\item {text(t('writeup.may_use', query=name, keys=keys))}")
         lines.append(r"\end{itemize}")
-    return [*lines, r"\end{itemize}", ""]
+    return lines
 
 
 def _condensed(item: walk.Condensed, p: int) -> list[str]:
@@ -550,6 +577,54 @@ def _widest(steps: Steps) -> int:
     return max(MIN_MATRIX_COLUMNS, *widths)
 
 
+def _stack_facts(facts: walk.StackFacts, p: int) -> list[str]:
+    lines = [rf"\section*{{{text(facts.title or t('writeup.title'))}}}"]
+    if facts.notes:
+        lines += [text(facts.notes), ""]
+    lines += [
+        r"\begin{itemize}",
+        rf"\item \textbf{{{text(t('render.tokens'))}:}} {text(', '.join(facts.tokens))}",
+        rf"\item \textbf{{{text(t('render.stack_width'))}:}} ${facts.d}$",
+        r"\end{itemize}",
+        rf"\paragraph{{{text(t('render.stack_layers'))}}}",
+    ]
+    rows = [[str(number), text(name), text(norm)] for number, (name, norm) in enumerate(facts.layers, 1)]
+    return [*lines, *_list(rows), ""]
+
+
+def _list(rows: Sequence[Sequence[str]]) -> list[str]:
+    """Numbered rows as a description list: wide cells of words do not fit a tabular."""
+    return [
+        r"\begin{description}",
+        *(rf"\item[{n}] \textbf{{{name}}}: {words}" for n, name, words in rows),
+        r"\end{description}",
+    ]
+
+
+def _layer_title(item: walk.LayerTitle, p: int) -> list[str]:
+    title = t("render.layer_title", number=item.number, count=item.count, name=item.name).strip()
+    norm = rf"\item \textbf{{{text(t('render.norm_label'))}:}} {text(item.norm)}"
+    return [rf"\subsection*{{{text(title)}}}", r"\begin{itemize}", norm, *_rules(item.facts, p), r"\end{itemize}", ""]
+
+
+def _stream(item: walk.Stream, p: int) -> list[str]:
+    heading = rf"\paragraph{{{text(t(f'render.stream_{item.kind}', formula='').rstrip(': '))}}} ${item.latex}$"
+    rows = [[text(token), f"${_matrix((row,), p).tex}$"] for token, row in zip(item.tokens, item.rows)]
+    return [heading, *_tabular([text(t("render.token")), f"${item.latex.split(' = ')[0]}$"], rows)]
+
+
+def _rollout(item: walk.Rollout, p: int) -> list[str]:
+    headers = [text(t("render.query")), *(text(name) for name in item.tokens)]
+    raw_title = text(t("render.rollout_raw", number=item.last))
+    product = rf"$\tilde A_{{{item.last}}}\cdots\tilde A_{{1}}$, $\tilde A = \tfrac12\,\overline{{A}} + \tfrac12 I$"
+    flow_title = f"{text(t('render.rollout_name'))} {product}"
+    lines = []
+    for title, matrix in ((raw_title, item.raw), (flow_title, item.rollout)):
+        rows = [[text(name), *(fixed(float(w), p) for w in row)] for name, row in zip(item.tokens, matrix)]
+        lines += [rf"\paragraph{{{title}}}", *_tabular(headers, rows)]
+    return [*lines, rf"\emph{{{text(t('analysis.caution_rollout'))}}}", ""]
+
+
 _RENDER: dict[type, Callable[[walk.Item, int], list[str]]] = {
     walk.Facts: _facts,
     walk.Condensed: _condensed,
@@ -558,4 +633,8 @@ _RENDER: dict[type, Callable[[walk.Item, int], list[str]]] = {
     walk.Query: _query,
     walk.WeightMatrix: _matrix_item,
     walk.Combination: _combination,
+    walk.StackFacts: _stack_facts,
+    walk.LayerTitle: _layer_title,
+    walk.Stream: _stream,
+    walk.Rollout: _rollout,
 }

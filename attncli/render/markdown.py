@@ -4,8 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+import numpy as np
+
 from attncli.core import Steps
 from attncli.i18n import t
+from attncli.layers import StackSteps
 from attncli.render import walk
 from attncli.render.numbers import fixed
 
@@ -51,6 +54,20 @@ def _given(given: walk.Given) -> list[str]:
     return _table(given.name, [given.label, given.name], rows)
 
 
+def render_stack(
+    steps: StackSteps,
+    precision: int = 4,
+    follow: tuple[str, ...] | None = None,
+    layer: int | None = None,
+    rollout: np.ndarray | None = None,
+) -> str:
+    """A stack layer by layer (only `layer` when given), then `rollout` when given."""
+    records = walk.stack_items(steps, walk.View(precision, follow), layer, rollout)
+    lines = [line for item in records for line in _RENDER[type(item)](item, precision)]
+    lines.append(f"_{t('writeup.rounding_note', precision=precision)}_")
+    return "\n".join(lines) + "\n"
+
+
 def _facts(facts: walk.Facts, p: int) -> list[str]:
     lines = [f"# {_escape(facts.title or t('writeup.title'))}", ""]
     if facts.notes:
@@ -60,6 +77,12 @@ def _facts(facts: walk.Facts, p: int) -> list[str]:
         f"- **{t('render.tokens')}:** {_escape(', '.join(facts.tokens))}",
         f"- **{t('render.queries')}:** {_escape(', '.join(facts.query_tokens))} ({kind})",
     ]
+    return lines + _rules(facts, p)
+
+
+def _rules(facts: walk.Facts, p: int) -> list[str]:
+    """The score of each head, the mask, the bias and which keys each query may use, as a list."""
+    lines = []
     for name, formula in facts.scores:
         prefix = f"{_escape(name)}: " if name is not None else ""
         lines.append(f"- **{t('render.score')}:** {prefix}{formula.words()}; {_formula(formula, p)}")
@@ -193,6 +216,41 @@ def _escape(text: str) -> str:
     return "".join(f"\\{c}" if c in "\\`*_[]<>#" else c for c in str(text))
 
 
+def _stack_facts(facts: walk.StackFacts, p: int) -> list[str]:
+    lines = [f"# {_escape(facts.title or t('writeup.title'))}", ""]
+    if facts.notes:
+        lines += [_escape(facts.notes), ""]
+    lines += [
+        f"- **{t('render.tokens')}:** {_escape(', '.join(facts.tokens))}",
+        f"- **{t('render.stack_width')}:** {facts.d}",
+        "",
+    ]
+    rows = [[str(number), _escape(name), norm] for number, (name, norm) in enumerate(facts.layers, 1)]
+    return lines + _table(t("render.stack_layers"), ["#", t("render.layer"), t("render.norm")], rows)
+
+
+def _layer_title(item: walk.LayerTitle, p: int) -> list[str]:
+    title = t("render.layer_title", number=item.number, count=item.count, name=_escape(item.name)).strip()
+    return [f"## {title}", "", f"- **{t('render.norm_label')}:** {item.norm}", *_rules(item.facts, p)]
+
+
+def _stream(item: walk.Stream, p: int) -> list[str]:
+    rows = [[_escape(token), row.text(p)] for token, row in zip(item.tokens, item.rows)]
+    return _table(t(f"render.stream_{item.kind}", formula=item.formula), [t("render.token"), item.name], rows)
+
+
+def _rollout(item: walk.Rollout, p: int) -> list[str]:
+    headers = [t("render.query"), *(_escape(name) for name in item.tokens)]
+    lines = []
+    for title, matrix in (
+        (t("render.rollout_raw", number=item.last), item.raw),
+        (t("render.rollout_title", number=item.last), item.rollout),
+    ):
+        rows = [[_escape(name), *(fixed(float(w), p) for w in row)] for name, row in zip(item.tokens, matrix)]
+        lines += _table(title, headers, rows, right=range(1, len(headers)))
+    return [*lines, f"_{t('analysis.caution_rollout')}_", ""]
+
+
 _RENDER: dict[type, Callable[[walk.Item, int], list[str]]] = {
     walk.Facts: _facts,
     walk.Condensed: _condensed,
@@ -201,4 +259,8 @@ _RENDER: dict[type, Callable[[walk.Item, int], list[str]]] = {
     walk.Query: _query,
     walk.WeightMatrix: _matrix,
     walk.Combination: _combination,
+    walk.StackFacts: _stack_facts,
+    walk.LayerTitle: _layer_title,
+    walk.Stream: _stream,
+    walk.Rollout: _rollout,
 }

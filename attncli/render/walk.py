@@ -20,7 +20,7 @@ import numpy as np
 
 from attncli.core import HeadSteps, Steps, row_norms
 from attncli.i18n import t
-from attncli.layers import StackSteps, mean_weights
+from attncli.layers import LayerSteps, StackSteps, mean_weights
 from attncli.problem import Head, Norm, Operand, Problem, Projection
 from attncli.render.numbers import entry, fixed
 
@@ -374,23 +374,27 @@ class StackFacts:
 
 @dataclass(frozen=True)
 class LayerTitle:
-    """The start of one layer's steps: number `number` of `count`, its name, its norm in words."""
+    """The start of one layer's steps: number `number` of `count`, its name, its norm in words, its facts."""
 
     number: int
     count: int
     name: str
     norm: str
+    facts: Facts  # its heads' scores and its mask; the tokens are the stack's
 
 
 @dataclass(frozen=True)
 class Stream:
     """A matrix of the residual stream (S, d), one row per token: what a layer reads, normalises or leaves.
 
-    `kind` is input, normed, residual or output; `formula` says how it was made (X₂ = X₁ + Attn(LN(X₁))).
+    `kind` is input, normed, residual or output; `formula` says how it was made (X₂ = X₁ + Attn(LN(X₁))),
+    `name` is its left side (X₂), `latex` the formula in math mode.
     """
 
     kind: str
     formula: str
+    name: str
+    latex: str
     tokens: tuple[str, ...]
     rows: tuple[Vec, ...]
 
@@ -682,27 +686,52 @@ def stack_items(
     for number in [layer] if layer is not None else range(1, count + 1):
         record = steps.layers[number - 1]
         norm = record.layer.norm
-        out.append(LayerTitle(number, count, record.layer.name, norm_words(norm)))
-        x_l, x_next = _stream_name(number), _stream_name(number + 1)
-        out.append(Stream("input", f"{x_l} = x" if number == 1 else x_l, stack.tokens, rows(record.input)))
-        fed = x_l
-        if record.normed is not None:
-            fed = f"{NORM_SHORT[norm.kind]}({x_l})"
-            out.append(Stream("normed", fed, stack.tokens, rows(record.normed)))
-        out += items(record.attention, view)
-        residual = f"{x_l} + Attn({fed})"
-        if norm is not None and norm.place == "post":
-            out.append(Stream("residual", residual, stack.tokens, rows(record.residual)))
-            out.append(
-                Stream("output", f"{x_next} = {NORM_SHORT[norm.kind]}({residual})", stack.tokens, rows(record.output))
-            )
-        else:
-            out.append(Stream("output", f"{x_next} = {residual}", stack.tokens, rows(record.output)))
+        first, *shown = items(record.attention, view)
+        out.append(LayerTitle(number, count, record.layer.name, norm_words(norm), first))
+        out += _streams(record, number, stack.tokens, shown)
     if rollout is not None:
         last = layer or count
         raw = mean_weights(steps.layers[last - 1].attention)
         out.append(Rollout(stack.tokens, last, raw, rollout))
     return out
+
+
+class Expr(NamedTuple):
+    """A stream's formula as text (X₂ + Attn(LN(X₂))) and in LaTeX's math mode."""
+
+    text: str
+    latex: str
+
+
+def _streams(record: LayerSteps, number: int, tokens: tuple[str, ...], shown: list[Item]) -> list[Item]:
+    """A layer's input (normalised with a norm placed pre), its attention's records `shown`, what it leaves."""
+    norm = record.layer.norm
+    place = None if norm is None else norm.place
+
+    def stream(kind: str, name: Expr, value: Expr, matrix: np.ndarray) -> Stream:
+        same = name == value
+        formula = name.text if same else f"{name.text} = {value.text}"
+        latex = name.latex if same else f"{name.latex} = {value.latex}"
+        return Stream(kind, formula, name.text, latex, tokens, rows(matrix))
+
+    x_l = _stream_name(number)
+    out = [stream("input", x_l, Expr("x", r"\mathbf{x}") if number == 1 else x_l, record.input)]
+    fed = x_l
+    if place == "pre":
+        fed = _normed(norm, x_l)
+        out.append(stream("normed", fed, fed, record.normed))
+    out += shown
+    residual = Expr(f"{x_l.text} + Attn({fed.text})", rf"{x_l.latex} + \mathrm{{Attn}}({fed.latex})")
+    if place == "post":
+        out.append(stream("residual", residual, residual, record.residual))
+        residual = _normed(norm, residual)
+    out.append(stream("output", _stream_name(number + 1), residual, record.output))
+    return out
+
+
+def _normed(norm: Norm, inner: Expr) -> Expr:
+    short = NORM_SHORT[norm.kind]
+    return Expr(f"{short}({inner.text})", rf"\mathrm{{{short}}}({inner.latex})")
 
 
 def norm_words(norm: Norm | None) -> str:
@@ -716,6 +745,6 @@ def norm_words(norm: Norm | None) -> str:
     return t(f"render.norm_{norm.place}", norm=words, short=NORM_SHORT[norm.kind])
 
 
-def _stream_name(number: int) -> str:
+def _stream_name(number: int) -> Expr:
     """X₁, X₂, …: the stream layer `number` reads."""
-    return "X" + str(number).translate(str.maketrans("0123456789", "₀₁₂₃₄₅₆₇₈₉"))
+    return Expr("X" + str(number).translate(str.maketrans("0123456789", "₀₁₂₃₄₅₆₇₈₉")), f"X_{{{number}}}")
