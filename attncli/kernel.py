@@ -84,7 +84,8 @@ def attention(
     q, k, v = (np.broadcast_to(a, (*batch, *a.shape[-2:])) for a in (q, k, v))
     heads = [
         _Head.of(
-            q[index] * factor,
+            q[index],
+            factor,
             k[index],
             v[index],
             None if mask is None else mask[index],
@@ -97,7 +98,7 @@ def attention(
     parallel = cores > 1 and (threads is not None or len(heads) * n_q * n_k * (d + d_v) > PARALLEL_WORK)
     rows = block_rows or max(1, min(n_q, BLOCK_CELLS // max(n_k, 1), -(-n_q // cores) if parallel else n_q))
     blocks = [(head, start, min(n_q, start + rows)) for head in heads for start in range(0, n_q, rows)]
-    call = _Call(blocks, causal, lambda: _Scratch(rows, n_k, d_v, dtype, causal))
+    call = _Call(blocks, causal, lambda: _Scratch(rows, n_k, d, d_v, dtype, causal))
     if not parallel:
         call.work()  # one thread, BLAS left as it is
     else:
@@ -113,9 +114,10 @@ def attention(
 
 @dataclass(frozen=True)
 class _Head:
-    """One (L, S) problem, ready for its blocks: `q` already scaled, `v` with a column of ones."""
+    """One (L, S) problem, ready for its blocks: `q` to be scaled a block at a time, `v` with a column of ones."""
 
-    q: np.ndarray  # (L, E)
+    q: np.ndarray  # (L, E), as given: a block's rows are scaled into the thread's buffer, never all of q at once
+    factor: np.floating  # the scale, of q's dtype
     k: np.ndarray  # (S, E)
     v_ones: np.ndarray  # (S, E_v + 1): the last column sums the weights
     mask: np.ndarray | None  # (L, S)
@@ -127,6 +129,7 @@ class _Head:
     def of(
         cls,
         q: np.ndarray,
+        factor: np.floating,
         k: np.ndarray,
         v: np.ndarray,
         mask: np.ndarray | None,
@@ -140,10 +143,24 @@ class _Head:
         same softmax, rounded no worse.
         """
         safe = 0.7 * np.log(np.finfo(q.dtype).max)  # e^±safe is a normal float of this dtype
-        bound = np.sqrt((q * q).sum(axis=1).max() * (k * k).sum(axis=1).max())  # ≥ every |q·k|
+        bound = np.sqrt(_largest_square(q, factor) * _largest_square(k))  # ≥ every |q·k|
         shift = not (bound < safe and (mask is None or mask.dtype == np.bool_))
         v_ones = np.concatenate([v, np.ones((v.shape[0], 1), dtype=v.dtype)], axis=1)
-        return cls(q, k, v_ones, mask, shift, out, weights)
+        return cls(q, factor, k, v_ones, mask, shift, out, weights)
+
+
+def _largest_square(rows: np.ndarray, factor: np.floating | None = None) -> np.floating:
+    """max_i Σ_j (factor·x_ij)², a chunk of rows at a time: no temporary the size of `rows`.
+
+    Each row's sum is the one (x * x).sum(axis=1) would give, so the bound, and with it the
+    choice to shift, are those of scaling the whole of q first.
+    """
+    largest = rows.dtype.type(0)
+    step = max(1, BLOCK_CELLS // max(rows.shape[1], 1))
+    for start in range(0, rows.shape[0], step):
+        part = rows[start : start + step] if factor is None else rows[start : start + step] * factor
+        largest = np.maximum(largest, (part * part).sum(axis=1).max())  # NaN stays NaN, and then shifts
+    return largest
 
 
 def _diagonal(causal: bool | str, n_q: int, n_k: int) -> int | None:
@@ -184,14 +201,18 @@ def _grouped(
 
 
 class _Scratch:
-    """One thread's buffers, allocated once per call: a block's scores and its weighted sums."""
+    """One thread's buffers, allocated once per call: a block's scaled queries, its scores and its weighted sums."""
 
-    def __init__(self, rows: int, n_k: int, d_v: int, dtype: np.dtype, causal: int | None) -> None:
+    def __init__(self, rows: int, n_k: int, d: int, d_v: int, dtype: np.dtype, causal: int | None) -> None:
+        self._queries = np.empty(rows * d, dtype=dtype)
         self._scores = np.empty(rows * n_k, dtype=dtype)
         self._mixed = np.empty(rows * (d_v + 1), dtype=dtype)
-        self.d_v = d_v
+        self.d, self.d_v = d, d_v
         # above[r, c]: key c is after query r within a diagonal block
         self.above = np.triu(np.ones((rows, rows), dtype=bool), 1) if causal is not None else None
+
+    def queries(self, rows: int) -> np.ndarray:
+        return self._queries[: rows * self.d].reshape(rows, self.d)
 
     def scores(self, rows: int, width: int) -> np.ndarray:
         return self._scores[: rows * width].reshape(rows, width)  # contiguous, as BLAS writes it
@@ -210,7 +231,8 @@ def _attend_block(head: _Head, start: int, stop: int, causal: int | None, scratc
     width = head.k.shape[0] if causal is None else max(0, min(head.k.shape[0], stop + causal))
     if width == 0:
         _check_rows(np.zeros(stop - start, dtype=bool), start)
-    s = np.matmul(head.q[start:stop], head.k[:width].T, out=scratch.scores(stop - start, width))  # (B, S')
+    q = np.multiply(head.q[start:stop], head.factor, out=scratch.queries(stop - start))  # (B, E)
+    s = np.matmul(q, head.k[:width].T, out=scratch.scores(stop - start, width))  # (B, S')
     diagonal = start + (causal or 0)  # the last key block row 0 sees
     low = max(diagonal, 0)
     if causal is not None and low < width:

@@ -25,7 +25,7 @@ from attncli import core, kernel, yamldoc
 from attncli.core import Steps
 from attncli.errors import fail
 from attncli.parsing import problem_file
-from attncli.problem import Head, Problem, Stack
+from attncli.problem import Head, Problem, Projection, Stack
 from attncli.yamldoc import Document
 
 if TYPE_CHECKING:
@@ -34,7 +34,6 @@ if TYPE_CHECKING:
 
 Source = str | os.PathLike | Document
 DTYPES = ("float64", "float32")
-KERNEL_SCORES = ("scaled_dot", "dot")  # q·kᵀ times a scale: what attncli.kernel computes
 
 
 def load(
@@ -45,6 +44,7 @@ def load(
     name: str = "<text>",
     dtype: str = "float64",
     confined: bool = False,
+    results_only: bool = False,
 ) -> Problem | Stack:
     """The validated problem in `source`, or in the YAML `text` (called `name` in errors); a Stack with `layers:`.
 
@@ -52,11 +52,15 @@ def load(
     over the file, or make the whole problem without one. Array files a problem names are
     found beside its file, else in the working directory; with `confined` (a graded file, which
     comes from someone else), they must resolve inside that folder. Every matrix is of `dtype`.
+    `results_only` promises that only `result` will be asked of it: the memory budget is then
+    the blocked kernel's, O(L + S) for dot-product heads, so 32,768 tokens load; `solve` on such
+    a problem may be refused (and `result`, where it must fall back on `solve`'s path).
     """
     if dtype not in DTYPES:
         raise fail("cli.bad_dtype", name=dtype, known=", ".join(DTYPES)).at(source="dtype")
     document = yamldoc.load(text, name) if text is not None else _document(source)
-    return problem_file.parse(document, flags, _base(source), dtype=getattr(np, dtype), confined=confined)
+    options = {"confined": confined, "results_only": results_only}
+    return problem_file.parse(document, flags, _base(source), dtype=getattr(np, dtype), **options)
 
 
 def single(problem: Problem | Stack, command: str) -> Problem:
@@ -83,34 +87,72 @@ def result(problem: Problem | Stack) -> np.ndarray:
 
     Dot-product heads without a bias go through the blocked kernel, O(L + S) memory past the problem itself,
     when their scores provably stay finite; every other problem (other scores, given scores, a
-    chance of overflow, which `solve` names) takes `solve`'s every-step path. Both give the
-    same numbers within float64 rounding.
+    chance of overflow, which `solve` names) takes `solve`'s every-step path, refused as too large
+    where its (L, S) matrices would pass the memory budget. Both give the same numbers within
+    float64 rounding.
     """
-    if isinstance(problem, Stack) or problem.bias is not None:  # the kernel adds no bias, has no layers
+    if isinstance(problem, Stack):  # the kernel has no layers
         return solve(problem).output
-    outputs = [_kernel_output(head, problem.mask) for head in problem.heads]
+    if problem.bias is not None:  # the kernel adds no bias to the scores
+        return _every_step(problem)
+    mask, causal = _kernel_mask(problem)
+    outputs = [_kernel_output(head, mask, causal) for head in problem.heads]
     if any(output is None for output in outputs):
-        return solve(problem).output
+        return _every_step(problem)
     output = core.combine(outputs, problem.w_o)[1]  # (L, d_out)
-    return output if np.isfinite(output).all() else solve(problem).output  # W_O can still overflow
+    return output if np.isfinite(output).all() else _every_step(problem)  # W_O can still overflow
 
 
-def _kernel_output(head: Head, mask: np.ndarray) -> np.ndarray | None:
+def _every_step(problem: Problem) -> np.ndarray:
+    """`solve`'s output, after the budget check that `load(results_only=True)` left out."""
+    values = problem.heads[0].values
+    dtype = (values.w if isinstance(values, Projection) else values).dtype
+    queries, keys = len(problem.query_tokens), len(problem.tokens)
+    needed = core.bytes_needed([head.score for head in problem.heads], queries, keys, dtype)
+    problem_file.within_budget(needed, len(problem.heads), queries, keys, problem.source)
+    return solve(problem).output
+
+
+def _kernel_mask(problem: Problem) -> tuple[np.ndarray | None, bool | str]:
+    """The mask as the kernel takes it: None when the rule masks nothing, a causal rule alone as `causal=`.
+
+    The kernel's causal masks are SDPA's: query i sees keys 0..i ("upper_left", as `mask: causal`
+    when the queries are the tokens or another sequence) or 0..i + S − L ("lower_right", as
+    `mask: causal_lower_right`); it then computes only the blocks a query can see.
+    """
+    rule = problem.mask_rule
+    if rule.window is None and not rule.padding:
+        if rule.kind == "none":
+            return None, False
+        if rule.kind == "causal_lower_right":
+            return None, "lower_right"
+        if rule.kind == "causal" and (problem.cross or problem.query_tokens == problem.tokens):
+            return None, True
+    return problem.mask, False
+
+
+def _kernel_output(head: Head, mask: np.ndarray | None, causal: bool | str) -> np.ndarray | None:
     """One dot-product head through attncli.kernel, or None when `core.attend` must do it.
 
     By Cauchy–Schwarz |s| ≤ max‖q‖·max‖k‖·|scale|; below a quarter of the dtype's largest
-    number no score overflows, and a weighted mean of finite values stays finite.
+    number no score overflows, and a weighted mean of finite values stays finite. The problem's
+    own matrices are finite; a projection X·W may not be.
     """
-    if head.scores is not None or head.score.kind not in KERNEL_SCORES:
+    if head.scores is not None or head.score.kind not in core.KERNEL_SCORES:
         return None
-    queries, keys, values = (core.project(operand) for operand in (head.queries, head.keys, head.values))
-    arrays = (queries, keys, values)
-    if not all(np.isfinite(array).all() for array in arrays):
+    arrays = tuple(core.project(operand) for operand in (head.queries, head.keys, head.values))
+    projected = [
+        array
+        for operand, array in zip((head.queries, head.keys, head.values), arrays)
+        if isinstance(operand, Projection)
+    ]
+    if not all(np.isfinite(array).all() for array in projected):
         return None
+    queries, keys, _ = arrays
     bound = float(core.row_norms(queries).max()) * float(core.row_norms(keys).max()) * abs(head.score.scale)
     if not bound < np.finfo(queries.dtype).max / 4:
         return None
-    return kernel.attention(*arrays, mask=None if mask.all() else mask, scale=head.score.scale)
+    return kernel.attention(*arrays, mask=mask, causal=causal, scale=head.score.scale)
 
 
 def grade(

@@ -13,6 +13,7 @@ import os
 import subprocess
 import sys
 import threading
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -20,6 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from attncli import attention, core, kernel
+from attncli.errors import AttnError
 from attncli.problem import Head, Score
 from tests.paths import ROOT
 
@@ -229,3 +231,140 @@ sys.exit(os.waitstatus_to_exitcode(status))
 def test_a_forked_child_computes_with_threads_of_its_own() -> None:
     """A child has none of its parent's helper threads: it starts its own rather than wait for them."""
     subprocess.run([sys.executable, "-c", FORK], cwd=ROOT, check=True, timeout=60)
+
+
+def rule_problem(rule: dict, n_q: int, n_k: int, seed: int) -> tuple[str, list[int]]:
+    """A YAML problem of n_k tokens under `rule` (mask:, window:, padding:, queries:) and each query's position.
+
+    Queries are the tokens, another sequence of n_q ("cross"), n_q of the tokens ("subset") or the
+    last n_q ("last"); under causal_lower_right query i stands at i + S − L.
+    """
+    rng = np.random.default_rng(seed)
+    tokens = [f"t{j + 1}" for j in range(n_k)]
+    lines = [f"tokens: [{', '.join(tokens)}]"]
+    if rule.get("queries") == "cross":
+        lines.append(f"query_tokens: [{', '.join(f'q{i + 1}' for i in range(n_q))}]")
+        where = list(range(n_q))
+    elif rule.get("queries") in ("subset", "last"):
+        where = sorted(int(j) for j in rng.choice(n_k, size=min(n_q, n_k), replace=False))
+        where = where if rule["queries"] == "subset" else list(range(n_k - len(where), n_k))
+        lines.append(f"query_tokens: [{', '.join(tokens[j] for j in where)}]")
+    else:
+        where = list(range(n_k))
+    if rule.get("mask") == "causal_lower_right" and rule.get("queries") == "cross":
+        where = [i + n_k - n_q for i in range(n_q)]
+    for name, rows in (("queries", len(where)), ("keys", n_k), ("values", n_k)):
+        lines.append(f"{name}: {rng.integers(-3, 4, size=(rows, 2)).tolist()}")
+    lines += [f"{field}: {rule[field]}" for field in ("mask", "window", "padding") if field in rule]
+    return "\n".join(lines), where
+
+
+RULES = [
+    {},
+    {"mask": "causal"},
+    {"mask": "causal", "queries": "cross"},
+    {"mask": "causal", "queries": "subset"},
+    {"mask": "causal_lower_right", "queries": "last"},
+    {"mask": "causal_lower_right", "queries": "cross"},
+    {"window": 2},
+    {"window": 1, "mask": "causal"},
+    {"window": 3, "queries": "subset"},
+    {"padding": "[t2]"},
+    {"padding": "[t1]", "mask": "causal", "queries": "cross"},
+]
+
+
+@pytest.mark.parametrize("rule", RULES, ids=lambda rule: ",".join(f"{k}={v}" for k, v in rule.items()) or "none")
+@pytest.mark.parametrize("seed", range(3))
+def test_a_mask_made_by_rules_is_the_rule_cell_by_cell_and_the_kernel_obeys_it(rule: dict, seed: int) -> None:
+    """Causal, window and padding masks as the parser builds them (views of O(L + S) cells where one
+    rule makes them, and queries stand at consecutive positions) against the rule written out cell
+    by cell; and `result` (the kernel, given the mask or its causal rule) against every step's output."""
+    from attncli import pipeline
+
+    rng = np.random.default_rng(seed)
+    n_k = int(rng.integers(3, 12))
+    n_q = n_k if rule.get("queries") != "cross" else int(rng.integers(1, 12))
+    text, where = rule_problem(
+        rule, n_q if rule.get("queries") not in ("subset", "last") else int(rng.integers(1, n_k)), n_k, seed
+    )
+    window, padding = rule.get("window"), {"[t1]": {0}, "[t2]": {1}}.get(rule.get("padding"), set())
+    causal = rule.get("mask", "").startswith("causal")
+    expected = [
+        [
+            (not causal or j <= p)
+            and (window is None or (p - window <= j and (causal or j <= p + window)))
+            and j not in padding
+            for j in range(n_k)
+        ]
+        for p in where
+    ]
+    if not all(any(row) for row in expected):
+        with pytest.raises(AttnError):
+            pipeline.load(text=text)
+        return
+    problem = pipeline.load(text=text)
+    assert problem.mask.tolist() == expected
+    one_rule = bool(causal) + (window is not None) + bool(padding) <= 1
+    consecutive = where == list(range(where[0], where[0] + len(where)))  # else causal and window are dense
+    low, high = np.lib.array_utils.byte_bounds(problem.mask)
+    assert high - low <= len(where) + n_k or not one_rule or not (consecutive or padding)  # the memory it spans
+    assert np.abs(pipeline.result(problem) - pipeline.solve(problem).output).max() <= 1e-12
+
+
+def long_problem(tmp_path: Path, n: int, d: int) -> dict[str, str]:
+    """Flags naming q, k and v of n tokens, saved as .npy files."""
+    rng = np.random.default_rng(n)
+    flags = {}
+    for name in ("queries", "keys", "values"):
+        np.save(tmp_path / f"{name}.npy", rng.standard_normal((n, d)))
+        flags[name] = f"@{tmp_path / name}.npy"
+    return flags
+
+
+def test_results_only_loads_past_the_every_step_budget_and_falls_back_only_within_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With a budget of 1 MiB, 400 tokens (49 bytes a cell every step: 7.5 MiB) load only for the
+    result alone, which matches softmax written out in numpy; what needs every step is refused."""
+    from attncli import pipeline
+    from attncli.parsing import problem_file
+
+    monkeypatch.setattr(problem_file, "MEMORY_BUDGET", 2**20)
+    flags = long_problem(tmp_path, 400, 4)
+    with pytest.raises(AttnError) as refused:
+        pipeline.load(None, flags)
+    assert refused.value.key == "problem.too_large"
+    for mask in ("none", "causal"):
+        problem = pipeline.load(None, flags | {"mask": mask}, results_only=True)
+        q, k, v = (np.load(flags[name][1:]) for name in ("queries", "keys", "values"))
+        s = q @ k.T / 2  # 1/√d_k
+        if mask == "causal":
+            s[np.triu_indices(400, 1)] = -np.inf
+        e = np.exp(s - s.max(axis=1, keepdims=True))
+        assert np.abs(pipeline.result(problem) - e @ v / e.sum(axis=1, keepdims=True)).max() <= 1e-12
+    with pytest.raises(AttnError) as refused:  # not q·kᵀ: every step, known as soon as the score is read
+        pipeline.load(None, flags | {"score": "cosine"}, results_only=True)
+    assert refused.value.key == "problem.too_large"
+    problem = pipeline.load(None, flags | {"scale": "1e307"}, results_only=True)
+    with pytest.raises(AttnError) as refused:  # scores that could overflow: every step, found out later
+        pipeline.result(problem)
+    assert refused.value.key == "problem.too_large"
+
+
+def test_the_result_of_a_long_sequence_holds_no_matrix_of_its_cells(tmp_path: Path) -> None:
+    """8,192 tokens, causal or not: less is allocated than one byte per (query, key) cell (64 MiB),
+    so no score matrix and no dense mask is ever built; numpy reports its buffers to tracemalloc."""
+    import tracemalloc
+
+    from attncli import pipeline
+
+    flags = long_problem(tmp_path, 8192, 4)
+    for mask in ("none", "causal"):
+        tracemalloc.start()
+        try:
+            pipeline.result(pipeline.load(None, flags | {"mask": mask}, results_only=True))
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        assert peak < 8192 * 8192 / 2, mask

@@ -99,10 +99,11 @@ def compute(
     from attncli import pipeline, render
     from attncli.problem import Stack
 
-    parsed = pipeline.load(file, flags, dtype=dtype)
+    analyses = norms or bool(ablate or ablate_head or weights)
+    results_only = render.results_only(format, quiet and output is None, analyses or bool(svg or html or figure))
+    parsed = pipeline.load(file, flags, dtype=dtype, results_only=results_only)
     with located("--format"):
         refuse(format, problem=None if quiet else parsed)
-    analyses = norms or bool(ablate or ablate_head or weights)
     if isinstance(parsed, Stack):
         shape = {"precision": precision, "follow": tuple(follow) if follow else None, "heatmap": heatmap}
         pictures = (svg, html, no_color)
@@ -112,7 +113,7 @@ def compute(
         if given:
             raise fail("cli.layers_only", option=option)
     _check_follow(follow or [], parsed)
-    if render.results_only(format, quiet and output is None, analyses or bool(svg or html or figure)):
+    if results_only:
         result = pipeline.result(parsed)
         if not (quiet and output is None):
             write(render.npy(result), output, env)

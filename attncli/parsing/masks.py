@@ -43,23 +43,41 @@ class Positions:
 
 
 def read(reader: FieldReader, data: dict, positions: Positions) -> tuple[np.ndarray, MaskRule]:
-    """The (L, S) mask (True = may attend) and the rule as written; every query keeps at least one key."""
+    """The (L, S) mask (True = may attend) and the rule as written; every query keeps at least one key.
+
+    A mask made by one rule alone costs O(L + S), so that a long sequence's problem stays as small
+    as the blocked kernel that computes it: no mask is a read-only view of one True, padding alone
+    one of a row, and a causal rule or a window one of L + S − 1 cells (`_by_position`).
+    """
     tokens, query_tokens = positions.tokens, positions.query_tokens
-    allowed = np.ones((len(query_tokens), len(tokens)), dtype=bool)  # (L, S)
+    shape = (len(query_tokens), len(tokens))
     written = "none" if data.get("mask") is None else data["mask"]
     kind = rule_kind(data)
+    parts: list[tuple[np.ndarray, np.ndarray]] = []  # each rule's (L, S) cells and the rows it leaves a key
     if kind == "matrix":
-        allowed &= matrix(reader, written, tokens, query_tokens)
+        cells = matrix(reader, written, tokens, query_tokens)
+        parts.append((cells, cells.any(axis=1)))
     window = _window(reader, data)
     if kind in CAUSAL or window is not None:
-        allowed &= _by_position(reader, positions, kind, window)
+        parts.append(_by_position(reader, positions, kind, window))
     padding = _padding(reader, data, tokens)
-    allowed &= ~np.isin(np.array(tokens, dtype=object), np.array(padding, dtype=object))[None, :]
+    if padding:
+        kept = ~np.isin(np.array(tokens, dtype=object), np.array(padding, dtype=object))  # (S,)
+        parts.append((np.broadcast_to(kept, shape), np.full(shape[0], kept.any())))
+    if not parts:
+        return np.broadcast_to(np.True_, shape), MaskRule(kind, window, padding)
+    allowed, has_key = parts[0] if len(parts) == 1 else _together([cells for cells, _ in parts])
     culprit = next((name for name in ("mask", "padding", "window") if name in data), "mask")
-    for row, name in enumerate(query_tokens):
-        if not allowed[row].any():
-            raise reader.error((culprit,), "problem.all_masked", name=name, row=row + 1)
+    if not has_key.all():
+        row = int(np.argmin(has_key))
+        raise reader.error((culprit,), "problem.all_masked", name=query_tokens[row], row=row + 1)
     return allowed, MaskRule(kind, window, padding)
+
+
+def _together(parts: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """The cells every rule allows, as one (L, S) matrix, and the rows left a key."""
+    allowed = np.logical_and.reduce(parts)
+    return allowed, allowed.any(axis=1)
 
 
 def rule_kind(data: dict) -> str:
@@ -85,14 +103,36 @@ def _window(reader: FieldReader, data: dict) -> int | None:
     return window
 
 
-def _by_position(reader: FieldReader, positions: Positions, kind: str, window: int | None) -> np.ndarray:
-    """The (L, S) cells a causal mask and/or a window allow, from where each query and key stands."""
+def _by_position(
+    reader: FieldReader, positions: Positions, kind: str, window: int | None
+) -> tuple[np.ndarray, np.ndarray]:
+    """The (L, S) cells a causal mask and/or a window allow, by where queries and keys stand; the rows left a key.
+
+    A cell depends on the offset p_i − j alone. When the queries stand at consecutive positions,
+    p_i = p_0 + i (always, but for a named subset of the tokens), cell (i, j) is the one at offset
+    p_0 + i − j of a row of L + S − 1 cells, and the matrix is a read-only view of that row.
+    """
     causal = kind in CAUSAL
     query = query_at(reader, positions, kind, "mask" if causal else "window")  # (L,)
-    offset = query[:, None] - np.arange(len(positions.tokens))[None, :]  # (L, S) i - j
-    allowed = offset >= 0 if causal else np.ones(offset.shape, dtype=bool)
+    keys = len(positions.tokens)
+    if not np.array_equal(query, query[0] + np.arange(len(query))):
+        allowed = _allowed(query[:, None], np.arange(keys)[None, :], causal, window)  # (L, S)
+        return allowed, allowed.any(axis=1)
+    cells = _allowed(query[0] - (keys - 1) + np.arange(len(query) + keys - 1), 0, causal, window)  # (L + S − 1,)
+    start = cells[keys - 1 :]  # cell (i, 0); the cells of (i, j > 0) come before it
+    step = cells.strides[0]
+    allowed = np.lib.stride_tricks.as_strided(start, (len(query), keys), (step, -step), writeable=False)
+    counts = np.concatenate([[0], np.cumsum(cells)])  # row i is cells[i : i + S]
+    return allowed, counts[keys:] > counts[:-keys]
+
+
+def _allowed(query: np.ndarray, key: np.ndarray | int, causal: bool, window: int | None) -> np.ndarray:
+    """Whether a key at position `key` is visible from a query at `query` (broadcast): j ≤ i causal, |i − j| ≤ w."""
+    allowed = key <= query if causal else np.ones(np.broadcast(query, key).shape, dtype=bool)
     if window is not None:
-        allowed &= offset <= window if causal else np.abs(offset) <= window
+        allowed &= key >= query - window
+        if not causal:
+            allowed &= key <= query + window
     return allowed
 
 

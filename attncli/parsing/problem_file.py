@@ -31,12 +31,15 @@ def parse(
     base: Path | None = None,
     dtype: type[np.floating] = np.float64,
     confined: bool = False,
+    results_only: bool = False,
 ) -> Problem | Stack:
     """Validate `document` with `flags` (field -> value, given on the command line) laid over it.
 
     Array files are found under `base` (with `confined`, only there); every matrix comes out as
     `dtype`, which the core computes in. A document with `layers:` is a stack of layers
-    (attncli.parsing.layers), each a problem of its own.
+    (attncli.parsing.layers), each a problem of its own. `results_only`: the caller needs the output
+    alone (`pipeline.result`), so the memory budget is the blocked kernel's for dot-product heads
+    without a bias.
     """
     data = document.data if document.data is not None else {}
     reader = FieldReader(document, dict(flags or {}), base, np.dtype(dtype), confined)
@@ -48,16 +51,17 @@ def parse(
 
         return layers.read(reader, data)
     reader.check_fields(data, (), TOP_FIELDS)
-    return Builder(reader, data).problem()
+    return Builder(reader, data, results_only and "bias" not in data).problem()
 
 
 class Builder:
     """Works out tokens, heads and the mask from the merged fields, in dependency order."""
 
-    def __init__(self, reader: FieldReader, data: dict) -> None:
+    def __init__(self, reader: FieldReader, data: dict, results_only: bool = False) -> None:
         self.reader = reader
         self.data = data
         self.heads = Heads(reader, data)
+        self.results_only = results_only
 
     def problem(self) -> Problem:
         tokens = self.tokens()
@@ -163,7 +167,8 @@ class Builder:
         `vectors` numbers besides (see `_vectors`): a W_Q 500,000 wide over 2,000 rows is 7.5 GiB of
         queries whatever the number of (query, key) cells.
         """
-        needed = core.bytes_needed(scores, queries, keys, self.reader.dtype) + vectors * self.reader.dtype.itemsize
+        cells = core.bytes_needed(scores, queries, keys, self.reader.dtype, results_only=self.results_only)
+        needed = cells + vectors * self.reader.dtype.itemsize
         within_budget(needed, len(self.heads), queries, keys, self.reader.document.name)
 
 
