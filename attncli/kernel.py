@@ -18,7 +18,6 @@ import queue
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -83,7 +82,7 @@ def attention(
     weights = np.empty((*batch, n_q, n_k), dtype=dtype) if return_weights else None  # (..., L, S)
     q, k, v = (np.broadcast_to(a, (*batch, *a.shape[-2:])) for a in (q, k, v))
     heads = [
-        _Head.of(
+        _Head(
             q[index],
             factor,
             k[index],
@@ -112,22 +111,16 @@ def attention(
     return (out, weights) if return_weights else out
 
 
-@dataclass(frozen=True)
 class _Head:
-    """One (L, S) problem, ready for its blocks: `q` to be scaled a block at a time, `v` with a column of ones."""
+    """One (L, S) problem, ready for its blocks: `q` to be scaled a block at a time, `v` with a column of ones.
 
-    q: np.ndarray  # (L, E), as given: a block's rows are scaled into the thread's buffer, never all of q at once
-    factor: np.floating  # the scale, of q's dtype
-    k: np.ndarray  # (S, E)
-    v_ones: np.ndarray  # (S, E_v + 1): the last column sums the weights
-    mask: np.ndarray | None  # (L, S)
-    shift: bool  # subtract each row's maximum before e^s
-    out: np.ndarray  # (L, E_v)
-    weights: np.ndarray | None  # (L, S)
+    A plain class: a dataclass is built, at some cost, by every start of the command line.
+    """
 
-    @classmethod
-    def of(
-        cls,
+    __slots__ = ("factor", "k", "mask", "out", "q", "shift", "v_ones", "weights")
+
+    def __init__(
+        self,
         q: np.ndarray,
         factor: np.floating,
         k: np.ndarray,
@@ -135,7 +128,7 @@ class _Head:
         mask: np.ndarray | None,
         out: np.ndarray,
         weights: np.ndarray | None,
-    ) -> _Head:
+    ) -> None:
         """Softmax is shift-invariant, and subtracting the row maximum only guards e^s against overflow.
 
         When |q·k| ≤ ‖q‖·max‖k‖ (Cauchy–Schwarz) is small enough for e^s to stay a normal
@@ -144,9 +137,14 @@ class _Head:
         """
         safe = 0.7 * np.log(np.finfo(q.dtype).max)  # e^±safe is a normal float of this dtype
         bound = np.sqrt(_largest_square(q, factor) * _largest_square(k))  # ≥ every |q·k|
-        shift = not (bound < safe and (mask is None or mask.dtype == np.bool_))
-        v_ones = np.concatenate([v, np.ones((v.shape[0], 1), dtype=v.dtype)], axis=1)
-        return cls(q, factor, k, v_ones, mask, shift, out, weights)
+        self.shift = not (bound < safe and (mask is None or mask.dtype == np.bool_))  # subtract each row's maximum
+        self.q = q  # (L, E), as given: a block's rows are scaled into the thread's buffer, never all of q at once
+        self.factor = factor  # the scale, of q's dtype
+        self.k = k  # (S, E)
+        self.v_ones = np.concatenate([v, np.ones((v.shape[0], 1), dtype=v.dtype)], axis=1)  # (S, E_v + 1): Σ weights
+        self.mask = mask  # (L, S)
+        self.out = out  # (L, E_v)
+        self.weights = weights  # (L, S)
 
 
 def _largest_square(rows: np.ndarray, factor: np.floating | None = None) -> np.floating:

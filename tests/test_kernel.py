@@ -368,3 +368,19 @@ def test_the_result_of_a_long_sequence_holds_no_matrix_of_its_cells(tmp_path: Pa
         finally:
             tracemalloc.stop()
         assert peak < 8192 * 8192 / 2, mask
+
+
+def test_the_startup_benchmark_reports_each_rounds_ratio_to_the_floor() -> None:
+    """benchmarks/startup.py's figures from made-up times: per-round ratios, their minimum and median."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import startup
+    finally:
+        sys.path.pop(0)
+    times = {"baseline": [0.10, 0.20, 0.10], "compute": [0.11, 0.30, 0.13], "help": [0.09, 0.20, 0.12]}
+    rows = {name: (low, middle) for name, low, middle, _ in startup.report(times)}
+    assert rows["compute (s)"] == (0.11, 0.13)
+    assert rows["compute / baseline, per round"] == pytest.approx((1.1, 1.3))  # 1.1, 1.5, 1.3
+    assert rows["help / baseline, per round"] == pytest.approx((0.9, 1.0))  # 0.9, 1.0, 1.2
+    programs = startup.commands(Path("/venv/bin/python"), here=False)
+    assert programs["compute"][0] == "/venv/bin/attncli" and programs["baseline"][-1] == startup.BASELINE

@@ -106,15 +106,18 @@ def human_lines(
     interventions: Sequence[Intervention] = (),
 ) -> Callable[[int], list[Line]]:
     """The human output (formats rich and text) as a function of the width: the steps, then norms and interventions."""
-    from attncli.render import analysis
     from attncli.render import human as terminal
     from attncli.render.walk import View
 
     view = View(precision=precision, follow=follow, heatmap=heatmap)
 
     def build(width: int) -> list[Line]:
-        extra = analysis.norms(norms, steps, precision, width) if norms else []
-        extra += analysis.interventions(interventions, steps, precision, width) if interventions else []
+        extra: list[Line] = []
+        if norms or interventions:
+            from attncli.render import analysis  # only then: its import is part of every start-up otherwise
+
+            extra += analysis.norms(norms, steps, precision, width) if norms else []
+            extra += analysis.interventions(interventions, steps, precision, width) if interventions else []
         return terminal.render(steps, view, width, extra)
 
     return build
