@@ -161,7 +161,8 @@ def test_wide_projections_are_refused_from_their_shapes_in_a_capped_process(
         assert result.returncode == 2, result.stderr
         assert "p.yaml: too large to calculate step by step" in result.stderr
         size = float(result.stderr.split("need about ")[1].split(" GiB")[0])
-        assert gib <= size < gib + 0.2  # the vectors themselves, and the (L, S) matrices of 2,000 × 2,000 cells
+        # the vectors themselves, shown to 0.1 GiB, and but for -q and -f npy (the blocked kernel) the (L, S) matrices
+        assert gib - 0.05 <= size < gib + 0.2
     assert not (tmp_path / "out.npy").exists()
 
 
