@@ -24,6 +24,8 @@ from attncli.yamldoc import Document, comment, flow, scalar
 
 SCORES = ("scaled_dot", "dot", "cosine")
 MASKS = ("none", "causal")
+NORMS = ("none", "layer", "rms", "layer:post", "rms:post")  # --norm: every layer's, placed pre unless :post
+MAX_LAYERS = 4
 MAX_TOKENS = 12
 MAX_SCORE = 3  # |score| at most this, so that e^s stays easy to look up
 ATTEMPTS = 200  # draws tried before settling for one whose scores are all equal or large
@@ -55,6 +57,8 @@ class Options:
     score: str = "scaled_dot"
     projections: bool = False
     answers: bool = False
+    layers: int = 1  # more than one: a stack, each layer reading x + the attention before it
+    norm: str = "none"  # one of NORMS, for every layer of a stack
 
 
 @dataclass(frozen=True)
@@ -90,6 +94,12 @@ def validate(options: Options) -> None:
         raise fail("generate.bad_score", name=options.score, known=", ".join(SCORES)).at(field="score")
     if options.mask not in MASKS:
         raise fail("generate.bad_mask", name=options.mask).at(field="mask")
+    if not 1 <= options.layers <= MAX_LAYERS:
+        raise fail("generate.bad_layers", got=options.layers, limit=MAX_LAYERS).at(field="layers")
+    if options.norm not in NORMS:
+        raise fail("generate.bad_norm", name=options.norm, known=", ".join(NORMS)).at(field="norm")
+    if options.norm != "none" and options.layers == 1:
+        raise fail("generate.norm_needs_layers").at(field="norm")
 
 
 def exercise(options: Options, seed: int, within: tuple[str, str] | None = None) -> str:
@@ -104,24 +114,32 @@ def exercise(options: Options, seed: int, within: tuple[str, str] | None = None)
     d_v = options.d_v or options.d_k
     mask = [[not (options.mask == "causal" and j > i) for j in range(len(tokens))] for i in range(len(tokens))]
     d_model = max(D_MODEL, options.d_k, d_v)
-    x = _rows(rng, len(tokens), d_model, (0, 1), nonzero=True) if options.projections else None
-    heads = [_head(rng, options, len(tokens), d_v, mask, x) for _ in range(options.heads)]
+    stacked = options.layers > 1
+    x = _rows(rng, len(tokens), d_model, (0, 1), nonzero=True) if options.projections or stacked else None
+    if stacked:  # drawn against x: a later layer reads x plus what the layers before it add
+        layers = [_layer(rng, options, tokens, d_v, d_model, mask, x) for _ in range(options.layers)]
+    else:
+        heads = [_head(rng, options, len(tokens), d_v, mask, x) for _ in range(options.heads)]
     if within is None:
         lines = [comment(t("generate.comment")), comment(f"  {command(options, seed)}")]
     else:
         lines = [comment(t("generate.set_comment")), comment(f"  {within[1]}"), f"exercise: {scalar(within[0])}"]
     lines += [
         f"title: {scalar(t('generate.title', words=sentence))}",
-        f"notes: {scalar(t('generate.notes') if within is None else t('generate.set_notes', name=within[0]))}",
+        f"notes: {scalar(_notes(within, stacked))}",
         f"tokens: {flow(scalar(name) for name in tokens)}",
     ]
-    if options.score != "scaled_dot":
+    if options.score != "scaled_dot" and not stacked:
         lines.append(f"score: {options.score}")
-    if options.mask != "none":
+    if options.mask != "none" and not stacked:
         lines.append(f"mask: {options.mask}")
     if x is not None:
         lines += ["x:", *_mapping(tokens, [[str(v) for v in row] for row in x], 2)]
-    if options.heads == 1:
+    if stacked:
+        lines.append("layers:")
+        for number, fields in enumerate(layers, 1):
+            lines += [f"  - name: {scalar(t('generate.layer', number=number))}", *fields]
+    elif options.heads == 1:
         lines += _head_lines(heads[0], tokens, options.projections, 0)
     else:
         lines.append("heads:")
@@ -132,6 +150,44 @@ def exercise(options: Options, seed: int, within: tuple[str, str] | None = None)
         lines += ["w_o:", *(f"  - {flow(str(v) for v in row)}" for row in w_o)]
     text = "\n".join(lines) + "\n"
     return text + _answers(text) if options.answers else text
+
+
+def _notes(within: tuple[str, str] | None, stacked: bool) -> str:
+    """What the sheet asks for: every step (of every layer, and the streams between them), where to write it."""
+    if within is not None:
+        return t("generate.set_notes", name=within[0])
+    return t("generate.layers_notes") if stacked else t("generate.notes")
+
+
+def _layer(
+    rng: random.Random,
+    options: Options,
+    tokens: tuple[str, ...],
+    d_v: int,
+    d_model: int,
+    mask: list[list[bool]],
+    x: list[list[int]],
+) -> list[str]:
+    """One layer of a stack as YAML lines: its score, mask and norm, its heads' projections, and W_O back to d_model
+    unless its one head's values are d_model wide already."""
+    lines = [f"    score: {options.score}"] if options.score != "scaled_dot" else []
+    if options.mask != "none":
+        lines.append(f"    mask: {options.mask}")
+    if options.norm != "none":
+        kind, _, place = options.norm.partition(":")
+        lines.append(f"    norm: {{type: {kind}, place: {place or 'pre'}}}")
+    heads = [_head(rng, options, len(tokens), d_v, mask, x) for _ in range(options.heads)]
+    if options.heads == 1:
+        lines += _head_lines(heads[0], tokens, True, 4)
+    else:
+        lines.append("    heads:")
+        for index, head in enumerate(heads):
+            fields = _head_lines(head, tokens, True, 8)
+            lines += [f"      - name: {scalar(t('generate.head', number=index + 1))}", *fields]
+    if options.heads > 1 or d_v != d_model:
+        w_o = _rows(rng, options.heads * d_v, d_model, (0, 1), nonzero=True)
+        lines += ["    w_o:", *(f"      - {flow(str(v) for v in row)}" for row in w_o)]
+    return lines
 
 
 def worksheet(options: Options, seed: int, count: int, folder: str) -> list[tuple[str, str]]:
@@ -175,6 +231,10 @@ def command(options: Options, seed: int) -> str:
         parts.append(f"--score {options.score}")
     if options.projections:
         parts.append("--projections")
+    if options.layers != Options.layers:
+        parts.append(f"--layers {options.layers}")
+    if options.norm != Options.norm:
+        parts.append(f"--norm {options.norm}")
     parts.append(f"--seed {seed}")
     if options.answers:
         parts.append("--answers")

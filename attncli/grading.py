@@ -128,6 +128,7 @@ class StepReport:
     cells: tuple[Cell, ...]  # every cell the mask lets through, and the masked ones answered
     status: str  # RIGHT; CARRIED: right method, wrong inputs; WRONG: the mistake is here; NOT_ANSWERED; MISSING
     diagnosis: tuple[str, ...]  # CODES that reproduce the step's numbers
+    layer: int | None = None  # with stacked layers (attncli.layer_grading): the layer, counting from 0
 
     def count(self, status: str) -> int:
         """How many cells have `status`."""

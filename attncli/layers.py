@@ -52,7 +52,7 @@ def compute(stack: Stack) -> StackSteps:
     stream = stack.x  # (S, d)
     for index, layer in enumerate(stack.layers):
         try:
-            done.append(_layer(layer, stream))
+            done.append(through(layer, stream))
         except AttnError as error:
             error.where.field = f"{field_name(('layers', index))}.{error.where.field}"
             raise error.at(source=stack.source) from None
@@ -60,7 +60,8 @@ def compute(stack: Stack) -> StackSteps:
     return StackSteps(stack, tuple(done))
 
 
-def _layer(layer: Layer, stream: np.ndarray) -> LayerSteps:
+def through(layer: Layer, stream: np.ndarray) -> LayerSteps:
+    """Layer `layer` fed the residual stream `stream` (S, d): normalised, attended, added back."""
     norm = layer.norm
     place = None if norm is None else norm.place
     normed = normalise(stream, norm) if place == "pre" else None  # (S, d)

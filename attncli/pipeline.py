@@ -156,7 +156,7 @@ def _kernel_output(head: Head, mask: np.ndarray | None, causal: bool | str) -> n
 
 
 def grade(
-    key_or_problem: Problem | Steps | Source,
+    key_or_problem: Problem | Stack | Steps | StackSteps | Source,
     answers: Source | None = None,
     *,
     text: str | None = None,
@@ -170,29 +170,34 @@ def grade(
     student's answers; a key's `tolerance:`, `carry:`, ... then count, not the student's.
     `options` are attncli.grading.grade's (`tolerance=`, ...), which win over both. A homework's
     own problem may name array files only inside its folder, as in `attncli check`; a key's may be anywhere.
+    Stacked layers are graded layer by layer (attncli.layer_grading), their answers under `layers:`.
     The grader is imported here, not with the module: `attncli compute` never needs it.
     """
-    import attncli.parsing.answers
-    from attncli import grading
+    import attncli.parsing.answers as parsed
+    from attncli import grading, layer_grading
+    from attncli.layers import StackSteps
 
     if text is not None:
         answers = yamldoc.load(text, name)
     source = key_or_problem if answers is None else answers
-    if isinstance(source, (Problem, Steps)):
+    if isinstance(source, (Problem, Stack, Steps, StackSteps)):
         raise fail("check.no_answers").at(source=_problem(source).source, field="answers")
     document = _document(source)
     settings = None  # the answers' own tolerance:, carry:, ... unless a key says otherwise
-    if isinstance(key_or_problem, Steps):
+    if isinstance(key_or_problem, (Steps, StackSteps)):
         steps = key_or_problem
-    elif isinstance(key_or_problem, Problem):
+    elif isinstance(key_or_problem, (Problem, Stack)):
         steps = solve(key_or_problem)
     elif answers is None:  # a homework file is read once, for the problem and for the answers
-        steps = solve(single(load(document, confined=True), "check"))
+        steps = solve(load(document, confined=True))
     else:
         key = _document(key_or_problem)
-        steps, settings = solve(single(load(key), "check")), attncli.parsing.answers.read_settings(key)
+        steps, settings = solve(load(key)), parsed.read_settings(key)
     file = document.name if isinstance(source, Document) else os.fspath(source)
-    return grading.grade(steps, attncli.parsing.answers.parse(document, steps, settings), file=file, **options)
+    if isinstance(steps, StackSteps):
+        layered, counted = parsed.parse_stack(document, steps, settings)
+        return layer_grading.grade(steps, layered, counted, file=file, **options)
+    return grading.grade(steps, parsed.parse(document, steps, settings), file=file, **options)
 
 
 @functools.wraps(kernel.attention)
@@ -218,5 +223,7 @@ def _base(source: Source | None) -> Path:
     return problem_file.base_folder(None if name is None or name == "<stdin>" else os.fspath(name))
 
 
-def _problem(record: Problem | Steps) -> Problem:
-    return record.problem if isinstance(record, Steps) else record
+def _problem(record: Problem | Stack | Steps | StackSteps) -> Problem | Stack:
+    if isinstance(record, Steps):
+        return record.problem
+    return record if isinstance(record, (Problem, Stack)) else record.stack

@@ -17,8 +17,9 @@ from pathlib import Path
 
 import numpy as np
 
-from attncli import core, grading, pipeline, problem, yamldoc
+from attncli import core, grading, layer_grading, pipeline, problem, yamldoc
 from attncli.errors import AttnError, fail, listed
+from attncli.layers import StackSteps
 from attncli.parsing import answers
 
 RIGHT, WRONG, PROBLEM_CHANGED, NOT_GRADED = "right", "wrong", "problem_changed", "not_graded"
@@ -33,7 +34,7 @@ class Key:
     """A teacher's problem, solved once, with the grading settings it asks for."""
 
     file: str
-    steps: core.Steps
+    steps: core.Steps | StackSteps
     settings: answers.Settings
     exercise: str | None
 
@@ -76,7 +77,7 @@ def exercise_id(document: yamldoc.Document) -> str | None:
 def load_key(file: str) -> Key:
     """The key in `file`: a problem, with or without answers:."""
     document = yamldoc.read(file)
-    steps = pipeline.solve(pipeline.single(pipeline.load(document), "check"))
+    steps = pipeline.solve(pipeline.load(document))
     return Key(file, steps, answers.read_settings(document), exercise_id(document))
 
 
@@ -121,32 +122,43 @@ def grade_file(
         if keys is None:
             if not _problem_fields(document):
                 raise fail("check.needs_key").at(source=document.name)
-            steps = pipeline.solve(pipeline.single(pipeline.load(document, confined=True), "check"))
-            return _graded(file, exercise, steps, answers.parse(document, steps), options)
+            steps = pipeline.solve(pipeline.load(document, confined=True))
+            return _graded(file, exercise, steps, document, None, options)
         key = _key_for(document, exercise, keys)
         changed = _setting_changes(key, document)
         if _problem_fields(document):
             changed = (
-                *changed_fields(key, pipeline.single(pipeline.load(document, confined=True), "check")),
+                *changed_fields(key, pipeline.load(document, confined=True)),
                 *changed,
             )
         if changed:
             return Result(file, PROBLEM_CHANGED, exercise, changed=changed)
-        return _graded(file, exercise, key.steps, answers.parse(document, key.steps, key.settings), options)
+        return _graded(file, exercise, key.steps, document, key.settings, options)
     except AttnError as error:
         return Result(file, NOT_GRADED, exercise, error=describe(error))
 
 
-def _graded(file: str, exercise: str | None, steps: core.Steps, given: answers.Answers, options: Options) -> Result:
-    report = grading.grade(
-        steps,
-        given,
-        tolerance=options.tolerance,
-        carry=options.carry,
-        min_decimals=options.min_decimals,
-        require=options.require,
-        file=file,
-    )
+def _graded(
+    file: str,
+    exercise: str | None,
+    steps: core.Steps | StackSteps,
+    document: yamldoc.Document,
+    settings: answers.Settings | None,
+    options: Options,
+) -> Result:
+    """`document`'s answers graded against `steps`, with `settings` (the key's; None: the file's own)."""
+    given = {
+        "tolerance": options.tolerance,
+        "carry": options.carry,
+        "min_decimals": options.min_decimals,
+        "require": options.require,
+        "file": file,
+    }
+    if isinstance(steps, StackSteps):
+        layered, counted = answers.parse_stack(document, steps, settings)
+        report = layer_grading.grade(steps, layered, counted, **given)
+    else:
+        report = grading.grade(steps, answers.parse(document, steps, settings), **given)
     return Result(file, RIGHT if report.ok else WRONG, exercise, report)
 
 
@@ -173,22 +185,47 @@ def _problem_fields(document: yamldoc.Document) -> list[str]:
     return [name for name in data if name not in ANSWER_FIELDS and not str(name).startswith("x-")]
 
 
-def changed_fields(key: Key, given: problem.Problem) -> tuple[str, ...]:
+def changed_fields(key: Key, given: problem.Problem | problem.Stack) -> tuple[str, ...]:
     """The fields in which a problem copied into a homework differs from the key's, numerically."""
-    ours = key.steps.problem
+    ours = key.steps.stack if isinstance(key.steps, StackSteps) else key.steps.problem
+    if isinstance(ours, problem.Stack) != isinstance(given, problem.Stack):
+        return ("layers",)
+    if not isinstance(ours, problem.Stack):
+        return tuple(_problem_changes(ours, given))
+    if ours.tokens != given.tokens:
+        return ("tokens",)
+    changed = [] if _same(ours.x, given.x) else ["x"]
+    if len(ours.layers) != len(given.layers):
+        return (*changed, "layers")
+    for index, (a, b) in enumerate(zip(ours.layers, given.layers)):
+        prefix = f"layers[{index + 1}]."
+        changed += [prefix + name for name in _problem_changes(a.attention, b.attention)]
+        if not _same_norm(a.norm, b.norm):
+            changed.append(prefix + "norm")
+    return tuple(changed)
+
+
+def _problem_changes(ours: problem.Problem, given: problem.Problem) -> list[str]:
     changed = [name for name in ("tokens", "query_tokens") if getattr(ours, name) != getattr(given, name)]
     if changed:
-        return tuple(changed)
+        return changed
     if not _same(ours.mask, given.mask):
         changed.append("mask")
     if len(ours.heads) != len(given.heads):
-        return (*changed, "heads")
+        return [*changed, "heads"]
     for index, (a, b) in enumerate(zip(ours.heads, given.heads)):
         prefix = f"heads[{index + 1}]." if len(ours.heads) > 1 else ""
         changed += [prefix + name for name in _head_changes(a, b)]
     if not _same(ours.w_o, given.w_o):
         changed.append("w_o")
-    return tuple(changed)
+    return changed
+
+
+def _same_norm(a: problem.Norm | None, b: problem.Norm | None) -> bool:
+    if a is None or b is None:
+        return a is None and b is None
+    same = (a.kind, a.place) == (b.kind, b.place) and np.isclose(a.eps, b.eps, **SAME)
+    return bool(same) and _same(a.gain, b.gain) and _same(a.shift, b.shift)
 
 
 def _setting_changes(key: Key, document: yamldoc.Document) -> tuple[str, ...]:

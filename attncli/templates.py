@@ -14,7 +14,8 @@ import numpy as np
 
 from attncli.core import Steps
 from attncli.i18n import t
-from attncli.parsing.answers import NOT_ANSWERED
+from attncli.layers import StackSteps
+from attncli.parsing.answers import NOT_ANSWERED, stream_steps
 from attncli.problem import Projection
 from attncli.yamldoc import comment, flow, scalar
 
@@ -30,7 +31,7 @@ class _Block:
     columns: str  # what the columns are, for the template's comment
 
 
-def template(steps: Steps, exercise: str | None = None) -> str:
+def template(steps: Steps | StackSteps, exercise: str | None = None) -> str:
     """A blank answers: section for the problem of `steps`: every step to compute, `?` in every cell."""
     lines = [comment(t("template.comment")), comment(t("template.rows"))]
     if exercise is not None:
@@ -38,20 +39,42 @@ def template(steps: Steps, exercise: str | None = None) -> str:
     return "\n".join([*lines, *answer_lines(steps, lambda value, masked: scalar(NOT_ANSWERED), True)]) + "\n"
 
 
-def answer_lines(steps: Steps, cell: Cell, comments: bool = False) -> list[str]:
-    """`answers:` and every step a student computes, each cell written by `cell`; with `comments`, what columns are."""
+def answer_lines(steps: Steps | StackSteps, cell: Cell, comments: bool = False) -> list[str]:
+    """`answers:` and every step a student computes, each cell written by `cell`; with `comments`, what columns are.
+
+    A stack's are under `layers:`, one mapping per layer: its normalised input (norm placed pre), its
+    attention's steps, its residual sum (norm placed post) and the stream it leaves.
+    """
+    if not isinstance(steps, StackSteps):
+        return ["answers:", *_step_lines(steps, cell, comments, 2)]
+    lines = ["answers:", "  layers:"]
+    for layer in steps.layers:
+        tokens = layer.attention.problem.tokens
+        streams = [
+            _Block(name, tokens, matrix, None, _coordinates(False, matrix))
+            for name, matrix in stream_steps(layer).items()
+        ]
+        before = [line for block in streams if block.step == "normed" for line in _block(block, cell, 6, comments)]
+        after = [line for block in streams if block.step != "normed" for line in _block(block, cell, 6, comments)]
+        layer_lines = [*before, *_step_lines(layer.attention, cell, comments, 6), *after]
+        lines += [f"    - {layer_lines[0].lstrip()}", *layer_lines[1:]]
+    return lines
+
+
+def _step_lines(steps: Steps, cell: Cell, comments: bool, indent: int) -> list[str]:
+    """One layer's attention, `indent` spaces in: its one head's steps, or each head's under `heads:`, concat, final."""
     per_head = [_head_blocks(steps, h) for h in range(len(steps.heads))]
-    lines = ["answers:"]
     if steps.concat is None:
-        return lines + [line for block in per_head[0] for line in _block(block, cell, 2, comments)]
-    lines.append("  heads:")
+        return [line for block in per_head[0] for line in _block(block, cell, indent, comments)]
+    pad = " " * indent
+    lines = [f"{pad}heads:"]
     for blocks in per_head:
-        head_lines = [line for block in blocks for line in _block(block, cell, 6, comments)]
-        lines += [f"    - {head_lines[0].lstrip()}", *head_lines[1:]]
+        head_lines = [line for block in blocks for line in _block(block, cell, indent + 4, comments)]
+        lines += [f"{pad}  - {head_lines[0].lstrip()}", *head_lines[1:]]
     queries = steps.problem.query_tokens
     for step, matrix in (("concat", steps.concat), ("final", steps.output)):
         block = _Block(step, queries, matrix, None, _coordinates(True, matrix))
-        lines += _block(block, cell, 2, comments)
+        lines += _block(block, cell, indent, comments)
     return lines
 
 

@@ -337,3 +337,95 @@ def test_python_api() -> None:
     assert pipeline.result(stack).tolist() == steps.output.tolist()
     fed = layers.feed(stack.layers[1].attention, steps.layers[1].normed)
     assert pipeline.solve(fed).output.tolist() == steps.layers[1].attention.output.tolist()
+
+
+# Exercises and checking: generate --layers, templates and keys with answers per layer, the stack's slips
+
+GENERATED = [
+    ("--layers", "2"),
+    ("--layers", "2", "--norm", "layer"),
+    ("--layers", "3", "--norm", "rms:post", "--heads", "2"),
+    ("--layers", "2", "--norm", "layer:post", "--mask", "causal", "--tokens", "4"),
+]
+
+
+def generated(tmp_path: Path, options: tuple[str, ...], seed: int) -> Path:
+    result = CliRunner().invoke(app, ["generate", *options, "--seed", str(seed), "--answers"])
+    assert result.exit_code == 0, result.stderr
+    key = tmp_path / f"key-{'_'.join(options).replace(':', '-')}-{seed}.yaml"
+    key.write_text(result.stdout, encoding="utf-8")
+    return key
+
+
+def check_json(files: list[Path], key: Path) -> list[dict]:
+    """`check --format json` over `files` against `key`: one object per file, in order."""
+    result = CliRunner().invoke(app, ["check", *map(str, files), "--key", str(key), "--format", "json"])
+    assert result.exit_code in (0, 1), result.stderr
+    return [json.loads(line) for line in result.stdout.splitlines()]
+
+
+@pytest.mark.parametrize("options", GENERATED, ids=" ".join)
+def test_a_generated_stack_key_grades_itself_right_and_its_template_blank(tmp_path: Path, options: tuple) -> None:
+    key = generated(tmp_path, options, 11)
+    stack = pipeline.load(key)
+    assert isinstance(stack, Stack) and len(stack.layers) == int(options[1])
+    (doc,) = check_json([key], key)
+    assert doc["status"] == "right"
+    assert {step["layer"] for step in doc["steps"]} == set(range(len(stack.layers)))
+    assert [step["step"] for step in doc["steps"] if step["layer"] == 0][-1] == "stream"
+    blank = CliRunner().invoke(app, ["template", str(key)])
+    template = tmp_path / "blank.yaml"
+    template.write_text(blank.stdout, encoding="utf-8")
+    (empty,) = check_json([template], key)
+    assert empty["status"] == "wrong" and all(step["status"] == "not_answered" for step in empty["steps"])
+
+
+def test_the_stack_students_are_graded_as_they_worked(tmp_path: Path) -> None:
+    """The replayed students of tests/replays/layers.py: the careful one right; a slip named at its layer's stream
+    (or, for the norm placed wrong, where the layer first reads it), every layer before it right, after it carried."""
+    from tests.replays.layers import students
+
+    failures = []
+    for options in GENERATED:
+        for seed in (1, 2):
+            key = generated(tmp_path, options, seed)
+            cases = students(str(key))
+            files = []
+            for name, _, text in cases:
+                files.append(tmp_path / f"{key.stem}-{name.replace('@', '-at-')}.yaml")
+                files[-1].write_text(text, encoding="utf-8")
+            for (name, work, _), doc in zip(cases, check_json(files, key)):
+                wrong = [step for step in doc["steps"] if step["status"] == "wrong"]
+                if work.slip is None:
+                    fine = doc["status"] == "right"
+                else:
+                    named = all(step["layer"] == work.at and work.slip in step["diagnosis"] for step in wrong)
+                    before = all(step["status"] == "right" for step in doc["steps"] if step["layer"] < work.at)
+                    fine = bool(wrong) and named and before
+                if not fine:
+                    failures.append((key.name, name, [(s["layer"], s["step"], s["diagnosis"]) for s in wrong]))
+    assert failures == []
+
+
+def test_stack_answers_refused_where_they_cannot_be_read(tmp_path: Path) -> None:
+    key = generated(tmp_path, ("--layers", "2"), 3)
+    for answers, message in (
+        ("answers:\n  layers: 2\n", "answers.layers: layers must be a list of mappings, one per layer answered"),
+        ("answers:\n  layers: [{}, {}, {}]\n", "answers.layers: 3 layers answered, but the problem has 2"),
+        ("answers:\n  layers:\n    - normed: [[1, 2, 3]]\n", "answers.layers[1].normed: this layer has no normed step"),
+        ("answers:\n  weights: [[1]]\n", "answers.weights: unknown field 'weights'"),
+    ):
+        homework = tmp_path / "homework.yaml"
+        homework.write_text(answers, encoding="utf-8")
+        result = CliRunner().invoke(app, ["check", str(homework), "--key", str(key), "--format", "json"])
+        assert message in result.stdout + result.stderr, (answers, result.stdout, result.stderr)
+
+
+def test_every_stack_code_has_a_diagnosis_and_a_hint_in_both_languages() -> None:
+    from attncli import grading, layer_grading
+    from attncli.i18n import en, es
+
+    assert not set(layer_grading.CODES) & set(grading.CODES)
+    for code in layer_grading.CODES:
+        for catalogue in (en.MESSAGES, es.MESSAGES):
+            assert catalogue[f"check.diagnosis.{code}"] and catalogue[f"check.hint.{code}"]

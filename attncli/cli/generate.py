@@ -25,6 +25,7 @@ EXAMPLES = epilog(
     "  attncli generate --tokens 4 --seed 7 --sheet latex > sheet.tex",
     "  attncli generate --tokens 4 --answers -o exercise.yaml",
     "  attncli generate --count 20 -o worksheet/",
+    "  attncli generate --layers 2 --norm layer --answers",
 )
 
 
@@ -39,6 +40,8 @@ def generate(
     mask: Annotated[str, typer.Option(help=t("help.generate.mask"))] = "none",
     score: Annotated[str, typer.Option(help=t("help.score"))] = "scaled_dot",
     projections: Annotated[bool, typer.Option(help=t("help.generate.projections"))] = False,
+    layers: Annotated[int, typer.Option(min=1, max=4, help=t("help.generate.layers"))] = 1,
+    norm: Annotated[str, typer.Option(help=t("help.generate.norm"))] = "none",
     seed: Annotated[Optional[int], typer.Option(min=0, help=t("help.generate.seed"))] = None,
     answers: Annotated[bool, typer.Option(help=t("help.generate.answers"))] = False,
     count: Annotated[Optional[int], typer.Option(min=1, max=1000, help=t("help.generate.count"))] = None,
@@ -63,11 +66,15 @@ def generate(
         score=score,
         projections=projections,
         answers=answers,
+        layers=layers,
+        norm=norm,
     )
     with located():
         exercises.validate(options)
     if sheet is not None and sheet not in SHEETS:
         raise fail("generate.bad_sheet", name=sheet).at(source="--sheet")
+    if sheet is not None and layers > 1:
+        raise fail("generate.sheet_no_layers").at(source="--sheet")
     if seed is None:
         seed = random.SystemRandom().randrange(SEED_LIMIT)
     one_file = EXERCISE_SUFFIXES if sheet is None else (SHEETS[sheet],)  # -o FILE.yaml, or FILE.tex for a sheet

@@ -29,5 +29,5 @@ def template(
     from attncli import pipeline, submissions, templates, yamldoc
 
     document = yamldoc.read(file)
-    steps = pipeline.solve(pipeline.single(pipeline.load(document), "template"))
+    steps = pipeline.solve(pipeline.load(document))
     write(templates.template(steps, submissions.exercise_id(document)), output, env)

@@ -20,12 +20,15 @@ from attncli.core import Steps
 from attncli.errors import AttnError, fail, listed, phrase
 from attncli.expr import WHOLE_DIGITS, whole_number
 from attncli.i18n import current_language
+from attncli.layers import LayerSteps, StackSteps
 from attncli.parsing.fields import FieldReader, row_label
 from attncli.yamldoc import Document, FieldPath, did_you_mean, kind_of
 
 HEAD_STEPS = ("queries", "keys", "values", "dot", "scores", "weights", "output")
 SHARED_STEPS = ("concat", "final")
 STEPS = (*HEAD_STEPS, *SHARED_STEPS)
+# A stacked layer's streams: N(X_l) with its norm placed pre, X_l + Attn with it placed post, X_{l+1} what it leaves
+STREAM_STEPS = ("normed", "residual", "stream")
 MASKABLE = ("dot", "scores", "weights")
 MASK_WORDS = ("masked", "-inf", "-∞", "-infinity")
 NOT_ANSWERED = "?"  # what a template holds in every cell; left there (or empty), the cell is not answered
@@ -84,6 +87,14 @@ class Answers:
 
 
 @dataclass(frozen=True)
+class LayerAnswers:
+    """One stacked layer's answers: its attention's steps (None when only its streams are answered), its streams."""
+
+    attention: Answers | None
+    streams: tuple[Answer, ...]  # in the order of STREAM_STEPS
+
+
+@dataclass(frozen=True)
 class _Shape:
     rows: tuple[str, ...]
     columns: tuple[str, ...]
@@ -96,6 +107,42 @@ def parse(document: Document, steps: Steps, settings: Settings | None = None) ->
     """The validated `answers:` of a problem whose calculation is `steps`, graded with `settings` (else the file's)."""
     reader = _Reader(document, steps)
     return reader.answers(settings if settings is not None else reader.settings())
+
+
+def parse_stack(
+    document: Document, steps: StackSteps, settings: Settings | None = None
+) -> tuple[tuple[LayerAnswers, ...], Settings]:
+    """The validated `answers: {layers: [...]}` of a stack, one entry per layer answered, and the settings that count.
+
+    Each layer's mapping holds that layer's steps as a one-layer problem's answers do, and its streams.
+    """
+    reader = _Reader(document, None)
+    settings = settings if settings is not None else reader.settings()
+    section = reader.section()
+    reader.check_fields(section, ("answers",), ("layers",), "check.known_steps")
+    listed = section.get("layers")
+    if not isinstance(listed, list) or not listed or not all(isinstance(item, dict) for item in listed):
+        raise reader.error(("answers", "layers"), "check.bad_layers", got=kind_of(listed))
+    if len(listed) > len(steps.layers):
+        raise reader.error(
+            ("answers", "layers"), "check.too_many_layers", count=len(listed), expected=len(steps.layers)
+        )
+    found = tuple(
+        _Reader(document, layer.attention).layer((*("answers", "layers"), index), fields, layer, settings)
+        for index, (fields, layer) in enumerate(zip(listed, steps.layers))
+    )
+    if all(layer.attention is None and not layer.streams for layer in found):
+        raise reader.error(("answers",), "check.nothing_answered")
+    return found, settings
+
+
+def stream_steps(layer: LayerSteps) -> dict[str, np.ndarray]:
+    """The streams of `layer` a student computes, by name: normed (placed pre), residual (placed post), stream."""
+    place = None if layer.layer.norm is None else layer.layer.norm.place
+    found = {"normed": layer.normed} if place == "pre" else {}
+    if place == "post":
+        found["residual"] = layer.residual
+    return {**found, "stream": layer.output}
 
 
 def read_settings(document: Document) -> Settings:
@@ -163,6 +210,7 @@ class _Reader(FieldReader):
         super().__init__(document)
         self.steps = steps
         self.data = document.data if isinstance(document.data, dict) else {}
+        self.streams: dict[str, np.ndarray] = {}  # a stacked layer's streams, by step
 
     def settings(self) -> Settings:
         data = self.data
@@ -195,45 +243,73 @@ class _Reader(FieldReader):
             raise error.at(self.document.name, self.document.line(("require",)), "require") from None
 
     def answers(self, settings: Settings) -> Answers:
-        assert self.steps is not None
+        section = self.section()
+        answers = self.steps_of(("answers",), section, settings)
+        if answers is None:
+            raise self.error(("answers",), "check.nothing_answered")
+        return answers
+
+    def section(self) -> dict:
+        """The `answers:` mapping."""
         if "answers" not in self.data:
             raise fail("check.no_answers").at(self.document.name, field="answers")
         section = self.data["answers"]
         if not isinstance(section, dict) or not section:
             raise self.error(("answers",), "check.answers_not_mapping", got=kind_of(section))
-        self.check_fields(section, ("answers",), (*STEPS, "heads"), "check.known_steps")
+        return section
+
+    def steps_of(
+        self, path: FieldPath, section: dict, settings: Settings, more: tuple[str, ...] = ()
+    ) -> Answers | None:
+        """The steps answered in the mapping `section` at `path` (`more`: other names it may hold); None for none."""
+        assert self.steps is not None
+        self.check_fields(section, path, (*STEPS, "heads", *more), "check.known_steps")
         heads = len(self.steps.heads)
         top = [name for name in HEAD_STEPS if name in section]
         if "heads" in section:
             if top:
-                raise self.error(("answers", top[0]), "check.heads_and_top")
-            per_head = self.head_list(section["heads"], heads)
+                raise self.error((*path, top[0]), "check.heads_and_top")
+            per_head = self.head_list(path, section["heads"], heads)
         elif top and heads > 1:
-            raise self.error(("answers", top[0]), "check.top_with_heads", count=heads)
+            raise self.error((*path, top[0]), "check.top_with_heads", count=heads)
         else:
-            per_head = [(("answers",), section)]
+            per_head = [(path, section)]
         found = [
-            self.answer((*path, step), fields[step], step, head)
-            for head, (path, fields) in enumerate(per_head)
+            self.answer((*head_path, step), fields[step], step, head)
+            for head, (head_path, fields) in enumerate(per_head)
             for step in HEAD_STEPS
             if step in fields
         ]
-        found += [self.answer(("answers", step), section[step], step, None) for step in SHARED_STEPS if step in section]
+        found += [self.answer((*path, step), section[step], step, None) for step in SHARED_STEPS if step in section]
         if not found:
-            raise self.error(("answers",), "check.nothing_answered")
+            return None
         return Answers(tuple(found), settings.tolerance, settings.carry, settings.min_decimals, settings.require)
 
-    def head_list(self, value: object, heads: int) -> list[tuple[FieldPath, dict]]:
+    def head_list(self, path: FieldPath, value: object, heads: int) -> list[tuple[FieldPath, dict]]:
         if not isinstance(value, list) or not value or not all(isinstance(item, dict) for item in value):
-            raise self.error(("answers", "heads"), "problem.bad_heads", got=kind_of(value))
+            raise self.error((*path, "heads"), "problem.bad_heads", got=kind_of(value))
         if len(value) > heads:
-            raise self.error(("answers", "heads"), "check.too_many_heads", count=len(value), expected=heads)
+            raise self.error((*path, "heads"), "check.too_many_heads", count=len(value), expected=heads)
         for index, fields in enumerate(value):
-            self.check_fields(fields, ("answers", "heads", index), HEAD_STEPS, "check.known_steps")
-        return [(("answers", "heads", index), fields) for index, fields in enumerate(value)]
+            self.check_fields(fields, (*path, "heads", index), HEAD_STEPS, "check.known_steps")
+        return [((*path, "heads", index), fields) for index, fields in enumerate(value)]
+
+    def layer(self, path: FieldPath, fields: dict, layer: LayerSteps, settings: Settings) -> LayerAnswers:
+        """Layer `path`'s answers: its attention's steps and its streams."""
+        self.streams = stream_steps(layer)
+        for name in STREAM_STEPS:
+            if name in fields and name not in self.streams:
+                raise self.error((*path, name), "check.no_stream_step", step=name, steps=", ".join(self.streams))
+        rest = {name: value for name, value in fields.items() if name not in STREAM_STEPS}
+        attention = self.steps_of(path, rest, settings, STREAM_STEPS) if rest else None
+        streams = tuple(self.answer((*path, name), fields[name], name, None) for name in STREAM_STEPS if name in fields)
+        return LayerAnswers(attention, streams)
 
     def shape(self, path: FieldPath, step: str, head: int | None) -> _Shape:
         assert self.steps is not None
+        if step in STREAM_STEPS:
+            matrix = self.streams[step]
+            return _Shape(self.steps.problem.tokens, _coordinates(matrix.shape[1]), False, None, matrix)
         problem, steps = self.steps.problem, self.steps
         queries, tokens = problem.query_tokens, problem.tokens
         if head is None:

@@ -167,6 +167,7 @@ def _json_step(step: StepReport) -> dict:
     return {
         "step": step.step,
         "head": step.head,
+        **({} if step.layer is None else {"layer": step.layer}),
         "status": step.status,
         "correct": step.correct,
         "total": step.total,

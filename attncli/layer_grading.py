@@ -1,0 +1,260 @@
+"""Grading a stack's homework layer by layer: each layer's attention by attncli.grading, its streams here.
+
+A layer is graded as the one-layer problem it is, fed the stream the student reached it with:
+the true one, or, when the student wrote the previous layer's stream in full and it is not
+right, their own, so that a layer worked correctly from a wrong stream counts as carried
+(right method, wrong inputs). The streams (N(X_l) placed pre, X_l + Attn placed post, and
+X_{l+1}) are judged by the grader's rule: half a unit of the last decimal written, widened by
+what the inputs carry in (the stream before, and the layer's output, as the student wrote
+them or carried at the carry precision), propagated with attncli.rounding. A wrong stream is
+replayed under the slips of a stack: the residual forgotten (the attention output alone
+passed on) and the norm placed wrong (pre for post, or post for pre).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+import numpy as np
+
+from attncli import grading, layers, rounding
+from attncli.grading import CARRIED, NOT_ANSWERED, RIGHT, WRONG, Cell, Report, StepReport
+from attncli.layers import LayerSteps, StackSteps
+from attncli.parsing.answers import Answer, Entry, LayerAnswers, Settings
+from attncli.problem import Norm
+from attncli.rounding import Carried
+
+CODES = ("residual_forgotten", "norm_misplaced")  # a stack's slips, beside attncli.grading.CODES
+
+
+def grade(
+    steps: StackSteps,
+    answers: Sequence[LayerAnswers],
+    settings: Settings,
+    *,
+    tolerance: float | None = None,
+    carry: int | None = None,
+    min_decimals: int | None = None,
+    require: Sequence[str] | None = None,
+    file: str = "-",
+) -> Report:
+    """The report on a stack's answers, layer after layer; keyword values win over `settings` (the key's or the file's).
+
+    Each step report names its layer (`layer`, counting from 0, and the layer's name before any head's).
+    """
+    options = {"tolerance": tolerance, "carry": carry, "min_decimals": min_decimals, "require": require, "file": file}
+    rule = grading._Rule(
+        tolerance if tolerance is not None else settings.tolerance,
+        next(c for c in (carry, settings.carry, grading.CARRY) if c is not None),
+        min_decimals if min_decimals is not None else settings.min_decimals,
+    )
+    reports: list[StepReport] = []
+    written: np.ndarray | None = None  # the stream the student passed on, when they wrote all of it
+    stream = rounding.exact(steps.stack.x)  # (S, d) X_l as the student has it
+    stream_right = True  # ... and whether it was right
+    for index, (truth, given) in enumerate(zip(steps.layers, answers)):
+        fed = truth if written is None else layers.through(truth.layer, written)
+        found = _attention(truth, fed, given, not stream_right, options) if given.attention is not None else []
+        output, output_right = _output(given, truth, found, rule.carry)
+        streams = _Streams(truth, stream, output, rule, {"x": stream_right, "z": output_right})
+        judged = streams.judge(given.streams)
+        if truth.layer.norm is not None and any(report.status == WRONG for report in found):
+            moved = grading.grade(streams.norm_moved(fed).attention, given.attention, **options)
+            again = {(step.step, step.head): step.status for step in moved.steps}
+            found = [_named(report, again) for report in found]
+        normed = [report for report in judged if report.step == "normed"]  # before the attention that reads it
+        later = [report for report in judged if report.step != "normed"]
+        reports += [_tagged(report, index, truth.layer.name) for report in (*normed, *found, *later)]
+        passed = next((report for report in judged if report.step == "stream"), None)
+        stream, written = _passed_on(given, truth, rule.carry)
+        stream_right = written is None or (passed is not None and passed.status == RIGHT)
+    return Report(file, tuple(reports))
+
+
+def _attention(
+    truth: LayerSteps, fed: LayerSteps, given: LayerAnswers, inherited: bool, options: dict
+) -> list[StepReport]:
+    """The layer's attention against the truth, and against what the student's own stream gives (`fed`): a step
+    right only from their stream is right when that stream was (their rounding), carried when it was not."""
+    report = grading.grade(truth.attention, given.attention, **options)
+    if fed is truth:
+        return list(report.steps)
+    own = {(step.step, step.head): step for step in grading.grade(fed.attention, given.attention, **options).steps}
+    return [
+        (_carried(own[(step.step, step.head)]) if inherited else own[(step.step, step.head)])
+        if _better(step, own.get((step.step, step.head)))
+        else step
+        for step in report.steps
+    ]
+
+
+def _better(step: StepReport, own: StepReport | None) -> bool:
+    return step.status in (WRONG, CARRIED) and own is not None and own.status == RIGHT
+
+
+def _carried(step: StepReport) -> StepReport:
+    cells = tuple(dataclasses.replace(c, status=CARRIED) if c.status == RIGHT else c for c in step.cells)
+    return dataclasses.replace(step, cells=cells, status=CARRIED)
+
+
+def _tagged(report: StepReport, index: int, name: str) -> StepReport:
+    head = name if report.head_name is None else f"{name} · {report.head_name}"
+    return dataclasses.replace(report, head_name=head, layer=index)
+
+
+def _output(given: LayerAnswers, truth: LayerSteps, found: list[StepReport], carry: int) -> tuple[Carried, bool]:
+    """The layer's attention output (S, d) as the student has it: their `final` (or its head's `output`), or kept;
+    and whether it was right (a kept one is)."""
+    step = "final" if truth.attention.concat is not None else "output"
+    answered = [] if given.attention is None else [a for a in given.attention.steps if a.step == step]
+    if answered and _complete(answered[0]):
+        status = next((report.status for report in found if report.step == step), RIGHT)
+        return _known(answered[0], carry), status == RIGHT
+    return _kept(truth.attention.output, carry), True
+
+
+def _named(report: StepReport, again: dict[tuple[str, int | None], str]) -> StepReport:
+    """A wrong step of the attention that is right with the layer's norm placed the other way: norm_misplaced."""
+    if report.status != WRONG or again.get((report.step, report.head)) != RIGHT:
+        return report
+    return dataclasses.replace(report, diagnosis=(*report.diagnosis, "norm_misplaced"))
+
+
+def _complete(answer: Answer) -> bool:
+    """Every cell written, as a number, in the true orientation."""
+    return answer.written is None and all(e is not None and e.value is not None for row in answer.cells for e in row)
+
+
+def _kept(matrix: np.ndarray, carry: int) -> Carried:
+    """A true matrix as a careful student keeps it: within half a unit of the `carry`-th decimal."""
+    return rounding.known(matrix, np.full(matrix.shape, 0.5 * 10.0**-carry))
+
+
+def _known(answer: Answer, carry: int) -> Carried:
+    """What a student wrote, each number standing for one within half a unit of its last decimal when it has `carry`."""
+    values = np.array([[e.value for e in row] for row in answer.cells], dtype=np.float64)
+    half = [
+        [0.5 * 10.0**-e.decimals if e.decimals is not None and e.decimals >= carry else 0.0 for e in row]
+        for row in answer.cells
+    ]
+    return rounding.known(values, np.array(half, dtype=np.float64))
+
+
+def _passed_on(given: LayerAnswers, truth: LayerSteps, carry: int) -> tuple[Carried, np.ndarray | None]:
+    """The stream the next layer reads as the student has it, and their numbers when they wrote all of it."""
+    answer = next((a for a in given.streams if a.step == "stream"), None)
+    if answer is None or not _complete(answer):
+        return _kept(truth.output, carry), None
+    known = _known(answer, carry)
+    return known, known.t
+
+
+class _Streams:
+    """A layer's streams: the student's own (from the stream and output they have), the true ones, the slips.
+
+    A stream is right when it follows from right inputs (the stream read, the attention output, the
+    residual sum) by the rule, or lies within the rule of the truth; carried when it follows from
+    wrong ones.
+    """
+
+    def __init__(self, truth: LayerSteps, stream: Carried, output: Carried, rule: grading._Rule, right: dict) -> None:
+        self.truth = truth
+        self.rule = rule
+        self.norm = truth.layer.norm
+        self.place = None if self.norm is None else self.norm.place
+        self.stream, self.output = stream, output
+        self.right = dict(right)  # which inputs were right: x (the stream read), z (the output), residual
+        self.true = self.chain(_kept(truth.input, rule.carry), _kept(truth.attention.output, rule.carry), self.place)
+        self.own = self.chain(stream, output, self.place)
+
+    def chain(self, x: Carried, z: Carried, place: str | None, residual: Carried | None = None) -> dict[str, Carried]:
+        """normed, residual and stream from the stream x read, the attention output z (and a residual written)."""
+        total = rounding.add(x, z)
+        summed = total if residual is None else residual
+        out = {"residual": total, "stream": normalise(summed, self.norm) if place == "post" else total}
+        if place == "pre":
+            out["normed"] = normalise(x, self.norm)
+        return out
+
+    def judge(self, answers: Sequence[Answer]) -> list[StepReport]:
+        """Each stream answered, in order: a residual sum written in full is what the student normalises after."""
+        reports = []
+        for answer in answers:
+            report = self.report(answer)
+            if answer.step == "residual" and _complete(answer):
+                self.own = self.chain(self.stream, self.output, self.place, _known(answer, self.rule.carry))
+                self.right["residual"] = report.status == RIGHT
+            reports.append(report)
+        return reports
+
+    def inputs_right(self, step: str) -> bool:
+        needs = {"normed": ("x",), "residual": ("x", "z"), "stream": ("x", "z", "residual")}[step]
+        return all(self.right.get(name, True) for name in needs)
+
+    def report(self, answer: Answer) -> StepReport:
+        rows, columns = self.truth.attention.problem.tokens, answer.columns
+        if answer.written is not None:
+            return StepReport(answer.step, None, None, rows, columns, (), WRONG, ())
+        true, own = self.true[answer.step], self.own[answer.step]
+        follows = RIGHT if self.inputs_right(answer.step) else CARRIED
+        cells = []
+        for i, j, entry in self.every(answer):
+            expected = float(true.t[i, j])
+            if entry is None:
+                cells.append(Cell(i, j, None, expected, False, NOT_ANSWERED))
+                continue
+            status = follows if self.agrees(entry, own, i, j) else RIGHT if self.agrees(entry, true, i, j) else WRONG
+            radius = float((own if status == follows else true).radius[i, j])
+            cells.append(Cell(i, j, entry, expected, False, status, self.rule.own(entry), radius))
+        statuses = {cell.status for cell in cells}
+        status = next((s for s in (WRONG, CARRIED, RIGHT) if s in statuses), NOT_ANSWERED)
+        diagnosis = self.diagnose(answer) if status == WRONG else ()
+        return StepReport(answer.step, None, None, rows, columns, tuple(cells), status, diagnosis)
+
+    def every(self, answer: Answer) -> list[tuple[int, int, Entry | None]]:
+        return [(i, j, e) for i, row in enumerate(answer.cells) for j, e in enumerate(row)]
+
+    def agrees(self, entry: Entry, num: Carried, i: int, j: int) -> bool:
+        return self.rule.agrees(entry, float(num.t[i, j]), float(num.radius[i, j]), False)
+
+    def diagnose(self, answer: Answer) -> tuple[str, ...]:
+        """The slips whose replay, from the student's own numbers, gives every answered number of this stream."""
+        cells = [(i, j, e) for i, j, e in self.every(answer) if e is not None]
+        if answer.step == "normed" or not cells:
+            return ()
+        slips = {
+            "residual_forgotten": self.chain(rounding.exact(np.zeros_like(self.truth.input)), self.output, self.place)
+        }
+        if self.norm is not None and answer.step == "stream":
+            slips["norm_misplaced"] = self.chain(self.stream, self.output, "post" if self.place == "pre" else "pre")
+        return tuple(
+            code
+            for code, replay in slips.items()
+            if all(self.agrees(e, replay[answer.step], i, j) for i, j, e in cells)
+        )
+
+    def norm_moved(self, fed: LayerSteps) -> LayerSteps:
+        """The layer with its norm placed the other way, fed what the student read."""
+        other = "post" if self.place == "pre" else "pre"
+        layer = self.truth.layer
+        return layers.through(dataclasses.replace(layer, norm=dataclasses.replace(layer.norm, place=other)), fed.input)
+
+
+def normalise(rows: Carried, norm: Norm) -> Carried:
+    """attncli.layers.normalise on carried numbers: (x − mean)/√(var + ε) or x/√(mean(x²) + ε), then gain and bias."""
+    d = rows.t.shape[1]
+    centred = rounding.matmul(rows, rounding.exact(np.eye(d) - 1 / d)) if norm.kind == "layer" else rows  # (S, d)
+    mean_square = rounding.times(rounding.row_sums(rounding.square(centred)), rounding.exact(1 / d))  # (S, 1)
+    root = rounding.sqrt(rounding.add(mean_square, rounding.exact(np.full(mean_square.t.shape, norm.eps))), 0.0)
+    wide = rounding.Carried(
+        np.broadcast_to(root.t, centred.t.shape),
+        np.broadcast_to(root.g, (*centred.t.shape, root.g.shape[-1])),
+        np.broadcast_to(root.e, centred.t.shape),
+    )
+    out = rounding.quotient(centred, wide)
+    if norm.gain is not None:
+        out = rounding.matmul(out, rounding.exact(np.diag(norm.gain)))
+    if norm.shift is not None:
+        out = rounding.add(out, rounding.exact(np.broadcast_to(norm.shift, out.t.shape)))
+    return out
