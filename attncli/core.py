@@ -12,8 +12,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from attncli import positions
 from attncli.errors import AttnError, fail
-from attncli.problem import Head, Operand, Problem, Projection, Score
+from attncli.problem import Head, Operand, PositionEncoding, Problem, Projection, Score
 
 COSINE_EPS = 1e-8  # as torch.nn.functional.cosine_similarity: each norm is clamped to at least this
 # Displayed exponentials are shifted when |s| passes this share of the largest exponent the dtype holds
@@ -24,11 +25,23 @@ KERNEL_SCORES = ("scaled_dot", "dot")  # q·kᵀ times a scale: what attncli.ker
 
 
 @dataclass(frozen=True)
+class Rotation:
+    """RoPE in one head: each pair's frequency θ_i, the angles m·θ_i, and the queries and keys once turned."""
+
+    style: str  # half | interleaved: which coordinates each pair turns together
+    frequencies: np.ndarray  # (d/2,) θ_i = base^(−2i/d)
+    query_angles: np.ndarray  # (L, d/2) m·θ_i at each query's position m
+    key_angles: np.ndarray  # (S, d/2) n·θ_i at each key's position n
+    queries: np.ndarray  # (L, d) the queries turned: what the scores are computed from
+    keys: np.ndarray  # (S, d) the keys turned
+
+
+@dataclass(frozen=True)
 class HeadSteps:
     """Every number one head produces, from its vectors to its output."""
 
     spec: Head  # what the problem says of this head
-    queries: np.ndarray | None  # (L, d_q), None when scores were given
+    queries: np.ndarray | None  # (L, d_q), None when scores were given; with RoPE before the turn (see rotation)
     keys: np.ndarray | None  # (S, d_k)
     values: np.ndarray  # (S, d_v)
     compatibility: np.ndarray  # (L, S) before the scale: q·k, cosine, q·W·kᵀ, additive, or the given scores
@@ -40,6 +53,7 @@ class HeadSteps:
     output: np.ndarray  # (L, d_v) weights · values
     scaled: np.ndarray | None = None  # (L, S) compatibility × scale, before the bias; None without one
     bias: np.ndarray | None = None  # (L, S) added to the scaled scores before the mask and softmax
+    rotation: Rotation | None = None  # RoPE: the queries and keys the scores use, turned by their positions
 
 
 @dataclass(frozen=True)
@@ -95,7 +109,8 @@ def combine(outputs: Sequence[np.ndarray], w_o: np.ndarray | None) -> tuple[np.n
 def _attend(problem: Problem, index: int) -> HeadSteps:
     """`attend` for head `index`, an overflow named by file and, with several heads, by head."""
     try:
-        return attend(problem.heads[index], problem.mask, None if problem.bias is None else problem.bias.of(index))
+        bias = None if problem.bias is None else problem.bias.of(index)
+        return attend(problem.heads[index], problem.mask, bias, problem.rope)
     except AttnError as error:
         if len(problem.heads) > 1:
             error.where.field = f"heads[{index + 1}].{error.where.field}"
@@ -103,8 +118,13 @@ def _attend(problem: Problem, index: int) -> HeadSteps:
 
 
 @np.errstate(over="ignore", invalid="ignore")
-def attend(head: Head, mask: np.ndarray, bias: np.ndarray | None = None) -> HeadSteps:
+def attend(
+    head: Head, mask: np.ndarray, bias: np.ndarray | None = None, rope: PositionEncoding | None = None
+) -> HeadSteps:
     """One head: compatibility, scale, bias, mask, softmax, weighted sum of values — every step kept.
+
+    With `rope` the queries and keys are turned by their positions (attncli.positions) after the
+    projection and before the compatibility; the record keeps them both ways.
 
     Two paths compute softmax(q·kᵀ·scale + mask)·v. This one (the CLI's) builds each (L, S)
     intermediate in float64 or the problem's dtype, for display and grading, and takes every
@@ -117,13 +137,16 @@ def attend(head: Head, mask: np.ndarray, bias: np.ndarray | None = None) -> Head
     very numbers divided by their sum to give the weights, so e^s / Σ = weight exactly as shown.
     """
     values = _finite(project(head.values), "values")  # (S, d_v)
+    rotation = None
     if head.scores is not None:
         queries = keys = hidden = None
         compat = head.scores  # (L, S)
     else:
         queries = _finite(project(head.queries), "queries")  # (L, d_q)
         keys = _finite(project(head.keys), "keys")  # (S, d_k)
-        compat, hidden = compatibility(head.score, queries, keys)  # (L, S), (L, S, d_a) | None
+        rotation = None if rope is None else rotate(rope, queries, keys)
+        used = (queries, keys) if rotation is None else (rotation.queries, rotation.keys)
+        compat, hidden = compatibility(head.score, *used)  # (L, S), (L, S, d_a) | None
         _finite(compat, "scores")
     scaled = _finite(compat * head.score.scale, "scores")  # (L, S)
     biased = scaled if bias is None else _finite(scaled + bias, "bias")  # (L, S)
@@ -133,7 +156,24 @@ def attend(head: Head, mask: np.ndarray, bias: np.ndarray | None = None) -> Head
     weights = exp / exp.sum(axis=1, keepdims=True)  # (L, S)
     output = _finite(weights @ values, "output")  # (L, d_v)
     before = None if bias is None else scaled
-    return HeadSteps(head, queries, keys, values, compat, hidden, scores, shift, exp, weights, output, before, bias)
+    return HeadSteps(
+        head, queries, keys, values, compat, hidden, scores, shift, exp, weights, output, before, bias, rotation
+    )
+
+
+def rotate(rope: PositionEncoding, queries: np.ndarray, keys: np.ndarray) -> Rotation:
+    """RoPE: queries (L, d) and keys (S, d) turned pair by pair by m·θ_i at their positions."""
+    width = queries.shape[1]
+    query_angles = positions.angles(rope.query_at, width, rope.base)  # (L, d/2)
+    key_angles = positions.angles(rope.key_at, width, rope.base)  # (S, d/2)
+    return Rotation(
+        style=rope.style,
+        frequencies=positions.frequencies(width, rope.base, queries.dtype),
+        query_angles=query_angles,
+        key_angles=key_angles,
+        queries=positions.rotate(queries, query_angles, rope.style),
+        keys=positions.rotate(keys, key_angles, rope.style),
+    )
 
 
 def display_shift(scores: np.ndarray) -> np.ndarray:

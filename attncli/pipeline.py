@@ -85,7 +85,7 @@ def solve(problem: Problem | Stack) -> Steps | StackSteps:
 def result(problem: Problem | Stack) -> np.ndarray:
     """The final output alone (L, d_out), for outputs that show nothing else (`-f npy`, `-q`).
 
-    Dot-product heads without a bias go through the blocked kernel, O(L + S) memory past the problem itself,
+    Dot-product heads without a bias or RoPE go through the blocked kernel, O(L + S) memory past the problem itself,
     when their scores provably stay finite; every other problem (other scores, given scores, a
     chance of overflow, which `solve` names) takes `solve`'s every-step path, refused as too large
     where its (L, S) matrices would pass the memory budget. Both give the same numbers within
@@ -93,7 +93,7 @@ def result(problem: Problem | Stack) -> np.ndarray:
     """
     if isinstance(problem, Stack):  # the kernel has no layers
         return solve(problem).output
-    if problem.bias is not None:  # the kernel adds no bias to the scores
+    if problem.bias is not None or problem.rope is not None:  # the kernel adds no bias and turns no queries
         return _every_step(problem)
     mask, causal = _kernel_mask(problem)
     outputs = [_kernel_output(head, mask, causal) for head in problem.heads]
@@ -108,7 +108,7 @@ def _every_step(problem: Problem) -> np.ndarray:
     values = problem.heads[0].values
     dtype = (values.w if isinstance(values, Projection) else values).dtype
     queries, keys = len(problem.query_tokens), len(problem.tokens)
-    needed = core.bytes_needed([head.score for head in problem.heads], queries, keys, dtype)
+    needed = core.bytes_needed([head.score for head in problem.heads], queries, keys, dtype, problem.bias is not None)
     problem_file.within_budget(needed, len(problem.heads), queries, keys, problem.source)
     return solve(problem).output
 

@@ -1,4 +1,4 @@
-"""The validated problem: tokens, heads, mask. Pure data; attncli.parsing builds it from YAML and flags.
+"""The validated problem: tokens, heads, mask, bias, positions. Pure data; attncli.parsing builds it from YAML, flags.
 
 Everything that receives a `Problem` (the numpy core, the renderers, the grader) can
 trust that matrices line up, that the mask leaves every query at least one key, and
@@ -82,6 +82,25 @@ class Bias:
 
 
 @dataclass(frozen=True)
+class PositionEncoding:
+    """`positions:` where each query and key stands, and how that enters the calculation (attncli.positions).
+
+    rope: queries and keys are turned after projection, in `core.attend`; sinusoidal: the encodings
+    are already added to x in every head's projections, and `x`, `encoding` keep both parts for display.
+    """
+
+    kind: str  # rope | sinusoidal
+    base: float
+    query_at: np.ndarray  # (L,) the position m of each query
+    key_at: np.ndarray  # (S,) the position of each key
+    style: str = "half"  # rope: half | interleaved
+    x: np.ndarray | None = None  # sinusoidal: x as given (S, d)
+    encoding: np.ndarray | None = None  # sinusoidal: PE of the key positions (S, d), added to x
+    x_query: np.ndarray | None = None  # sinusoidal, cross-attention: x_query as given (L, d)
+    query_encoding: np.ndarray | None = None  # sinusoidal: PE of the query positions (L, d)
+
+
+@dataclass(frozen=True)
 class Problem:
     tokens: tuple[str, ...]  # S key/value positions
     query_tokens: tuple[str, ...]  # L query positions
@@ -91,10 +110,16 @@ class Problem:
     mask_rule: MaskRule = field(default_factory=MaskRule)
     w_o: np.ndarray | None = None  # (Σ d_v, d_out)
     bias: Bias | None = None
+    positions: PositionEncoding | None = None
     kv_names: tuple[str, ...] = ()  # the shared key/value heads' names, when `kv_heads:` is given
     title: str | None = None
     notes: str | None = None
     source: str = "-"
+
+    @property
+    def rope(self) -> PositionEncoding | None:
+        """The RoPE encoding `core.attend` applies to every head; None without (sinusoidal is already in x)."""
+        return self.positions if self.positions is not None and self.positions.kind == "rope" else None
 
 
 NORM_KINDS = ("layer", "rms")

@@ -145,3 +145,41 @@ def test_alibi_eight_heads() -> None:
         alibi = np.where(j <= i, -(i - j) / 2 ** (h + 1), -np.inf)
         want = F.scaled_dot_product_attention(tensor(q[h]), tensor(k[h]), tensor(v[h]), attn_mask=tensor(alibi))
         assert np.abs(head.output - want.numpy()).max() <= TOLERANCE
+
+
+def torch_rope_half(x: torch.Tensor, at: torch.Tensor, base: float) -> torch.Tensor:
+    """Hugging Face's Llama in torch: inv_freq, emb = cat(freqs, freqs), x·cos + rotate_half(x)·sin."""
+    d = x.shape[-1]
+    inv_freq = 1.0 / base ** (torch.arange(0, d, 2, dtype=torch.float64) / d)
+    emb = torch.cat([torch.outer(at, inv_freq)] * 2, dim=-1)
+    x1, x2 = x[..., : d // 2], x[..., d // 2 :]
+    return x * emb.cos() + torch.cat((-x2, x1), dim=-1) * emb.sin()
+
+
+def torch_rope_interleaved(x: torch.Tensor, at: torch.Tensor, base: float) -> torch.Tensor:
+    """Meta's original Llama / RoFormer: pairs (2i, 2i + 1) as complex numbers times torch.polar(1, m·θ_i)."""
+    d = x.shape[-1]
+    theta = 1.0 / base ** (torch.arange(0, d, 2, dtype=torch.float64) / d)
+    cis = torch.polar(torch.ones(len(at), d // 2, dtype=torch.float64), torch.outer(at, theta))
+    z = torch.view_as_complex(x.reshape(*x.shape[:-1], d // 2, 2).contiguous())
+    return torch.view_as_real(z * cis).flatten(-2)
+
+
+@pytest.mark.parametrize(("style", "rope"), [("half", torch_rope_half), ("interleaved", torch_rope_interleaved)])
+def test_rope_with_grouped_heads_and_the_causal_mask(style: str, rope: Callable) -> None:
+    """RoPE (both conventions) on four query heads sharing two kv heads, causal: SDPA on torch's turned q and k."""
+    rng = np.random.default_rng(13)
+    q, k, v = rng.normal(size=(4, 5, 6)), rng.normal(size=(2, 5, 6)), rng.normal(size=(2, 5, 3))
+    at = np.array([0.0, 1, 2, 5, 9])
+    steps = solve({
+        "tokens": names("t", 5), "mask": "causal", "position_ids": at,
+        "positions": {"type": "rope", "base": 500, "style": style},
+        "kv_heads": [{"keys": a, "values": b} for a, b in zip(k, v)],
+        "heads": [{"queries": a} for a in q],
+    })  # fmt: skip
+    q_rot, k_rot = rope(tensor(q), tensor(at), 500.0), rope(tensor(k), tensor(at), 500.0)
+    want = F.scaled_dot_product_attention(q_rot, k_rot, tensor(v), is_causal=True, enable_gqa=True).numpy()
+    got = np.stack([head.output for head in steps.heads])
+    assert np.abs(got - want).max() <= TOLERANCE
+    turned = np.stack([head.rotation.keys for head in steps.heads[::2]])
+    assert np.abs(turned - k_rot.numpy()).max() <= TOLERANCE

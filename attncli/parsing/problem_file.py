@@ -11,6 +11,7 @@ import numpy as np
 from attncli import core
 from attncli.errors import fail
 from attncli.parsing import biases, masks
+from attncli.parsing import positions as encodings
 from attncli.parsing.fields import FieldReader
 from attncli.parsing.heads import HEAD_FIELDS, Heads, Inputs
 from attncli.problem import Head, Problem, Projection, Score, Stack, width
@@ -18,7 +19,8 @@ from attncli.yamldoc import Document
 
 TOP_FIELDS = (
     "title", "notes", "tokens", "query_tokens", "x", "x_query", "layers", "heads", "kv_heads", "w_o", "mask", "bias",
-    "padding", "window", "scale", "exercise", "answers", "tolerance", "carry", "min_decimals", "require",
+    "positions", "position_ids", "query_position_ids", "padding", "window", "scale", "exercise", "answers",
+    "tolerance", "carry", "min_decimals", "require",
     *HEAD_FIELDS[1:],
 )  # fmt: skip
 # A problem whose calculation would need more than this is refused before any (L, S) matrix exists.
@@ -69,7 +71,12 @@ class Builder:
         self.check_memory([None] * len(self.heads), len(query_tokens), len(tokens))  # before any head
         positions = masks.Positions(tokens, query_tokens, cross)
         inputs = self.inputs(positions)
+        encoding = encodings.read(self.reader, self.data, positions)
+        if encoding is not None and encoding.kind == encodings.SINUSOIDAL:
+            encoding, inputs = encodings.encoded_inputs(self.reader, encoding, inputs)
         heads = tuple(self.heads.head(i, tokens, query_tokens, inputs) for i in range(len(self.heads)))
+        if encoding is not None:
+            encodings.check_heads(self.reader, encoding, heads)
         w_o = self.output_projection(heads)
         self.check_memory(
             [head.score for head in heads], len(query_tokens), len(tokens), _vectors(heads, w_o, len(query_tokens))
@@ -84,6 +91,7 @@ class Builder:
             mask=mask,
             mask_rule=rule,
             bias=bias,
+            positions=encoding,
             w_o=w_o,
             kv_names=tuple(self.heads.kv_name(group) for group in range(len(self.heads.kv))),
             title=self.reader.optional_text(self.data, "title"),

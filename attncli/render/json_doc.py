@@ -10,6 +10,7 @@ import numpy as np
 
 from attncli import __version__
 from attncli.core import HeadSteps, Steps
+from attncli.problem import Problem
 
 if TYPE_CHECKING:
     from attncli.layers import LayerSteps, StackSteps
@@ -63,6 +64,17 @@ def document(steps: Steps) -> dict:
         doc["bias"] = {"kind": problem.bias.kind, "slopes": list(problem.bias.slopes)}
         for head, record in zip(steps.heads, doc["heads"]):
             record["bias"] = head.bias.tolist()
+    if problem.positions is not None:  # where each query and key stands; RoPE's turned vectors per head
+        doc["positions"] = _positions(problem)
+        for head, record in zip(steps.heads, doc["heads"]):
+            if head.rotation is not None:
+                record["rope"] = {
+                    "frequencies": head.rotation.frequencies.tolist(),
+                    "query_angles": head.rotation.query_angles.tolist(),
+                    "key_angles": head.rotation.key_angles.tolist(),
+                    "queries": head.rotation.queries.tolist(),
+                    "keys": head.rotation.keys.tolist(),
+                }
     if problem.kv_names:  # grouped-query attention: the shared key/value heads, and which each head reads
         doc["kv_heads"] = list(problem.kv_names)
         for head, record in zip(steps.heads, doc["heads"]):
@@ -126,6 +138,23 @@ def _head(steps: HeadSteps) -> dict:
         "weights": steps.weights.tolist(),
         "output": steps.output.tolist(),
     }
+
+
+def _positions(problem: Problem) -> dict:
+    """The encoding, its positions, and for sinusoidal the encodings added to x (and to x_query)."""
+    encoding = problem.positions
+    record = {
+        "kind": encoding.kind,
+        "base": encoding.base,
+        "query_positions": encoding.query_at.tolist(),
+        "key_positions": encoding.key_at.tolist(),
+    }
+    if encoding.kind == "rope":
+        record["style"] = encoding.style
+    else:
+        record["encoding"] = encoding.encoding.tolist()
+        record["query_encoding"] = encoding.query_encoding.tolist()
+    return record
 
 
 def _matrix(array: np.ndarray | None) -> list | None:

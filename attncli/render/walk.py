@@ -195,14 +195,23 @@ def arithmetic(head: HeadSteps, row: int, j: int) -> Arithmetic:
     value = Num(float(head.compatibility[row, j]))
     if kind == "additive":
         return Additive(vec(head.hidden[row, j]), value)
-    q, k = head.queries[row], head.keys[j]
+    queries, keys, style = scored(head)
+    q, k = queries[row], keys[j]
     if kind in ("scaled_dot", "dot") and len(k) <= WRITE_OUT:
-        return Terms(tuple((Num(float(a), ENTRY), Num(float(b), ENTRY)) for a, b in zip(q, k)), value)
+        return Terms(tuple((Num(float(a), style), Num(float(b), style)) for a, b in zip(q, k)), value)
     if kind == "cosine":
         norms = tuple(Num(float(norm)) for norm in row_norms(np.stack([q, k])))  # ‖[1e200, 1e200]‖ stays finite
         with np.errstate(over="ignore"):  # a q·k beyond float's range is shown as ∞; the cosine itself is exact
             return Cosine(Num(float(q @ k)), norms, value)
     return Plain(value)
+
+
+def scored(head: HeadSteps) -> tuple[np.ndarray, np.ndarray, str]:
+    """The queries and keys the compatibility is computed from, and how they are written: as given,
+    or RoPE's turned ones, computed numbers."""
+    if head.rotation is None:
+        return head.queries, head.keys, ENTRY
+    return head.rotation.queries, head.rotation.keys, FIXED
 
 
 def arithmetic_text(written: Arithmetic, precision: int) -> str:
@@ -508,6 +517,7 @@ def _facts(steps: Steps, short: bool = False) -> Facts:
 
 def _query(head: HeadSteps, row: int, problem: Problem) -> Query:
     given = head.spec.score.kind == "given"
+    queries, key_vectors, style = (None, None, ENTRY) if given else scored(head)
     keys = []
     for j, key in enumerate(problem.tokens):
         weight = float(head.weights[row, j])
@@ -515,7 +525,7 @@ def _query(head: HeadSteps, row: int, problem: Problem) -> Query:
             KeyStep(
                 key=key,
                 allowed=bool(problem.mask[row, j]),
-                k=None if given else vec(head.keys[j], ENTRY),
+                k=None if given else vec(key_vectors[j], style),
                 compatibility=None if given else arithmetic(head, row, j),
                 score=Num(float(head.scores[row, j])),
                 exp=Num(float(head.exp[row, j]), EXP),
@@ -529,7 +539,7 @@ def _query(head: HeadSteps, row: int, problem: Problem) -> Query:
         )
     return Query(
         name=problem.query_tokens[row],
-        q=None if head.queries is None else vec(head.queries[row], ENTRY),
+        q=None if given else vec(queries[row], style),
         formula=formula(head),
         keys=tuple(keys),
         shift=Num(float(head.shift[row])),

@@ -1,0 +1,170 @@
+"""RoPE and sinusoidal positions against the published conventions, each written here independently.
+
+half: Hugging Face's Llama (cos and sin of the frequencies repeated twice, q·cos + rotate_half(q)·sin);
+interleaved: RoFormer's complex multiplication, the pair (q_2i, q_2i+1) as q_2i + i·q_2i+1 times e^(i·m·θ_i);
+sinusoidal: Vaswani et al. §3.5's formula. Plus the property RoPE exists for: the score of q at m and k at n
+depends on m and n only through m − n.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from attncli import pipeline
+from attncli.core import Steps
+
+TOLERANCE = 1e-12
+
+
+def solve(fields: dict) -> Steps:
+    text = json.dumps(fields, default=lambda array: array.tolist())
+    return pipeline.solve(pipeline.load(text=text, name="rope.yaml"))
+
+
+def hf_rope(x: np.ndarray, at: np.ndarray, base: float) -> np.ndarray:
+    """Hugging Face's LlamaRotaryEmbedding + apply_rotary_pos_emb, in numpy: emb = cat(freqs, freqs)."""
+    d = x.shape[1]
+    inv_freq = 1.0 / base ** (np.arange(0, d, 2) / d)
+    emb = np.concatenate([np.outer(at, inv_freq)] * 2, axis=1)  # (n, d)
+    x1, x2 = x[:, : d // 2], x[:, d // 2 :]
+    rotate_half = np.concatenate([-x2, x1], axis=1)
+    return x * np.cos(emb) + rotate_half * np.sin(emb)
+
+
+def roformer_rope(x: np.ndarray, at: np.ndarray, base: float) -> np.ndarray:
+    """RoFormer (Su et al., eq. 34) as complex numbers: (x_2i + i·x_2i+1)·e^(i·m·θ_i), θ_i = base^(−2i/d)."""
+    d = x.shape[1]
+    theta = base ** (-2 * np.arange(d // 2) / d)
+    z = (x[:, 0::2] + 1j * x[:, 1::2]) * np.exp(1j * np.outer(at, theta))
+    out = np.empty_like(x)
+    out[:, 0::2], out[:, 1::2] = z.real, z.imag
+    return out
+
+
+REFERENCES = {"half": hf_rope, "interleaved": roformer_rope}
+
+
+@pytest.mark.parametrize("style", ["half", "interleaved"])
+@pytest.mark.parametrize(("d", "base"), [(2, 10000.0), (4, 10000.0), (8, 500.0)])
+def test_rope_matches_the_published_convention(style: str, d: int, base: float) -> None:
+    rng = np.random.default_rng(d)
+    q, k, v = rng.normal(size=(3, d)), rng.normal(size=(5, d)), rng.normal(size=(5, 2))
+    at = np.array([0, 3, 1, 7, 2])
+    steps = solve({
+        "tokens": [f"t{i}" for i in range(5)], "query_tokens": ["t1", "t3", "t4"],
+        "queries": q, "keys": k, "values": v, "position_ids": at,
+        "positions": {"type": "rope", "base": base, "style": style},
+    })  # fmt: skip
+    (head,) = steps.heads
+    reference = REFERENCES[style]
+    q_rot, k_rot = reference(q, at[[1, 3, 4]], base), reference(k, at, base)
+    assert np.abs(head.rotation.queries - q_rot).max() <= TOLERANCE
+    assert np.abs(head.rotation.keys - k_rot).max() <= TOLERANCE
+    assert np.abs(head.compatibility - q_rot @ k_rot.T).max() <= TOLERANCE * d
+    assert np.array_equal(head.queries, q)  # the record keeps them unturned too
+    scores = q_rot @ k_rot.T / math.sqrt(d)
+    weights = np.exp(scores) / np.exp(scores).sum(axis=1, keepdims=True)
+    assert np.abs(steps.output - weights @ v).max() <= TOLERANCE
+
+
+def test_half_and_interleaved_differ_beyond_two_coordinates() -> None:
+    """The two pairings are the same rotation for d = 2 and different ones for d = 4."""
+    rng = np.random.default_rng(1)
+    x, at = rng.normal(size=(3, 4)), np.arange(3.0)
+    assert np.abs(hf_rope(x, at, 10.0) - roformer_rope(x, at, 10.0)).max() > 0.1
+    assert np.abs(hf_rope(x[:, :2], at, 10.0) - roformer_rope(x[:, :2], at, 10.0)).max() <= TOLERANCE
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    style=st.sampled_from(["half", "interleaved"]),
+    seed=st.integers(0, 2**16),
+    at=st.lists(st.integers(0, 60), min_size=2, max_size=4),
+    shift=st.integers(-30, 30),
+)
+def test_rope_score_depends_only_on_the_distance(style: str, seed: int, at: list[int], shift: int) -> None:
+    """Moving every token by the same offset changes every q and k but not one score: q̃_m·k̃_n = f(m − n)."""
+    rng = np.random.default_rng(seed)
+    count = len(at)
+    fields = {
+        "tokens": [f"t{i}" for i in range(count)],
+        "queries": rng.normal(size=(count, 4)),
+        "keys": rng.normal(size=(count, 4)),
+        "values": rng.normal(size=(count, 2)),
+        "positions": {"type": "rope", "style": style, "base": 100},
+    }
+    here = solve({**fields, "position_ids": np.array(at)}).heads[0]
+    there = solve({**fields, "position_ids": np.array(at) + shift + 30}).heads[0]
+    assert np.abs(here.compatibility - there.compatibility).max() <= 1e-9
+    # and for one pair it is q·R(n − m)·k, whatever m and n are on their own
+    m, n = at[0], at[-1]
+    q, k = fields["queries"][0], fields["keys"][-1]
+    relative = REFERENCES[style](k[None, :], np.array([n - m]), 100.0)[0]
+    assert abs(here.compatibility[0, -1] - q @ relative) <= 1e-9
+
+
+def test_positions_default_to_the_token_order_and_the_lower_right_corner() -> None:
+    """Keys stand at 0..S−1; a self-attention query at its token; a KV-cache query (lower right) at the end."""
+    keys = [[1, 0], [0, 1], [1, 1], [1, -1]]
+    base = {"keys": keys, "values": keys, "positions": "rope"}
+    steps = solve({**base, "tokens": list("abcd"), "query_tokens": ["c"], "queries": [[1, 2]]})
+    assert steps.problem.positions.key_at.tolist() == [0, 1, 2, 3]
+    assert steps.problem.positions.query_at.tolist() == [2]
+    cache = {"tokens": list("abcd"), "query_tokens": ["new"], "queries": [[1, 2]], "mask": "causal_lower_right"}
+    assert solve({**base, **cache}).problem.positions.query_at.tolist() == [3]
+    placed = solve({**base, **cache, "query_position_ids": [7]})
+    assert placed.problem.positions.query_at.tolist() == [7]
+    angles = placed.heads[0].rotation.query_angles
+    assert angles.tolist() == [[7.0]]  # θ_0 = 1 for d = 2: the angle is the position
+
+
+def test_json_carries_the_turned_vectors_and_the_angles() -> None:
+    text = "tokens: [a, b]\nqueries: [[1, 0], [0, 1]]\nkeys: [[1, 0], [0, 1]]\nvalues: [[1], [2]]\npositions: rope\n"
+    steps = pipeline.solve(pipeline.load(text=text))
+    from attncli.render import json_doc
+
+    doc = json.loads(json_doc.render(steps))
+    assert doc["positions"] == {
+        "kind": "rope", "base": 10000.0, "style": "half", "query_positions": [0, 1], "key_positions": [0, 1]
+    }  # fmt: skip
+    rope = doc["heads"][0]["rope"]
+    assert rope["frequencies"] == [1.0]
+    assert rope["key_angles"] == [[0.0], [1.0]]
+    c, s = math.cos(1), math.sin(1)
+    np.testing.assert_allclose(rope["keys"], [[1, 0], [-s, c]], atol=TOLERANCE, rtol=0)
+    np.testing.assert_allclose(doc["heads"][0]["dot"], [[1, -s], [-s, 1]], atol=TOLERANCE, rtol=0)
+
+
+def test_sinusoidal_is_vaswanis_formula_added_to_x() -> None:
+    rng = np.random.default_rng(5)
+    x, w = rng.normal(size=(3, 4)), rng.normal(size=(4, 4))
+    steps = solve({"x": x, "w_q": w, "w_k": w.T, "w_v": w, "positions": {"type": "sinusoidal"}})
+    pe = np.zeros((3, 4))
+    for pos in range(3):
+        for i in range(0, 4, 2):
+            pe[pos, i] = math.sin(pos / 10000 ** (i / 4))
+            pe[pos, i + 1] = math.cos(pos / 10000 ** (i / 4))
+    encoding = steps.problem.positions
+    assert np.abs(encoding.encoding - pe).max() <= TOLERANCE
+    assert np.array_equal(encoding.x, x)
+    (head,) = steps.heads
+    assert np.abs(head.queries - (x + pe) @ w).max() <= TOLERANCE
+    assert np.abs(head.keys - (x + pe) @ w.T).max() <= TOLERANCE
+    assert head.rotation is None
+
+
+def test_result_agrees_with_solve_under_rope() -> None:
+    """-q and -f npy (pipeline.result) do not take the kernel, which turns nothing."""
+    rng = np.random.default_rng(2)
+    fields = {"queries": rng.normal(size=(3, 2)), "keys": rng.normal(size=(3, 2)), "values": rng.normal(size=(3, 2))}
+    text = json.dumps({**fields, "positions": "rope"}, default=lambda array: array.tolist())
+    problem = pipeline.load(text=text)
+    assert np.array_equal(pipeline.result(problem), pipeline.solve(problem).output)
+    unturned = pipeline.solve(pipeline.load(text=json.dumps(fields, default=lambda array: array.tolist())))
+    assert np.abs(unturned.output - pipeline.result(problem)).max() > 1e-3
