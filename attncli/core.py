@@ -22,6 +22,7 @@ COSINE_EPS = 1e-8  # as torch.nn.functional.cosine_similarity: each norm is clam
 EXP_DISPLAY_SHARE = 0.8
 HEAD_MATRICES = 6  # (L, S) matrices `attend` builds for a head whatever its score: see `bytes_needed`
 KERNEL_SCORES = ("scaled_dot", "dot")  # q·kᵀ times a scale: what attncli.kernel computes
+BIAS_MATRICES = 2  # ... and with a bias: the head's own (ALiBi's −m_h·|i − j|) and the scores plus it
 
 
 @dataclass(frozen=True)
@@ -78,23 +79,34 @@ def compute(problem: Problem) -> Steps:
 
 
 def bytes_needed(
-    scores: Sequence[Score | None], queries: int, keys: int, dtype: np.dtype, *, results_only: bool = False
+    scores: Sequence[Score | None],
+    queries: int,
+    keys: int,
+    dtype: np.dtype,
+    bias: bool = False,
+    *,
+    results_only: bool = False,
 ) -> int:
     """The memory `compute` takes for heads scored by `scores` over `queries` × `keys` cells, and the mask.
 
     Each head keeps five (L, S) matrices (compatibility, the scaled scores, the masked ones,
     e^s and the weights) and builds one more on the way to e^s (the shifted scores); additive scores
     also keep tanh(q·W_query + k·W_key), d_a numbers a cell, and need as much again while
-    computing it. A score not read yet (None) counts as the least a head needs.
-    With `results_only` (the output alone: `pipeline.result`) a dot-product head takes the blocked
-    kernel and keeps no (L, S) matrix; the mask still counts, at a byte a cell at most.
+    computing it. A `bias` adds two a head (its own bias, kept, and the scores plus it) and the
+    problem's one matrix (the given bias, or ALiBi's distances). A score not read yet (None) counts
+    as the least a head needs. With `results_only` (the output alone: `pipeline.result`) a
+    dot-product head takes the blocked kernel and keeps no (L, S) matrix; the mask still counts,
+    at a byte a cell at most (a bias or RoPE sends the problem down the every-step path, which
+    `pipeline.result` checks again).
     """
     matrices = sum(
         0
         if results_only and (score is None or score.kind in KERNEL_SCORES)
-        else HEAD_MATRICES + (2 * score.v.shape[0] if score is not None and score.kind == "additive" else 0)
+        else HEAD_MATRICES
+        + (BIAS_MATRICES if bias else 0)
+        + (2 * score.v.shape[0] if score is not None and score.kind == "additive" else 0)
         for score in scores
-    )
+    ) + (1 if bias else 0)
     return queries * keys * (matrices * np.dtype(dtype).itemsize + 1)  # + 1 byte of mask per cell
 
 

@@ -168,3 +168,49 @@ def test_result_agrees_with_solve_under_rope() -> None:
     assert np.array_equal(pipeline.result(problem), pipeline.solve(problem).output)
     unturned = pipeline.solve(pipeline.load(text=json.dumps(fields, default=lambda array: array.tolist())))
     assert np.abs(unturned.output - pipeline.result(problem)).max() > 1e-3
+
+
+def test_every_write_up_shows_the_turn_and_the_distance() -> None:
+    """Frequencies, angles and turned vectors, then q·R((n − m)·θ)·k beside q̃·k̃, in the terminal, Markdown, LaTeX."""
+    from attncli.render import human, latex, markdown, walk
+    from attncli.render.layout import fit, to_text
+    from tests.paths import SAMPLES
+
+    steps = pipeline.solve(pipeline.load(SAMPLES / "rope.yaml"))
+    items = walk.items(steps, walk.View())
+    (rotary,) = [item for item in items if isinstance(item, walk.Rotary)]
+    assert rotary.pairs == ((1, 2),) and [row.angles.values for row in rotary.keys] == [
+        (0,),
+        (math.pi / 2,),
+        (math.pi,),
+    ]
+    (query,) = [item for item in items if isinstance(item, walk.Query)]
+    relative = [key.relative.value.value for key in query.keys]
+    want = [-2 * math.sqrt(2), math.sqrt(2), 0]  # q·R(n − m)·k by hand: R(−π)[2, 0], R(−π/2)[1, 1], [0, 1]
+    np.testing.assert_allclose(relative, want, atol=TOLERANCE, rtol=0)
+    assert [key.relative.distance.value for key in query.keys] == [-math.pi, -math.pi / 2, 0]
+    texts = {
+        "terminal": to_text(fit(human.render(steps, walk.View(), 200), 200)),
+        "markdown": markdown.render(steps),
+        "latex": latex.render(steps),
+    }
+    for name, text in texts.items():
+        for shown in ("[-1.0000, 1.0000]", "[0.0000, -1.0000]", "1.5708", "-2.8284", "1.4142"):
+            assert shown in text, (name, shown)
+    assert "q·R((n − m)·θ)·k" in texts["terminal"] and "q·R((n − m)·θ)·k" in texts["markdown"]
+    assert r"q$\cdot$R((n - m)$\cdot$$\theta$)$\cdot$k" in texts["latex"]
+
+
+def test_the_exponent_is_labelled_with_the_bias() -> None:
+    """With a bias softmax takes e^(s + b): every write-up says so."""
+    from attncli.render import human, latex, markdown, walk
+    from attncli.render.layout import fit, to_text
+    from tests.paths import SAMPLES
+
+    steps = pipeline.solve(pipeline.load(SAMPLES / "bias.yaml"))
+    assert "e^(s + b)" in to_text(fit(human.render(steps, walk.View(), 200), 200))
+    assert "e^(s + b)" in markdown.render(steps)
+    tex = latex.render(steps)
+    assert r"\sum_j e^{s_j + b_j}" in tex and "$e^{s + b}$" in tex
+    plain = pipeline.solve(pipeline.load(SAMPLES / "bank.yaml"))
+    assert "e^(s + b)" not in markdown.render(plain) and r"\sum_j e^{s_j}" in latex.render(plain)

@@ -12,7 +12,7 @@ from attncli import core, yamldoc
 from attncli.errors import AttnError
 from attncli.parsing import problem_file
 from attncli.parsing.heads import Level, Pick, pick
-from attncli.problem import GIVEN, KINDS, SCORE_KINDS, Head, Problem, Projection, Score
+from attncli.problem import GIVEN, KINDS, SCORE_KINDS, Bias, Head, Problem, Projection, Score
 
 PLACES = ("absent", "head", "top")
 VALUES = [[1, 2], [3, 4]]  # given directly
@@ -97,6 +97,16 @@ def test_given_is_a_declared_kind_that_no_file_can_ask_for() -> None:
         Score("dott", 1.0)
 
 
+def _peak(problem: Problem) -> int:
+    """The most numpy memory `compute` holds at once while solving `problem`, by tracemalloc."""
+    tracemalloc.start()
+    try:
+        core.compute(problem)
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
 @pytest.mark.parametrize("kind", SCORE_KINDS)
 def test_the_memory_budget_covers_what_the_core_allocates(kind: str) -> None:
     """bytes_needed against the peak numpy allocation of `compute` (by tracemalloc) and the mask, give or take
@@ -115,15 +125,30 @@ def test_the_memory_budget_covers_what_the_core_allocates(kind: str) -> None:
     head = Head("h", score, rng.standard_normal((n, d)), rng.standard_normal((n, d)), rng.standard_normal((n, 2)))
     tokens = tuple(f"t{i}" for i in range(n))
     problem = Problem(tokens, tokens, False, (head,), np.ones((n, n), dtype=bool))
-    tracemalloc.start()
-    try:
-        core.compute(problem)
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
+    peak = _peak(problem)
     needed = core.bytes_needed([score], n, n, np.dtype(np.float64))
     assert problem.mask.nbytes + peak <= 1.05 * needed
     assert needed < 2 * (problem.mask.nbytes + peak)  # and not wildly more
+
+
+@pytest.mark.parametrize("kind", ["matrix", "alibi"])
+@pytest.mark.parametrize("heads", [1, 3])
+def test_the_memory_budget_covers_a_bias(kind: str, heads: int) -> None:
+    """With a bias each head keeps one (L, S) matrix more (ALiBi's −m_h·|i − j|) and adds it to the scores;
+    the problem holds the bias (or the distances) once: the budget counts all of it."""
+    rng = np.random.default_rng(8)
+    n, d = 256, 4
+    tokens = tuple(f"t{i}" for i in range(n))
+    listed = tuple(
+        Head(f"h{h}", Score("scaled_dot", 0.5), *(rng.standard_normal((n, d)) for _ in range(3))) for h in range(heads)
+    )
+    bias = Bias(kind, rng.standard_normal((n, n)), tuple(0.5**h for h in range(1, heads + 1)))
+    problem = Problem(tokens, tokens, False, listed, np.ones((n, n), dtype=bool), bias=bias)
+    peak = _peak(problem)
+    needed = core.bytes_needed([head.score for head in listed], n, n, np.dtype(np.float64), bias=True)
+    held = problem.mask.nbytes + bias.matrix.nbytes + peak
+    assert held <= 1.05 * needed
+    assert needed < 2 * held
 
 
 def test_too_large_a_problem_is_refused_before_its_heads_are_read() -> None:

@@ -262,3 +262,32 @@ def test_bias() -> None:
     close(head.scores, [[1, 1, 1]])
     close(head.weights, [[1 / 3] * 3])
     close(steps.output, [[1, 1]])
+
+
+def test_rope() -> None:
+    """Quarter turns: q̃ = [−√2, 0], k̃ = [2, 0], [−1, 1], [0, −1]; the scores 2, 1, 0 of bank.yaml become −2, 1, 0."""
+    steps = solve("rope.yaml")
+    (head,) = steps.heads
+    close(head.queries, [[math.sqrt(2), 0]])  # Q as given: the turn is a step of its own
+    close(head.rotation.queries, [[-math.sqrt(2), 0]])
+    close(head.rotation.keys, [[2, 0], [-1, 1], [0, -1]])
+    close(head.rotation.key_angles, [[0], [math.pi / 2], [math.pi]])
+    close(head.scores, [[-2, 1, 0]])
+    weights = softmax(-2, 1, 0)
+    close(head.weights, [weights])
+    close(steps.output, [[2 * weights[0] + weights[2], 2 * weights[1] + weights[2]]])
+
+
+def test_sinusoidal() -> None:
+    """PE(m) = [sin m, cos m] for d = 2, added to x; identity projections, so q = k = v = x + PE."""
+    steps = solve("sinusoidal.yaml")
+    s1, c1, s2, c2 = math.sin(1), math.cos(1), math.sin(2), math.cos(2)
+    x = [[2, 1], [1 + s1, 1 + c1], [s2, 1 + c2]]
+    close(steps.problem.positions.encoding, [[0, 1], [s1, c1], [s2, c2]])
+    (head,) = steps.heads
+    close(head.keys, x)
+    dots = [2 * s2 + 1 + c2, s2 * (1 + s1) + (1 + c2) * (1 + c1), s2**2 + (1 + c2) ** 2]
+    close(head.compatibility, [dots])
+    weights = softmax(*(d * R2 for d in dots))
+    close(head.weights, [weights])
+    close(steps.output, [[sum(w * row[c] for w, row in zip(weights, x)) for c in range(2)]])

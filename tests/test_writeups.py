@@ -349,7 +349,8 @@ def replayed(steps: core.Steps, follow: tuple[str, ...] | None, fmt: str) -> lis
             for j in range(len(problem.tokens)):
                 if fmt == "latex" and not problem.mask[row, j]:
                     continue
-                q, k = np.asarray(head.queries[row], float), np.asarray(head.keys[j], float)
+                turned = head.rotation or head  # with RoPE the scores come from the turned q and k
+                q, k = np.asarray(turned.queries[row], float), np.asarray(turned.keys[j], float)
                 if score.kind in ("scaled_dot", "dot") and len(k) <= 4:
                     out.append(("terms", [x for pair in zip(q, k) for x in pair] + [float(np.dot(q, k))]))
                 elif score.kind == "cosine":

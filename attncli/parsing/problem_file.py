@@ -175,7 +175,8 @@ class Builder:
         `vectors` numbers besides (see `_vectors`): a W_Q 500,000 wide over 2,000 rows is 7.5 GiB of
         queries whatever the number of (query, key) cells.
         """
-        cells = core.bytes_needed(scores, queries, keys, self.reader.dtype, results_only=self.results_only)
+        bias = self.data.get("bias") is not None
+        cells = core.bytes_needed(scores, queries, keys, self.reader.dtype, bias, results_only=self.results_only)
         needed = cells + vectors * self.reader.dtype.itemsize
         within_budget(needed, len(self.heads), queries, keys, self.reader.document.name)
 

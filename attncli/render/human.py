@@ -58,6 +58,8 @@ def _rules(facts: walk.Facts, p: int, width: int) -> list[Line]:
     lines.append(_fact(t("render.mask"), facts.mask))
     if facts.bias is not None:
         lines.append(_fact(t("render.bias"), facts.bias))
+    if facts.positions is not None:
+        lines.append(_fact(t("render.positions"), facts.positions))
     return lines + (_access_map(facts, width) if facts.access is not None else [BLANK])  # a table ends blank
 
 
@@ -92,6 +94,18 @@ def _condensed(item: walk.Condensed, p: int, width: int) -> list[Line]:
     return [line((item.words(), "dim")), BLANK]
 
 
+def _grid(grid: walk.Grid, width: int) -> list[Line]:
+    return table(grid.title, grid.headers, grid.rows, width, right=grid.right)
+
+
+def _encoded(item: walk.Encoded, p: int, width: int) -> list[Line]:
+    return _grid(walk.encoded_grid(item, p), width)
+
+
+def _rotary(item: walk.Rotary, p: int, width: int) -> list[Line]:
+    return [line for grid in walk.rotary_grids(item, p) for line in _grid(grid, width)]
+
+
 def _head_title(item: walk.HeadTitle, p: int, width: int) -> list[Line]:
     return [line((t("render.head_title", name=item.name), "bold reverse"))]
 
@@ -108,6 +122,7 @@ def _query(query: walk.Query, p: int, width: int) -> list[Line]:
     return [
         line((t("render.query_heading", name=query.name), "bold"), q),
         *_score_table(query, p, width),
+        *_relative_table(query, p, width),
         *_softmax_table(query, p, width),
         *_output_table(query, p, width),
         line((t("render.output_line", name=query.name), "bold"), (query.output.text(p), "bold green")),
@@ -141,9 +156,13 @@ def _score_table(query: walk.Query, p: int, width: int) -> list[Line]:
     )
 
 
+def _relative_table(query: walk.Query, p: int, width: int) -> list[Line]:
+    grid = walk.relative_grid(query, p)
+    return [] if grid is None else _grid(grid, width)
+
+
 def _softmax_table(query: walk.Query, p: int, width: int) -> list[Line]:
-    shift = query.shift.value
-    exp_header = "e^s" if shift == 0 else f"e^(s − {query.shift.text(p)})"
+    exp_header = walk.exp_label(query, p)
     rows = []
     for j, key in enumerate(query.keys):
         if not key.allowed:
@@ -237,8 +256,10 @@ def _rollout(item: walk.Rollout, p: int, width: int) -> list[Line]:
 _RENDER: dict[type, Callable[..., list[Line]]] = {
     walk.Facts: _facts,
     walk.Condensed: _condensed,
+    walk.Encoded: _encoded,
     walk.HeadTitle: _head_title,
     walk.Projected: _projected,
+    walk.Rotary: _rotary,
     walk.Query: _query,
     walk.WeightMatrix: _matrix,
     walk.Combination: _combination,

@@ -76,6 +76,8 @@ _TEXT = {
     "–": "--",
     "→": r"$\to$",
     "ε": r"$\varepsilon$",
+    "θ": r"$\theta$",
+    "\u0303": r"\~{}",  # the combining tilde of q̃ and k̃, RoPE's turned vectors
     "‘": "`",
     "’": "'",
     "“": "``",
@@ -356,6 +358,8 @@ def _rules(facts: walk.Facts, p: int) -> list[str]:
     lines.append(rf"\item \textbf{{{text(t('render.mask'))}:}} {text(facts.mask)}")
     if facts.bias is not None:
         lines.append(rf"\item \textbf{{{text(t('render.bias'))}:}} {text(facts.bias)}")
+    if facts.positions is not None:
+        lines.append(rf"\item \textbf{{{text(t('render.positions'))}:}} {text(facts.positions)}")
     if facts.access is not None:
         lines.append(r"\begin{itemize}")
         for name, row in zip(facts.query_tokens, facts.access):
@@ -381,6 +385,20 @@ def _formula(formula: walk.Formula, p: int) -> str:
     return rf"s_j = {raw} \times {fixed(formula.scale, p)}"
 
 
+def _grid(grid: walk.Grid) -> list[str]:
+    """A walk table as a paragraph and a tabular, every cell in text mode."""
+    rows = [[text(cell) for cell in row] for row in grid.rows]
+    return [rf"\paragraph{{{text(grid.title)}}}", *_tabular([text(h) for h in grid.headers], rows)]
+
+
+def _encoded(item: walk.Encoded, p: int) -> list[str]:
+    return _grid(walk.encoded_grid(item, p))
+
+
+def _rotary(item: walk.Rotary, p: int) -> list[str]:
+    return [line for grid in walk.rotary_grids(item, p) for line in _grid(grid)]
+
+
 def _head_title(item: walk.HeadTitle, p: int) -> list[str]:
     return [rf"\subsection*{{{text(item.name)}}}"]
 
@@ -402,7 +420,9 @@ def _query(query: walk.Query, p: int) -> list[str]:
     lines = [rf"\subsubsection*{{{text(t('render.query_heading', name=query.name))}}}"]
     if query.q is not None:
         lines += _display(_columns(_m(r"\mathbf{q}", 6.0), (query.q,), p))
-    return lines + _scores(query, p) + _softmax(query, p) + _mix(query, p)
+    relative = walk.relative_grid(query, p)
+    lines += _scores(query, p) + ([] if relative is None else _grid(relative))
+    return lines + _softmax(query, p) + _mix(query, p)
 
 
 def _scores(query: walk.Query, p: int) -> list[str]:
@@ -455,27 +475,37 @@ def _chain(written: walk.Arithmetic, p: int) -> list[_Math]:
 def _softmax(query: walk.Query, p: int) -> list[str]:
     shift = "" if query.shift.value == 0 else f" - {query.shift.text(p)}"
     shift_width = _glyphs(shift) * SCRIPT
+    biased = walk.exponent(query) != "s"
+
+    def power(index: str) -> str:
+        """s_j, or s_j + b_j with a bias: what is exponentiated (a longer index in braces)."""
+        sub = index if len(index) == 1 else f"{{{index}}}"
+        return f"s_{sub} + b_{sub}" if biased else f"s_{sub}"
+
+    bias_width = (4 * SCRIPT * 3.4) if biased else 0.0  # " + b_j" in the exponent
     kept = [key for key in query.keys if key.allowed]
     total = _number(query.total.text(p))
     powers = [
         _Math(rf"e^{{{key.score.text(p)}{shift}}}", 4.7 + _glyphs(key.score.text(p)) * SCRIPT + shift_width)
         for key in kept
     ]
-    lhs = _Math(rf"\sum_j e^{{s_j{shift}}}", 18 + shift_width)
+    lhs = _Math(rf"\sum_j e^{{{power('j')}{shift}}}", 18 + shift_width + bias_width)
     equations: list[Equation] = [(lhs, [powers, [_number(key.exp.text(p)) for key in kept], [total]])]
     masked = _Math(rf"0 \quad \text{{({text(t('render.masked'))})}}", 15 + _glyphs(t("render.masked")))
     for key in query.keys:
         alpha = _sub(r"\alpha", _name(key.key))
         if key.allowed:
-            power = _Math(
-                rf"e^{{s_{{{_name(key.key).tex}}}{shift}}}", 4.7 + 3.4 + _name(key.key).width * SCRIPT + shift_width
+            power_j = _Math(
+                rf"e^{{{power(_name(key.key).tex)}{shift}}}",
+                4.7 + 3.4 + _name(key.key).width * SCRIPT * (2 if biased else 1) + shift_width + bias_width,
             )
-            sides = [[_frac(power, total)], [_frac(_number(key.exp.text(p)), total)], [_number(key.weight.text(p))]]
+            sides = [[_frac(power_j, total)], [_frac(_number(key.exp.text(p)), total)], [_number(key.weight.text(p))]]
             equations.append((alpha, sides))
         else:
             equations.append((alpha, [[masked]]))
     heading = (
-        rf"\paragraph{{{text(t('writeup.step_softmax'))}}} $\alpha_j = e^{{s_j{shift}}} \big/ \sum_i e^{{s_i{shift}}}$"
+        rf"\paragraph{{{text(t('writeup.step_softmax'))}}} "
+        rf"$\alpha_j = e^{{{power('j')}{shift}}} \big/ \sum_i e^{{{power('i')}{shift}}}$"
     )
     rows = [
         [text(key.key), key.score.text(p), key.exp.text(p), key.weight.text(p)]
@@ -484,7 +514,8 @@ def _softmax(query: walk.Query, p: int) -> list[str]:
         for key in query.keys
     ]
     rows.append([text(t("render.sum")), "", query.total.text(p), query.weight_sum.text(p)])
-    headers = [text(t("render.key")), "$s$", rf"$e^{{s{shift}}}$", text(t("render.weight"))]
+    score = walk.exponent(query)
+    headers = [text(t("render.key")), f"${score}$", rf"$e^{{{score}{shift}}}$", text(t("render.weight"))]
     return [heading, *_display(equations), *_tabular(headers, rows)]
 
 
@@ -628,8 +659,10 @@ def _rollout(item: walk.Rollout, p: int) -> list[str]:
 _RENDER: dict[type, Callable[[walk.Item, int], list[str]]] = {
     walk.Facts: _facts,
     walk.Condensed: _condensed,
+    walk.Encoded: _encoded,
     walk.HeadTitle: _head_title,
     walk.Projected: _projected,
+    walk.Rotary: _rotary,
     walk.Query: _query,
     walk.WeightMatrix: _matrix_item,
     walk.Combination: _combination,

@@ -89,6 +89,8 @@ def _rules(facts: walk.Facts, p: int) -> list[str]:
     lines.append(f"- **{t('render.mask')}:** {facts.mask}")
     if facts.bias is not None:
         lines.append(f"- **{t('render.bias')}:** {facts.bias}")
+    if facts.positions is not None:
+        lines.append(f"- **{t('render.positions')}:** {facts.positions}")
     for name, row in zip(facts.query_tokens, facts.access or ()):
         keys = ", ".join(key for key, ok in zip(facts.tokens, row) if ok)
         lines.append(f"  - {t('writeup.may_use', query=_escape(name), keys=_escape(keys))}")
@@ -109,6 +111,19 @@ def _formula(formula: walk.Formula, p: int) -> str:
     return f"s = {raw}" if formula.scale == 1 else f"s = {raw} × {fixed(formula.scale, p)}"
 
 
+def _grid(grid: walk.Grid) -> list[str]:
+    rows = [[_escape(row[0]), *row[1:]] for row in grid.rows]  # the first column names tokens
+    return _table(grid.title, grid.headers, rows, right=grid.right)
+
+
+def _encoded(item: walk.Encoded, p: int) -> list[str]:
+    return _grid(walk.encoded_grid(item, p))
+
+
+def _rotary(item: walk.Rotary, p: int) -> list[str]:
+    return [line for grid in walk.rotary_grids(item, p) for line in _grid(grid)]
+
+
 def _head_title(item: walk.HeadTitle, p: int) -> list[str]:
     return [f"## {_escape(item.name)}", ""]
 
@@ -126,6 +141,8 @@ def _query(query: walk.Query, p: int) -> list[str]:
     if query.q is not None:
         lines += [f"q = {query.q.text(p)}", ""]
     lines += _scores(query, p)
+    relative = walk.relative_grid(query, p)
+    lines += [] if relative is None else _grid(relative)
     lines += _softmax(query, p)
     lines += _mix(query, p)
     return [*lines, f"**{t('writeup.output_line', name=name)}:** {query.output.text(p)}", ""]
@@ -149,7 +166,7 @@ def _scores(query: walk.Query, p: int) -> list[str]:
 
 
 def _softmax(query: walk.Query, p: int) -> list[str]:
-    exp = "e^s" if query.shift.value == 0 else f"e^(s − {query.shift.text(p)})"
+    exp = walk.exp_label(query, p)
     total = query.total.text(p)
     rows = [
         [_escape(key.key), key.score.text(p), key.exp.text(p), key.weight.text(p)]
@@ -254,8 +271,10 @@ def _rollout(item: walk.Rollout, p: int) -> list[str]:
 _RENDER: dict[type, Callable[[walk.Item, int], list[str]]] = {
     walk.Facts: _facts,
     walk.Condensed: _condensed,
+    walk.Encoded: _encoded,
     walk.HeadTitle: _head_title,
     walk.Projected: _projected,
+    walk.Rotary: _rotary,
     walk.Query: _query,
     walk.WeightMatrix: _matrix,
     walk.Combination: _combination,

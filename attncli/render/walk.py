@@ -18,10 +18,11 @@ from typing import NamedTuple
 
 import numpy as np
 
+from attncli import positions
 from attncli.core import HeadSteps, Steps, row_norms
 from attncli.i18n import t
 from attncli.layers import LayerSteps, StackSteps, mean_weights
-from attncli.problem import Head, Norm, Operand, Problem, Projection
+from attncli.problem import Head, Norm, Operand, PositionEncoding, Problem, Projection
 from attncli.render.numbers import entry, fixed
 
 AUTO_FOLLOW = 3  # every query in detail up to this many; beyond, the weight matrix and the outputs
@@ -261,6 +262,7 @@ class Facts:
     mask: str  # in words
     access: tuple[tuple[bool, ...], ...] | None  # which keys each query may use; None when no mask was asked for
     bias: str | None = None  # the bias in words, when there is one
+    positions: str | None = None  # the position encoding in words, when there is one
 
 
 @dataclass(frozen=True)
@@ -317,6 +319,62 @@ def score_headers(query: Query) -> list[str]:
     return ["s", "b", "s + b"] if query.keys[0].biased is not None else ["s"]
 
 
+def exponent(query: Query) -> str:
+    """What softmax exponentiates: s, or s + b with a bias."""
+    return "s + b" if query.keys[0].biased is not None else "s"
+
+
+def exp_label(query: Query, precision: int) -> str:
+    """The exponential's header in text: e^s, e^(s + b), or with the shift e^(s − 2.0000)."""
+    power = exponent(query)
+    if query.shift.value != 0:
+        return f"e^({power} − {query.shift.text(precision)})"
+    return "e^s" if power == "s" else f"e^({power})"
+
+
+@dataclass(frozen=True)
+class Encoded:
+    """Sinusoidal positions: each row's position m, its x as given, PE(m), and x + PE(m), which the projections read."""
+
+    name: str  # x or x_query
+    tokens: tuple[str, ...]
+    at: tuple[Num, ...]
+    x: tuple[Vec, ...]
+    encoding: tuple[Vec, ...]
+    total: tuple[Vec, ...]
+
+
+@dataclass(frozen=True)
+class Turned:
+    """One query or key under RoPE: its position m, the angles m·θ_i, the vector before the turn and after it."""
+
+    token: str
+    at: Num
+    angles: Vec
+    before: Vec
+    after: Vec
+
+
+@dataclass(frozen=True)
+class Rotary:
+    """RoPE in one head: which coordinates each pair turns (1-based) at what frequency θ_i, then each q and k."""
+
+    style: str
+    pairs: tuple[tuple[int, int], ...]
+    frequencies: Vec
+    queries: tuple[Turned, ...]
+    keys: tuple[Turned, ...]
+
+
+@dataclass(frozen=True)
+class Relative:
+    """RoPE's point for one key: q·R((n − m)·θ)·k, from the unturned q and k and the distance n − m alone."""
+
+    key: str
+    distance: Num
+    value: Num
+
+
 @dataclass(frozen=True)
 class KeyStep:
     """One key in a followed query's steps; masked keys (not `allowed`) have score −∞ and weight 0."""
@@ -331,6 +389,7 @@ class KeyStep:
     value: Vec
     contribution: Vec  # weight × value
     biased: Biased | None = None  # with a bias: the score before it, and the bias
+    relative: Relative | None = None  # with RoPE: the same compatibility from the distance alone
 
 
 @dataclass(frozen=True)
@@ -421,8 +480,10 @@ class Rollout:
 Item = (
     Facts
     | Condensed
+    | Encoded
     | HeadTitle
     | Projected
+    | Rotary
     | Query
     | WeightMatrix
     | Combination
@@ -434,7 +495,8 @@ Item = (
 
 
 def items(steps: Steps, view: View) -> list[Item]:
-    """Everything a human format shows, in order: facts; per head its projections, the followed queries and,
+    """Everything a human format shows, in order: facts (and sinusoidal encodings); per head its projections,
+    RoPE's turns, the followed queries and,
     with several queries (or `view.heatmap`), the weight matrix; then the combination of the heads."""
     problem = steps.problem
     short = condensed(problem)
@@ -442,10 +504,14 @@ def items(steps: Steps, view: View) -> list[Item]:
     items: list[Item] = [_facts(steps, short)]
     if short:
         items.append(Condensed(len(problem.query_tokens), len(problem.tokens)))
+    else:  # the positions' tables list every token: a condensed write-up leaves them to JSON
+        items += encoded(problem)
     for head in steps.heads:
         if len(steps.heads) > 1:
             items.append(HeadTitle(head_title(head, problem)))
         items += projections(head, problem, short)
+        if head.rotation is not None and not short:
+            items.append(_rotary(head, problem))
         items += [_query(head, row, problem) for row in followed_rows]
         if view.heatmap or len(problem.query_tokens) > 1:
             items.append(_matrix(head, problem, short))
@@ -481,6 +547,112 @@ def projections(head: HeadSteps, problem: Problem, short: bool = False) -> Itera
             yield Projected(name, weight, x, w, rows(result, FIXED, short), names_of(tokens, short))
 
 
+def encoded(problem: Problem) -> Iterator[Encoded]:
+    """Sinusoidal positions: x and PE side by side, and x_query's when the queries have inputs of their own."""
+    encoding = problem.positions
+    if encoding is None or encoding.kind != "sinusoidal":
+        return
+    parts = [("x", problem.tokens, encoding.key_at, encoding.x, encoding.encoding)]
+    if problem.cross and encoding.x_query is not None:
+        parts.append(("x_query", problem.query_tokens, encoding.query_at, encoding.x_query, encoding.query_encoding))
+    for name, tokens, at, x, pe in parts:
+        places = tuple(Num(float(m), ENTRY) for m in at)
+        yield Encoded(name, tokens, places, rows(x, ENTRY), rows(pe), rows(x + pe))
+
+
+def positions_words(encoding: PositionEncoding) -> str:
+    """The encoding in one line: which, its base, and for RoPE how the coordinates pair."""
+    base = entry(encoding.base, 4)
+    if encoding.kind == "rope":
+        return t(f"render.positions_rope_{encoding.style}", base=base)
+    return t("render.positions_sinusoidal", base=base)
+
+
+def _rotary(head: HeadSteps, problem: Problem) -> Rotary:
+    rotation = head.rotation
+    first, second = positions.pairs(rotation.queries.shape[1], rotation.style)
+    encoding = problem.positions
+
+    def turned(
+        tokens: tuple[str, ...], at: np.ndarray, angles: np.ndarray, before: np.ndarray, after: np.ndarray
+    ) -> tuple[Turned, ...]:
+        return tuple(
+            Turned(token, Num(float(m), ENTRY), vec(a), vec(b, ENTRY), vec(c))
+            for token, m, a, b, c in zip(tokens, at, angles, before, after)
+        )
+
+    return Rotary(
+        style=rotation.style,
+        pairs=tuple((int(a) + 1, int(b) + 1) for a, b in zip(first, second)),
+        frequencies=vec(rotation.frequencies),
+        queries=turned(problem.query_tokens, encoding.query_at, rotation.query_angles, head.queries, rotation.queries),
+        keys=turned(problem.tokens, encoding.key_at, rotation.key_angles, head.keys, rotation.keys),
+    )
+
+
+def _relative(head: HeadSteps, problem: Problem, row: int, j: int) -> Relative:
+    """q·R((n − m)·θ)·k computed afresh from the unturned vectors: equal to q̃·k̃ whatever m and n are."""
+    encoding, rotation = problem.positions, head.rotation
+    distance = encoding.key_at[j] - encoding.query_at[row]
+    turns = distance * rotation.frequencies[None, :]  # (1, d/2)
+    turned_key = positions.rotate(head.keys[j][None, :], turns, rotation.style)[0]
+    value = float(head.queries[row] @ turned_key)
+    if head.spec.score.kind == "cosine":
+        value /= float(np.prod(row_norms(np.stack([head.queries[row], head.keys[j]]))))
+    return Relative(problem.tokens[j], Num(float(distance), ENTRY), Num(value))
+
+
+class Grid(NamedTuple):
+    """A table as text, laid out by each backend in its own syntax: title, headers, rows, right-aligned columns."""
+
+    title: str
+    headers: list[str]
+    rows: list[list[str]]
+    right: tuple[int, ...]
+
+
+def encoded_grid(item: Encoded, p: int) -> Grid:
+    """The sinusoidal table: token, m, x, PE(m), x + PE(m)."""
+    rows = [
+        [token, m.text(p), x.text(p), pe.text(p), total.text(p)]
+        for token, m, x, pe, total in zip(item.tokens, item.at, item.x, item.encoding, item.total)
+    ]
+    headers = [t("render.token"), "m", item.name, "PE(m)", f"{item.name} + PE(m)"]
+    return Grid(t("render.encoded_title", name=item.name), headers, rows, (1,))
+
+
+def rotary_grids(item: Rotary, p: int) -> list[Grid]:
+    """RoPE's tables: each pair's coordinates and frequency; then every query and key, its angles and the turn."""
+    pairs = [
+        [str(i), f"({a}, {b})", theta.text(p)]
+        for i, ((a, b), theta) in enumerate(zip(item.pairs, item.frequencies.cells))
+    ]
+    grids = [
+        Grid(t(f"render.rotary_pairs_{item.style}"), [t("render.pair"), t("render.coordinates"), "θ_i"], pairs, (2,))
+    ]
+    for name, turned, position in (("q", item.queries, "m"), ("k", item.keys, "n")):
+        rows = [
+            [row.token, row.at.text(p), row.angles.text(p), row.before.text(p), row.after.text(p)] for row in turned
+        ]
+        headers = [t("render.token"), position, f"{position}·θ_i", name, f"R({position}·θ)·{name}"]
+        grids.append(Grid(t(f"render.rotary_{name}"), headers, rows, (1,)))
+    return grids
+
+
+def relative_grid(query: Query, p: int) -> Grid | None:
+    """With RoPE: each key's n − m and q·R((n − m)·θ)·k beside the q̃·k̃ the scores used."""
+    if query.keys[0].relative is None:
+        return None
+    spelling = FORMULAS[query.formula.kind].text
+    rows = [
+        [key.key, key.relative.distance.text(p), key.relative.value.text(p), key.compatibility.value.text(p)]
+        for key in query.keys
+    ]
+    turned = "cos(q, R((n − m)·θ)·k)" if query.formula.kind == "cosine" else "q·R((n − m)·θ)·k"
+    headers = [t("render.key"), "n − m", turned, f"{spelling} (q̃, k̃)"]
+    return Grid(t("render.relative_title", name=query.name), headers, rows, (1, 2, 3))
+
+
 def formula(head: HeadSteps) -> Formula:
     score = head.spec.score
     d_k = None if score.kind == "given" else int(head.keys.shape[1])
@@ -512,6 +684,7 @@ def _facts(steps: Steps, short: bool = False) -> Facts:
         mask="; ".join(parts),
         access=tuple(tuple(bool(ok) for ok in row) for row in problem.mask) if masked and not short else None,
         bias=None if bias is None else bias_words,
+        positions=None if problem.positions is None else positions_words(problem.positions),
     )
 
 
@@ -535,6 +708,7 @@ def _query(head: HeadSteps, row: int, problem: Problem) -> Query:
                 biased=None
                 if head.bias is None
                 else Biased(Num(float(head.scaled[row, j])), Num(float(head.bias[row, j]))),
+                relative=None if head.rotation is None else _relative(head, problem, row, j),
             )
         )
     return Query(
