@@ -14,7 +14,7 @@ import shlex
 from dataclasses import dataclass, replace
 from fractions import Fraction
 
-from attncli import expr, pipeline
+from attncli import expr, pipeline, positions
 from attncli.errors import fail
 from attncli.i18n import current_language, t
 from attncli.parsing.fields import FieldReader
@@ -31,6 +31,10 @@ MAX_SCORE = 3  # |score| at most this, so that e^s stays easy to look up
 ATTEMPTS = 200  # draws tried before settling for one whose scores are all equal or large
 ANSWER_DECIMALS = 4
 D_MODEL = 3  # width of the inputs x with --projections (at least d_k and d_v)
+# --rope: every turn a whole number of quarter turns, so turned integer vectors stay integers. With d_k = 2 the
+# one pair turns 1 radian per position (θ_0 = 1), so token k stands at k·π/2; with d_k = 4 and base 4,
+# θ = (1, 1/2), so token k stands at k·π and its pairs turn 2k and k quarter turns.
+ROPE = {2: (10000, 1, (1,)), 4: (4, 2, (2, 1))}  # d_k: (base, position step in π/2, each pair's quarter turns a step)
 SENTENCES: dict[int, tuple[str, ...]] = {
     1: ("bank", "river", "storm"),
     2: ("birds sing", "time flies", "rivers flood"),
@@ -59,6 +63,8 @@ class Options:
     answers: bool = False
     layers: int = 1  # more than one: a stack, each layer reading x + the attention before it
     norm: str = "none"  # one of NORMS, for every layer of a stack
+    rope: str | None = None  # half | interleaved: queries and keys turned by RoPE
+    gqa: bool = False  # every two query heads share one head of keys and values
 
 
 @dataclass(frozen=True)
@@ -68,6 +74,7 @@ class _Head:
     queries: list[list[str]]  # rows: tokens; or w_q with projections
     keys: list[list[str]]  # or w_k
     values: list[list[str]]  # or w_v
+    drawn: tuple[list[list[int]], list[list[int]]] = ([], [])  # keys and values as drawn, for heads sharing them
 
 
 def parse_tokens(text: str) -> int | tuple[str, ...]:
@@ -100,6 +107,15 @@ def validate(options: Options) -> None:
         raise fail("generate.bad_norm", name=options.norm, known=", ".join(NORMS)).at(field="norm")
     if options.norm != "none" and options.layers == 1:
         raise fail("generate.norm_needs_layers").at(field="norm")
+    if options.rope is not None:
+        if options.rope not in positions.STYLES:
+            raise fail("generate.bad_rope", name=options.rope).at(field="rope")
+        if options.d_k not in ROPE or options.score == "cosine":
+            raise fail("generate.rope_shape", d_k=options.d_k, score=options.score).at(field="rope")
+    if options.gqa and options.heads % 2:
+        raise fail("generate.gqa_heads", heads=options.heads).at(field="gqa")
+    if (options.rope is not None or options.gqa) and options.layers > 1:
+        raise fail("generate.positions_layers").at(field="layers")
 
 
 def exercise(options: Options, seed: int, within: tuple[str, str] | None = None) -> str:
@@ -118,6 +134,9 @@ def exercise(options: Options, seed: int, within: tuple[str, str] | None = None)
     x = _rows(rng, len(tokens), d_model, (0, 1), nonzero=True) if options.projections or stacked else None
     if stacked:  # drawn against x: a later layer reads x plus what the layers before it add
         layers = [_layer(rng, options, tokens, d_v, d_model, mask, x) for _ in range(options.layers)]
+    elif options.gqa:
+        shared = [_head(rng, options, len(tokens), d_v, mask, x) for _ in range(options.heads // 2)]
+        heads = [_head(rng, options, len(tokens), d_v, mask, x, shared[h // 2].drawn) for h in range(options.heads)]
     else:
         heads = [_head(rng, options, len(tokens), d_v, mask, x) for _ in range(options.heads)]
     if within is None:
@@ -133,6 +152,10 @@ def exercise(options: Options, seed: int, within: tuple[str, str] | None = None)
         lines.append(f"score: {options.score}")
     if options.mask != "none" and not stacked:
         lines.append(f"mask: {options.mask}")
+    if options.rope is not None:
+        base, step, _ = ROPE[options.d_k]
+        lines.append(f"positions: {{type: rope, base: {base}, style: {options.rope}}}")
+        lines.append(f"position_ids: {flow(_quarter_turns(k * step) for k in range(len(tokens)))}")
     if x is not None:
         lines += ["x:", *_mapping(tokens, [[str(v) for v in row] for row in x], 2)]
     if stacked:
@@ -142,9 +165,15 @@ def exercise(options: Options, seed: int, within: tuple[str, str] | None = None)
     elif options.heads == 1:
         lines += _head_lines(heads[0], tokens, options.projections, 0)
     else:
+        if options.gqa:
+            lines.append("kv_heads:")
+            for index, head in enumerate(heads[::2]):
+                fields = _head_lines(head, tokens, options.projections, 4, ("keys", "values"))
+                lines += [f"  - name: {scalar(t('generate.kv_head', number=index + 1))}", *fields]
         lines.append("heads:")
         for index, head in enumerate(heads):
-            fields = _head_lines(head, tokens, options.projections, 4)
+            parts = ("queries",) if options.gqa else ("queries", "keys", "values")
+            fields = _head_lines(head, tokens, options.projections, 4, parts)
             lines += [f"  - name: {scalar(t('generate.head', number=index + 1))}", *fields]
         w_o = _rows(rng, options.heads * d_v, d_v, (0, 1), nonzero=True)
         lines += ["w_o:", *(f"  - {flow(str(v) for v in row)}" for row in w_o)]
@@ -235,6 +264,10 @@ def command(options: Options, seed: int) -> str:
         parts.append(f"--layers {options.layers}")
     if options.norm != Options.norm:
         parts.append(f"--norm {options.norm}")
+    if options.rope is not None:
+        parts.append(f"--rope {options.rope}")
+    if options.gqa:
+        parts.append("--gqa")
     parts.append(f"--seed {seed}")
     if options.answers:
         parts.append("--answers")
@@ -255,9 +288,18 @@ def _tokens(tokens: int | tuple[str, ...] | None, rng: random.Random) -> tuple[t
 
 
 def _head(
-    rng: random.Random, options: Options, n: int, d_v: int, mask: list[list[bool]], x: list[list[int]] | None
+    rng: random.Random,
+    options: Options,
+    n: int,
+    d_v: int,
+    mask: list[list[bool]],
+    x: list[list[int]] | None,
+    shared: tuple[list[list[int]], list[list[int]]] | None = None,
 ) -> _Head:
-    """Draw a head until the queries differ and each sees scores that are small and not all equal."""
+    """Draw a head until the queries differ and each sees scores that are small and not all equal.
+
+    With `shared` (grouped-query heads) the keys and values are those of the kv head; only the queries are drawn.
+    """
     d_k = options.d_k
     for _ in range(ATTEMPTS):
         halves = options.score != "cosine" and rng.random() < 0.25
@@ -266,18 +308,46 @@ def _head(
             a = _rows(rng, n, d_k, (low, 1), nonzero=True)
             keys = _rows(rng, n, d_k, (-1, 2), nonzero=True)
             values = _rows(rng, n, d_v, (-1, 2))
-            q, k = a, keys
         else:
             a = _rows(rng, len(x[0]), d_k, (low, 1))
             keys = _rows(rng, len(x[0]), d_k, (-1, 1))
             values = _rows(rng, len(x[0]), d_v, (-1, 1))
-            q, k = _product(x, a), _product(x, keys)
+        if shared is not None:
+            keys, values = shared
+        q, k = (a, keys) if x is None else (_product(x, a), _product(x, keys))
+        if options.rope is not None:
+            q, k = _turned(q, options), _turned(k, options)
         scores = [[_score(options.score, qi, kj) / (2 if halves else 1) for kj in k] for qi in q]
         varied = len({tuple(row) for row in q}) == n or n > 2**d_k  # queries differ where they easily can
         if varied and _hand_doable(scores, mask):
             break
     queries = [[_query_text(v, options.score, d_k, halves) for v in row] for row in a]
-    return _Head(queries, _text(keys), _text(values))
+    return _Head(queries, _text(keys), _text(values), (keys, values))
+
+
+def _turned(rows: list[list[int]], options: Options) -> list[list[int]]:
+    """RoPE's turn of integer rows, row k (token k) by whole quarter turns: (a, b) → (−b, a) per quarter."""
+    quarters = ROPE[options.d_k][2]
+    first, second = positions.pairs(options.d_k, options.rope)
+    out = []
+    for k, row in enumerate(rows):
+        turned = list(row)
+        for i, j, per in zip(first, second, quarters):
+            a, b = row[i], row[j]
+            for _ in range(k * per % 4):
+                a, b = -b, a
+            turned[i], turned[j] = a, b
+        out.append(turned)
+    return out
+
+
+def _quarter_turns(count: int) -> str:
+    """count·π/2 as an expression the problem file reads: 0, pi/2, pi, 3*pi/2, 2*pi, ..."""
+    if count == 0:
+        return "0"
+    if count % 2:
+        return "pi/2" if count == 1 else f"{count}*pi/2"
+    return "pi" if count == 2 else f"{count // 2}*pi"
 
 
 def _score(kind: str, q: list[int], k: list[int]) -> float:
@@ -336,19 +406,23 @@ def _text(rows: list[list[int]]) -> list[list[str]]:
     return [[str(v) for v in row] for row in rows]
 
 
-def _head_lines(head: _Head, tokens: tuple[str, ...], projections: bool, indent: int) -> list[str]:
+def _head_lines(
+    head: _Head,
+    tokens: tuple[str, ...],
+    projections: bool,
+    indent: int,
+    parts: tuple[str, ...] = ("queries", "keys", "values"),
+) -> list[str]:
+    """A head's fields (those in `parts`): its rows per token, or its W_Q, W_K, W_V with projections."""
     pad = " " * indent
+    given = {"queries": ("w_q", head.queries), "keys": ("w_k", head.keys), "values": ("w_v", head.values)}
     if projections:
         return [
             line
-            for name, rows in (("w_q", head.queries), ("w_k", head.keys), ("w_v", head.values))
-            for line in (f"{pad}{name}:", *(f"{pad}  - {flow(row)}" for row in rows))
+            for part in parts
+            for line in (f"{pad}{given[part][0]}:", *(f"{pad}  - {flow(row)}" for row in given[part][1]))
         ]
-    return [
-        line
-        for name, rows in (("queries", head.queries), ("keys", head.keys), ("values", head.values))
-        for line in (f"{pad}{name}:", *_mapping(tokens, rows, indent + 2))
-    ]
+    return [line for part in parts for line in (f"{pad}{part}:", *_mapping(tokens, given[part][1], indent + 2))]
 
 
 def _mapping(names: tuple[str, ...], rows: list[list[str]], indent: int) -> list[str]:

@@ -28,10 +28,10 @@ from typing import ClassVar
 
 import numpy as np
 
-from attncli import rounding
-from attncli.core import COSINE_EPS, Steps
+from attncli import positions, rounding
+from attncli.core import COSINE_EPS, HeadSteps, Steps
 from attncli.parsing.answers import HEAD_STEPS, Answer, Answers, Entry
-from attncli.problem import Projection, Score
+from attncli.problem import Problem, Projection, Score
 from attncli.rounding import Carried
 
 CODES = (
@@ -45,6 +45,9 @@ CODES = (
     "mask_ignored",
     "mask_inverted",
     "causal_shifted",
+    "causal_upper_left",
+    "rope_reversed",
+    "rope_pairing",
     "not_transposed",
     "values_as_keys",
     "keys_as_values",
@@ -81,6 +84,7 @@ HEAD_STAGES = STAGES[:4]
 SCREENS = ("dot", "scores", "weights")  # a step that, answered in full, hands on the student's numbers alone
 ACTS = {  # the stages at which each field of a Mistake changes the calculation
     "compat": ("dot",),
+    "rope": ("dot",),
     "mask": ("dot", "scores"),
     "scale": ("scores",),
     "applied": ("scores",),
@@ -175,7 +179,8 @@ class Mistake:
     codes: tuple[str, ...] = ()  # () for the calculation as it should be
     scale: str = "true"  # true | none | d_k | sqrt_d_v | sqrt_d_model | sqrt_keys | sqrt_queries | times_sqrt_d_k
     applied: float | None = None  # scale_not_applicable: the 1/√d applied to a score that takes none
-    mask: str = "true"  # true | none | inverted | transposed | strict | wide
+    mask: str = "true"  # true | none | inverted | transposed | strict | wide | upper_left
+    rope: str = "true"  # true | reversed (turned by −m·θ) | pairing (the other of half and interleaved)
     compat: str = "true"  # true | not_transposed | values | no_norm | no_tanh
     exp: bool = True  # False: no_exp, the scores normalised as they are
     axis: str = "keys"  # keys | queries (wrong_axis) | none (unnormalized)
@@ -804,6 +809,7 @@ def _singles(steps: Steps) -> list[Mistake]:
         Mistake(("mask_inverted",), mask="transposed"),
         Mistake(("causal_shifted",), mask="strict"),
         Mistake(("causal_shifted",), mask="wide"),
+        *_decoding_and_rope(steps),
         Mistake(("not_transposed",), compat="not_transposed"),
         Mistake(("values_as_keys",), compat="values"),
         Mistake(("keys_as_values",), mix="keys"),
@@ -824,6 +830,45 @@ def _singles(steps: Steps) -> list[Mistake]:
         Mistake(("forgot_w_o",), w_o=False),
     ]
     return found
+
+
+def _decoding_and_rope(steps: Steps) -> list[Mistake]:
+    """The slips of today's models: the top-left causal mask when decoding against a KV cache, RoPE turned
+    the wrong way round, or with the other pairing (which differs only from d_k = 4 on)."""
+    problem = steps.problem
+    found = []
+    rule = problem.mask_rule
+    if rule.kind == "causal_lower_right" and rule.window is None and len(problem.query_tokens) < len(problem.tokens):
+        found.append(Mistake(("causal_upper_left",), mask="upper_left"))
+    if problem.rope is not None:
+        found.append(Mistake(("rope_reversed",), rope="reversed"))
+        if any(head.rotation is not None and head.rotation.queries.shape[1] >= 4 for head in steps.heads):
+            found.append(Mistake(("rope_pairing",), rope="pairing"))
+    return found
+
+
+def _turned(head: HeadSteps, slip: str, queries: Carried, keys: Carried, keep: Callable) -> tuple[Carried, Carried]:
+    """RoPE's turn of the queries and keys as the student carries them (each rounded once turned), or its slip."""
+    rotation = head.rotation
+    if rotation is None:
+        return queries, keys
+    sign = -1.0 if slip == "reversed" else 1.0
+    style = rotation.style
+    if slip == "pairing":
+        style = next(other for other in positions.STYLES if other != style)
+    q = keep("queries", _turn(queries, sign * rotation.query_angles, style))
+    return q, keep("keys", _turn(keys, sign * rotation.key_angles, style))
+
+
+def _turn(num: Carried, angles: np.ndarray, style: str) -> Carried:
+    """A carried matrix turned pair by pair: linear in it with exact cos and sin, so its parts turn alike and
+    the bound on the rest mixes by |cos| and |sin|."""
+    first, second = positions.pairs(num.t.shape[1], style)
+    cos, sin = np.abs(np.cos(angles)), np.abs(np.sin(angles))
+    rest = np.empty_like(num.e)
+    rest[:, first] = cos * num.e[:, first] + sin * num.e[:, second]
+    rest[:, second] = cos * num.e[:, second] + sin * num.e[:, first]
+    return Carried(positions.rotate(num.t, angles, style), positions.rotate(num.g, angles, style), rest)
 
 
 def _inapplicable_scales(steps: Steps) -> list[float]:
@@ -881,7 +926,7 @@ def _advance(
         carry_on(key)
     pending.clear()
     kind, h = stage
-    mask = _mask(mistake.mask, problem.mask)
+    mask = _mask(mistake.mask, problem.mask, problem)
     if h is not None:
         head = steps.heads[h]
     if kind == "inputs":
@@ -894,6 +939,7 @@ def _advance(
             compat = rounding.exact(head.compatibility)
         else:
             queries, keys, values = (passed[(step, h)] for step in ("queries", "keys", "values"))
+            queries, keys = _turned(head, mistake.rope, queries, keys, keep)
             compat = _compatibility(head.spec.score, mistake.compat, queries, keys, values, keep)
         settle(("dot", h), compat, ~mask)
     elif kind == "scores":
@@ -1008,8 +1054,12 @@ def _exp(scores: Carried, shift: bool) -> Carried:
     return rounding.apply(np.exp, np.exp, rounding.Carried(scores.t - m, scores.g, scores.e))
 
 
-def _mask(kind: str, mask: np.ndarray) -> np.ndarray:
-    """The mask as a slip applies it; causal_shifted moves a causal mask's diagonal by one."""
+def _mask(kind: str, mask: np.ndarray, problem: Problem) -> np.ndarray:
+    """The mask as a slip applies it; causal_shifted moves a causal mask's diagonal by one; causal_upper_left
+    aligns a decoding mask to the first key instead of the last (query i sees keys 0..i, padding kept)."""
+    if kind == "upper_left":
+        padded = np.isin(np.array(problem.tokens, dtype=object), np.array(problem.mask_rule.padding, dtype=object))
+        return np.tri(*mask.shape, dtype=bool) & ~padded[None, :]
     if kind == "none":
         return np.ones_like(mask)
     if kind == "inverted":

@@ -38,9 +38,12 @@ def pairs(width: int, style: str) -> tuple[np.ndarray, np.ndarray]:
 
 
 def rotate(vectors: np.ndarray, turns: np.ndarray, style: str) -> np.ndarray:
-    """Each row of `vectors` (n, d), its pairs turned by `turns` (n, d/2): (a, b) → (a·cos − b·sin, b·cos + a·sin)."""
+    """Each row of `vectors` (n, d, ...), its pairs turned by `turns` (n, d/2): (a, b) → (a·cos − b·sin, b·cos + a·sin).
+
+    Axes after the second turn alike (the grader's first-order terms, one column per rounding)."""
     first, second = pairs(vectors.shape[1], style)
-    cos, sin = np.cos(turns), np.sin(turns)
+    extra = (1,) * (vectors.ndim - 2)
+    cos, sin = np.cos(turns).reshape(turns.shape + extra), np.sin(turns).reshape(turns.shape + extra)
     a, b = vectors[:, first], vectors[:, second]
     out = np.empty_like(vectors)
     out[:, first] = a * cos - b * sin

@@ -348,4 +348,5 @@ def test_every_code_has_a_diagnosis_and_a_hint_in_both_languages() -> None:
 
 def test_every_code_is_named_by_a_replayed_mistake() -> None:
     named = {code for slip in [*SLIPS, *PAIRS] for code in slip.code.split("+")}
-    assert named | {"additive_no_tanh", "too_few_decimals"} == set(grading.CODES)
+    replayed_in_positions = {"causal_upper_left", "rope_reversed", "rope_pairing"}  # tests/test_positions.py
+    assert named | {"additive_no_tanh", "too_few_decimals"} | replayed_in_positions == set(grading.CODES)

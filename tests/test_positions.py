@@ -214,3 +214,128 @@ def test_the_exponent_is_labelled_with_the_bias() -> None:
     assert r"\sum_j e^{s_j + b_j}" in tex and "$e^{s + b}$" in tex
     plain = pipeline.solve(pipeline.load(SAMPLES / "bank.yaml"))
     assert "e^(s + b)" not in markdown.render(plain) and r"\sum_j e^{s_j}" in latex.render(plain)
+
+
+def answers_text(steps_text: str, dot: np.ndarray, scale: float, allowed: np.ndarray, values: np.ndarray) -> str:
+    """A student's answers (4 decimals, masked cells written so) carried on correctly from their own `dot`."""
+    scores = np.where(allowed, dot * scale, -np.inf)
+    weights = np.exp(scores - scores.max(axis=1, keepdims=True))
+    weights /= weights.sum(axis=1, keepdims=True)
+
+    def rows(matrix: np.ndarray, masked: np.ndarray | None = None) -> str:
+        cells = [
+            "["
+            + ", ".join("masked" if masked is not None and masked[i, j] else f"{v:.4f}" for j, v in enumerate(row))
+            + "]"
+            for i, row in enumerate(matrix)
+        ]
+        return "\n".join(f"    - {row}" for row in cells)
+
+    hidden = ~allowed
+    return (
+        f"{steps_text}answers:\n  dot:\n{rows(dot)}\n  scores:\n{rows(scores, hidden)}\n"
+        f"  weights:\n{rows(weights, hidden)}\n  output:\n{rows(weights @ values)}\n"
+    )
+
+
+ROPE_PROBLEM = """tokens: [a, b, c]
+queries: [[1, 0, 2, -1], [0, 1, 1, 1], [2, 1, 0, 0]]
+keys: [[1, 1, 0, 2], [0, 2, 1, 0], [1, 0, -1, 1]]
+values: [[1, 0], [0, 1], [1, 1]]
+score: dot
+positions: {{type: rope, base: 4, style: {style}}}
+"""
+
+
+@pytest.mark.parametrize("style", ["half", "interleaved"])
+@pytest.mark.parametrize(("slip", "code"), [("reversed", "rope_reversed"), ("pairing", "rope_pairing"), (None, None)])
+def test_check_names_the_rope_slips(style: str, slip: str | None, code: str | None) -> None:
+    """The turn replayed here with numpy's published conventions, the wrong way round or the other pairing:
+    check finds the mistake at `dot` and names it; done right, every step is right."""
+    problem = ROPE_PROBLEM.format(style=style)
+    q = np.array([[1, 0, 2, -1], [0, 1, 1, 1], [2, 1, 0, 0]], dtype=float)
+    k = np.array([[1, 1, 0, 2], [0, 2, 1, 0], [1, 0, -1, 1]], dtype=float)
+    at = np.arange(3.0)
+    used = {"half": "interleaved", "interleaved": "half"}[style] if slip == "pairing" else style
+    sign = -1.0 if slip == "reversed" else 1.0
+    turn = REFERENCES[used]
+    dot = turn(q, sign * at, 4.0) @ turn(k, sign * at, 4.0).T
+    text = answers_text(problem, dot, 1.0, np.ones((3, 3), dtype=bool), np.array([[1, 0], [0, 1], [1, 1]], float))
+    report = pipeline.grade(pipeline.load(text=problem), text=text)
+    if code is None:
+        assert report.ok
+        return
+    first = report.first_mistake
+    assert first.step == "dot" and code in first.diagnosis, (first.step, first.diagnosis)
+
+
+def test_check_names_the_upper_left_mask_when_decoding() -> None:
+    """kv_cache.yaml's one new query under the top-left causal mask sees only the first key: weight 1 on it."""
+    from tests.paths import SAMPLES
+
+    sample = (SAMPLES / "kv_cache.yaml").read_text(encoding="utf-8")
+    steps = pipeline.solve(pipeline.load(SAMPLES / "kv_cache.yaml"))
+    q, k = np.array([[math.sqrt(2), 0]]), np.array([[2, 0], [1, 1], [0, 1], [1, 0]], dtype=float)
+    upper_left = np.array([[True, False, False, False]])
+    values = np.array([[2, 0], [0, 2], [1, 1], [1, 0]], dtype=float)
+    text = answers_text(sample, q @ k.T, 1 / math.sqrt(2), upper_left, values)
+    report = pipeline.grade(steps, text=text)
+    first = report.first_mistake
+    assert first.step == "scores" and "causal_upper_left" in first.diagnosis, (first.step, first.diagnosis)
+
+
+@settings(max_examples=15, deadline=None)
+@given(
+    seed=st.integers(0, 10_000),
+    style=st.sampled_from(["half", "interleaved"]),
+    d_k=st.sampled_from([2, 4]),
+    shape=st.sampled_from([{}, {"heads": 2, "gqa": True}, {"projections": True, "mask": "causal"}]),
+)
+def test_generated_rope_and_gqa_exercises_are_hand_doable_and_their_keys_check(
+    seed: int, style: str, d_k: int, shape: dict
+) -> None:
+    """Quarter turns keep the turned vectors whole numbers (times √d_k), so every score is a whole number or a half;
+    grouped heads share their kv head's keys and values; the key passes check."""
+    from attncli import exercises
+
+    options = exercises.Options(tokens=3, d_k=d_k, rope=style, answers=True, **shape)
+    text = exercises.exercise(options, seed)
+    steps = pipeline.solve(pipeline.load(text=text))
+    for head in steps.heads:
+        turned = (
+            head.rotation.queries * math.sqrt(d_k) if head.spec.score.kind == "scaled_dot" else head.rotation.queries
+        )
+        assert np.abs(head.rotation.keys - np.round(head.rotation.keys)).max() <= 1e-9
+        assert np.abs(2 * turned - np.round(2 * turned)).max() <= 1e-9
+        allowed = steps.problem.mask
+        assert np.abs(2 * head.scores[allowed] - np.round(2 * head.scores[allowed])).max() <= 1e-9
+    if shape.get("gqa"):
+        assert [head.spec.kv_head for head in steps.heads] == [0, 0]
+    assert pipeline.grade(pipeline.load(text=text), text=text).ok
+
+
+def test_generate_refuses_what_it_cannot_make_by_hand() -> None:
+    from typer.testing import CliRunner
+
+    from attncli.cli import app
+
+    for args, words in (
+        (["--rope", "halves"], "--rope takes half"),
+        (["--rope", "half", "--dk", "3"], "quarter turns, which needs --dk 2 or 4"),
+        (["--gqa", "--heads", "3"], "give an even --heads, not 3"),
+    ):
+        result = CliRunner().invoke(app, ["generate", *args], env={"LC_ALL": None, "LANG": None})
+        assert result.exit_code == 2 and words in result.stderr, (args, result.stderr)
+
+
+def test_a_rope_sheet_gives_the_positions_as_multiples_of_pi() -> None:
+    """A handed-out RoPE exercise must say where the tokens stand: 0, π, 2π for --dk 4 (base 4)."""
+    from attncli import exercises
+    from attncli.render import walk
+
+    text = exercises.exercise(exercises.Options(tokens=3, d_k=4, rope="half"), 3)
+    sheet = walk.sheet(pipeline.solve(pipeline.load(text=text)))
+    (placed,) = [given for given in sheet.shared if given.name == "m"]
+    assert placed.rows == (("0",), ("π",), ("2π",))
+    assert [walk._quarter_turns(k * math.pi / 2) for k in (-1, 1, 3, -4)] == ["-π/2", "π/2", "3π/2", "-2π"]
+    assert walk._quarter_turns(0.25) == "0.25"

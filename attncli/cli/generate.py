@@ -24,6 +24,8 @@ EXAMPLES = epilog(
     "  attncli generate --tokens the,cat,sat --dk 3 --dv 2 --heads 2 --projections",
     "  attncli generate --tokens 4 --seed 7 --sheet latex > sheet.tex",
     "  attncli generate --tokens 4 --answers -o exercise.yaml",
+    "  attncli generate --rope half --dk 4 --answers",
+    "  attncli generate --heads 4 --gqa",
     "  attncli generate --count 20 -o worksheet/",
     "  attncli generate --layers 2 --norm layer --answers",
 )
@@ -42,6 +44,8 @@ def generate(
     projections: Annotated[bool, typer.Option(help=t("help.generate.projections"))] = False,
     layers: Annotated[int, typer.Option(min=1, max=4, help=t("help.generate.layers"))] = 1,
     norm: Annotated[str, typer.Option(help=t("help.generate.norm"))] = "none",
+    rope: Annotated[Optional[str], typer.Option(help=t("help.generate.rope"))] = None,
+    gqa: Annotated[bool, typer.Option(help=t("help.generate.gqa"))] = False,
     seed: Annotated[Optional[int], typer.Option(min=0, help=t("help.generate.seed"))] = None,
     answers: Annotated[bool, typer.Option(help=t("help.generate.answers"))] = False,
     count: Annotated[Optional[int], typer.Option(min=1, max=1000, help=t("help.generate.count"))] = None,
@@ -61,13 +65,15 @@ def generate(
         tokens=parsed,
         d_k=dk,
         d_v=dv,
-        heads=heads,
+        heads=2 if gqa and heads == 1 else heads,  # --gqa alone: two query heads sharing one kv head
         mask=mask,
         score=score,
         projections=projections,
         answers=answers,
         layers=layers,
         norm=norm,
+        rope=rope,
+        gqa=gqa,
     )
     with located():
         exercises.validate(options)

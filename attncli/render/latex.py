@@ -167,8 +167,8 @@ def _given(given: walk.Given) -> list[str]:
 
 
 def _exact(written: str) -> str:
-    """walk.exact's -√2/2 in math: -\\sqrt{2}/2."""
-    return re.sub(r"√(\d+)", r"\\sqrt{\1}", written)
+    """walk.exact's -√2/2 in math: -\\sqrt{2}/2; a position's 3π/2: 3\\pi/2."""
+    return re.sub(r"√(\d+)", r"\\sqrt{\1}", written).replace("π", r"\pi ")
 
 
 def prose(value: str) -> str:

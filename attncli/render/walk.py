@@ -819,6 +819,10 @@ def sheet(steps: Steps) -> Sheet:
     shared = [] if problem.w_o is None else [_given("W_O", problem.w_o)]
     if problem.bias is not None and problem.bias.kind == "matrix":
         shared.append(_given("B", problem.bias.matrix, problem.query_tokens))
+    if problem.positions is not None:  # where each key (and, in cross-attention, each query) stands
+        shared.append(_placed("m", problem.positions.key_at, problem.tokens))
+        if problem.cross:
+            shared.append(_placed("m (queries)", problem.positions.query_at, problem.query_tokens))
     facts = replace(_facts(steps), notes=None)  # a generated exercise's notes are about its YAML answers
     task = t("writeup.sheet_task") + (f" {t('writeup.sheet_task_w_o')}" if problem.w_o is not None else "")
     return Sheet(facts, task, tuple(inputs), heads, tuple(shared), problem.query_tokens, problem.tokens)
@@ -843,6 +847,23 @@ def _givens(spec: Head, problem: Problem) -> Iterator[Given]:
             yield _given(name, matrix)
     if score.v is not None:
         yield _given("v", score.v[None, :])
+
+
+def _placed(name: str, at: np.ndarray, names: tuple[str, ...]) -> Given:
+    """Positions as a column, multiples of π/2 written so (π/2, π, 3π/2): generated RoPE exercises' quarter turns."""
+    return Given(name, t("render.token"), names, tuple((_quarter_turns(float(m)),) for m in at))
+
+
+def _quarter_turns(m: float) -> str:
+    """A position as a student writes it: kπ/2 as π/2, π, 3π/2, 2π; any other number as `exact` writes it."""
+    quarters = m / (math.pi / 2)
+    whole = round(quarters)
+    if not whole or not math.isclose(quarters, whole, rel_tol=1e-12):
+        return exact(m)
+    sign, count = ("-" if whole < 0 else ""), abs(whole)
+    if count % 2:
+        return sign + ("π/2" if count == 1 else f"{count}π/2")
+    return sign + ("π" if count == 2 else f"{count // 2}π")
 
 
 def _given(name: str, matrix: np.ndarray, names: tuple[str, ...] | None = None) -> Given:
