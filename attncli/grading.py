@@ -22,7 +22,7 @@ from __future__ import annotations
 import functools
 import itertools
 import math
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, fields, replace
 from typing import ClassVar
 
@@ -246,11 +246,13 @@ def grade(
     min_decimals: int | None = None,
     require: Sequence[str] | None = None,
     file: str = "-",
+    diagnose: Collection[Key] | None = None,
 ) -> Report:
     """The report on `answers` to the problem whose calculation is `steps`.
 
     Keyword values (from the command line) win over the file's own `tolerance:`, `carry:`, `min_decimals:`
-    and `require:`.
+    and `require:`. `diagnose` names the (step, head) whose mistakes are looked for (default: every
+    step's); the tutor asks about one step, and the search is most of the cost of grading.
     """
     rule = _Rule(
         tolerance if tolerance is not None else answers.tolerance,
@@ -265,7 +267,8 @@ def grade(
         upstream = [dep for dep in _depends(key, len(steps.heads)) if dep in reports]
         wrong = any(reports[dep].status in (WRONG, CARRIED) for dep in upstream)
         coarse = any(_coarse(reports[dep], rule.carry) for dep in upstream)
-        reports[key] = _Grader(steps, replays, rule, answer).report(wrong, coarse)
+        explain = diagnose is None or key in diagnose
+        reports[key] = _Grader(steps, replays, rule, answer).report(wrong, coarse, explain)
     required = require if require is not None else answers.require
     for key in _required(steps, required):
         if key not in reports:
@@ -498,9 +501,10 @@ class _Grader:
     def reference(self, mistake: Mistake, own: bool, key: Key | None = None) -> Reference:
         return self.replays.reference(mistake, own, key or self.key)
 
-    def report(self, upstream_wrong: bool, upstream_coarse: bool) -> StepReport:
+    def report(self, upstream_wrong: bool, upstream_coarse: bool, explain: bool = True) -> StepReport:
         """The step's report; `upstream_wrong`: an earlier step it uses is wrong or carried; `upstream_coarse`:
-        one has numbers with fewer decimals than the carry precision."""
+        one has numbers with fewer decimals than the carry precision; without `explain`, a wrong step's
+        diagnosis is not looked for."""
         answer = self.answer
         name = _head_name(self.steps, answer.head)
         if answer.written is not None:
@@ -518,7 +522,7 @@ class _Grader:
             return step(NOT_ANSWERED)
         if answer.transposed:
             cells = [replace(c, status=WRONG) if c.entry is not None else c for c in cells]
-            return step(WRONG, _sorted(["transposed", *self.diagnose(triples, transposed=True)]))
+            return step(WRONG, _sorted(["transposed", *(self.diagnose(triples, True) if explain else ())]))
         if statuses == {RIGHT}:
             return step(RIGHT)
         if statuses <= {RIGHT, CARRIED}:
@@ -528,7 +532,7 @@ class _Grader:
                 return step(WRONG, ("rounded_early",))  # right only from inputs rounded to fewer decimals
             cells = [replace(c, status=RIGHT) if c.status == CARRIED else c for c in cells]
             return step(RIGHT)  # right from the student's own right inputs, as precise as the carry
-        return step(WRONG, self.diagnose(triples, transposed=False))
+        return step(WRONG, self.diagnose(triples, transposed=False) if explain else ())
 
     def cells(self) -> list[Cell]:
         """Every cell judged against the truth and, only where it is not right, against the student's own inputs."""

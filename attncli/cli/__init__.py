@@ -6,7 +6,7 @@ import sys
 
 from typer.models import CommandInfo
 
-from attncli.cli import check, compare, compute, generate, scaling, template  # noqa: F401  (registers the commands)
+from attncli.cli import check, compare, compute, generate, practice, scaling, template  # noqa: F401  (registers the commands)
 from attncli.cli.app import app
 
 

@@ -1,0 +1,227 @@
+"""`attncli practice`: the tutor in a terminal (Rich, colour) or in a pipe (one answer per line, plain text).
+
+The session itself is attncli.practice.session; this module only reads lines, prints the
+records as attncli.practice.text words them, and ends: 0 when every step was eventually
+right, 1 otherwise, 130 on Ctrl-C, each time after the summary (and the --record file).
+"""
+
+from __future__ import annotations
+
+import random
+import shlex
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Optional
+
+import typer
+
+from attncli.cli.app import Debug, Lang, NoColor, app, boundary, epilog, located
+from attncli.cli.environment import Environment
+from attncli.cli.output import write
+from attncli.errors import ExitCode, fail
+from attncli.i18n import current_language, t
+from attncli.launch import say
+from attncli.render.layout import Line, fit, to_text
+
+if TYPE_CHECKING:
+    from attncli.core import Steps
+    from attncli.parsing.answers import Settings
+    from attncli.practice.session import Session
+
+SEED_LIMIT = 1_000_000  # as generate: random seeds stay short enough to copy by hand
+EXAMPLES = epilog(
+    "  attncli practice samples/bank.yaml",
+    "  attncli practice --tokens 4 --mask causal --seed 7 --level 3",
+    "  attncli practice samples/bank.yaml --lang es --record homework.yaml",
+    "  printf '2*sqrt(2)\\n1/sqrt(2)\\n' | attncli practice samples/bank.yaml",
+)
+
+
+@app.command(help=t("help.practice"), epilog=EXAMPLES)
+@boundary
+def practice(
+    env: Environment,
+    file: Annotated[Optional[str], typer.Argument(help=t("help.practice.file"))] = None,
+    seed: Annotated[Optional[int], typer.Option(min=0, help=t("help.generate.seed"))] = None,
+    tokens: Annotated[Optional[str], typer.Option(help=t("help.generate.tokens"))] = None,
+    dk: Annotated[Optional[int], typer.Option("--dk", min=1, max=8, help=t("help.generate.dk"))] = None,
+    heads: Annotated[Optional[int], typer.Option(min=1, max=4, help=t("help.generate.heads"))] = None,
+    mask: Annotated[Optional[str], typer.Option(help=t("help.generate.mask"))] = None,
+    score: Annotated[Optional[str], typer.Option(help=t("help.score"))] = None,
+    level: Annotated[int, typer.Option(min=1, max=3, help=t("help.practice.level"))] = 2,
+    record: Annotated[Optional[Path], typer.Option(help=t("help.practice.record"))] = None,
+    no_color: NoColor = False,
+    lang: Lang = None,
+    debug: Debug = False,
+) -> None:
+    from attncli.practice.session import Session
+
+    made = {"--seed": seed, "--tokens": tokens, "--dk": dk, "--heads": heads, "--mask": mask, "--score": score}
+    if file is not None:
+        given = next((flag for flag, value in made.items() if value is not None), None)
+        if given is not None:
+            raise fail("practice.flags_with_file", flag=given).at(source=given)
+        if file == "-":
+            raise fail("practice.stdin").at(source="-")
+        steps, text, settings = _from_file(file)
+        again = _command(["attncli practice", shlex.quote(file)], level)
+        harder = (
+            _command(["attncli practice", shlex.quote(file)], level + 1)
+            if level < 3
+            else _command([f"attncli practice --tokens {min(len(steps.problem.tokens) + 1, 12)}"], level)
+        )
+    else:
+        steps, text, again, harder = _generated(seed, tokens, dk, heads, mask, score, level)
+        settings = None
+    session = Session(steps, level, settings)
+    front = _Terminal(env) if env.stdin_is_terminal else _Pipe(env)
+    interrupted = False
+    try:
+        _run(session, front)
+    except KeyboardInterrupt:
+        interrupted = True
+        front.newline()  # the prompt waiting for an answer ends its line
+    session.stop()
+    if interrupted:
+        front.show([((t("practice.interrupted"), "bold"),)])
+    from attncli.practice.text import summary
+
+    result = session.summary()
+    front.show(summary(result, env.width, again, harder))
+    if record is not None:
+        from attncli.practice.record import homework
+
+        write(homework(text, session), record, env)
+    if interrupted:
+        say(t("cli.interrupted"), env.stderr)
+        raise typer.Exit(ExitCode.INTERRUPTED)
+    raise typer.Exit(ExitCode.OK if result.ok else ExitCode.WRONG_ANSWERS)
+
+
+def _run(session: Session, front: _Pipe) -> None:
+    """The loop: a prompt, a line, the feedback, until the prompts, the input or the student's patience end."""
+    from attncli.practice import text
+
+    front.show(text.intro(session))
+    while (prompt := session.current) is not None:
+        answer = front.read(text.question(session, prompt))
+        if answer is None:  # the end of the input
+            return
+        front.show(text.feedback(session, session.respond(answer)))
+
+
+def _from_file(file: str) -> tuple[Steps, str, Settings]:
+    from attncli import pipeline, yamldoc
+    from attncli.parsing import answers
+
+    document = yamldoc.read(file)
+    steps = pipeline.solve(pipeline.load(document))
+    try:
+        text = Path(file).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:  # yamldoc read it a moment ago
+        raise fail("cli.output_failed", path=file, reason=str(error)) from None
+    return steps, text, answers.read_settings(document)
+
+
+def _generated(
+    seed: int | None,
+    tokens: str | None,
+    dk: int | None,
+    heads: int | None,
+    mask: str | None,
+    score: str | None,
+    level: int,
+) -> tuple[Steps, str, str, str]:
+    """A new exercise as `generate` makes it, the same seed rules, and the commands to practise it again or harder."""
+    from attncli import exercises, pipeline
+
+    with located("--tokens"):
+        parsed = exercises.parse_tokens(tokens) if tokens is not None else None
+    defaults = exercises.Options()
+    options = exercises.Options(
+        tokens=parsed,
+        d_k=dk or defaults.d_k,
+        heads=heads or defaults.heads,
+        mask=mask or defaults.mask,
+        score=score or defaults.score,
+    )
+    with located():
+        exercises.validate(options)
+    if seed is None:
+        seed = random.SystemRandom().randrange(SEED_LIMIT)
+    text = exercises.exercise(options, seed)
+    steps = pipeline.solve(pipeline.load(text=text, name="practice"))
+    again = _practise(exercises.command(options, seed), level)
+    count = len(steps.problem.tokens)
+    more = exercises.Options(
+        tokens=min(count + 1, exercises.MAX_TOKENS),
+        d_k=options.d_k,
+        heads=options.heads if count < exercises.MAX_TOKENS else min(options.heads + 1, 4),
+        mask=options.mask,
+        score=options.score,
+    )
+    harder = _practise(exercises.command(more, (seed + 1) % SEED_LIMIT), level)
+    return steps, text, again, harder
+
+
+def _practise(generate: str, level: int) -> str:
+    """`attncli generate ...` as the practice command that makes the same exercise."""
+    return _command([generate.replace("attncli generate", "attncli practice", 1)], level)
+
+
+def _command(parts: list[str], level: int) -> str:
+    if level != 2:
+        parts.append(f"--level {level}")
+    if current_language() != "en" and not any("--lang" in part for part in parts):
+        parts.append(f"--lang {current_language()}")
+    return " ".join(parts)
+
+
+class _Pipe:
+    """Without a terminal: the prompt, then the line read (echoed, so that the output reads as a transcript)."""
+
+    def __init__(self, env: Environment) -> None:
+        self.env = env
+
+    def show(self, lines: list[Line]) -> None:
+        write(to_text(fit(lines, self.env.width)), None, self.env)
+
+    def read(self, prompt: str) -> str | None:
+        write(prompt, None, self.env)
+        stdin = self.env.stdin
+        answer = stdin.readline() if stdin is not None else ""
+        if not answer:
+            self.newline()
+            return None
+        answer = answer.rstrip("\r\n")
+        write(f"{answer}\n", None, self.env)
+        return answer
+
+    def newline(self) -> None:
+        write("\n", None, self.env)
+
+
+class _Terminal(_Pipe):
+    """On a terminal: Rich, in colour unless NO_COLOR or --no-color, with line editing at the prompt."""
+
+    def __init__(self, env: Environment) -> None:
+        super().__init__(env)
+        from rich.console import Console
+
+        self.console = Console(file=env.stdout, highlight=False, no_color=not env.colour, force_terminal=env.colour)
+
+    def show(self, lines: list[Line]) -> None:
+        from attncli.cli.output import print_lines
+
+        print_lines(self.console, fit(lines, self.console.width))
+
+    def read(self, prompt: str) -> str | None:
+        from rich.text import Text
+
+        try:
+            return self.console.input(Text(prompt, style="bold cyan"))
+        except EOFError:  # Ctrl-D
+            self.newline()
+            return None
+
+    def newline(self) -> None:
+        self.console.print()

@@ -1,0 +1,1 @@
+"""The tutor of `attncli practice`: a session as a pure state machine (session), its words (text), its record."""

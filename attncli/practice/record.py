@@ -1,0 +1,65 @@
+"""`practice --record FILE`: the session as a homework file that `attncli check` grades as the tutor did.
+
+The file is the problem's own text (without an answers: section it may have had) followed by
+the answers as first given: a second try or a shown answer is practice, not homework.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+from attncli.parsing.answers import Answer, Entry
+from attncli.practice.session import Session
+from attncli.templates import flow, quote
+
+_TOP_ANSWERS = re.compile(r"^answers\s*:")
+_TOP_FIELD = re.compile(r"^[^\s#-]")
+_PLAIN_NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)")
+
+
+def homework(problem: str, session: Session) -> str:
+    """The homework file of `session` on the problem whose YAML text is `problem`."""
+    text = without_answers(problem).rstrip("\n") + "\n"
+    found = session.answers().steps
+    if not found:
+        return text
+    heads = len(session.steps.heads)
+    if session.steps.concat is None:
+        return text + "\n".join(["answers:", *(line for a in found for line in _step(a, 2))]) + "\n"
+    lines = ["answers:", "  heads:"]
+    last = max((a.head for a in found if a.head is not None), default=-1)
+    for h in range(min(last + 1, heads)):
+        head_lines = [line for a in found if a.head == h for line in _step(a, 6)]
+        lines += [f"    - {head_lines[0].lstrip()}", *head_lines[1:]] if head_lines else ["    - {}"]
+    lines += [line for a in found if a.head is None for line in _step(a, 2)]
+    return text + "\n".join(lines) + "\n"
+
+
+def without_answers(text: str) -> str:
+    """`text` without its top-level answers: section: practising a recorded file records it afresh."""
+    out, skipping = [], False
+    for line in text.splitlines(keepends=True):
+        if _TOP_ANSWERS.match(line):
+            skipping = True
+            continue
+        if skipping and _TOP_FIELD.match(line):
+            skipping = False
+        if not skipping:
+            out.append(line)
+    return "".join(out)
+
+
+def _step(answer: Answer, indent: int) -> list[str]:
+    pad = " " * indent
+    rows = [[_cell(e) for e in row] for row in answer.cells]
+    if len(set(answer.rows)) == len(answer.rows):
+        return [f"{pad}{answer.step}:", *(f"{pad}  {quote(n)}: {flow(r)}" for n, r in zip(answer.rows, rows))]
+    return [f"{pad}{answer.step}:", *(f"{pad}  - {flow(r)}  # {n}" for n, r in zip(answer.rows, rows))]
+
+
+def _cell(e: Entry | None) -> str:
+    """A number as the student wrote it (its decimals are its precision), an expression quoted, `?` if unanswered."""
+    if e is None:
+        return json.dumps("?")
+    return e.text if _PLAIN_NUMBER.fullmatch(e.text) else json.dumps(e.text, ensure_ascii=False)

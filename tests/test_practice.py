@@ -1,0 +1,427 @@
+"""`attncli practice`: the tutor's prompts, verdicts, hints and summary, in a pipe and in a pseudo-terminal.
+
+The numbers a careful student types are computed here in plain Python (tests/reference.py and
+the article's formulas), never taken from attncli; the record a session writes is graded by
+`attncli check`, whose verdict on every cell must be the one the tutor gave on the first try.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from attncli import exercises, pipeline
+from attncli.cli import app
+from attncli.i18n import LANGUAGE
+from attncli.practice import record, session
+from tests import reference
+from tests.paths import ROOT, SAMPLES
+
+BANK = str(SAMPLES / "bank.yaml")
+ENVIRONMENT = {**os.environ, "PYTHONPATH": str(ROOT), "LANG": "C.UTF-8", "COLUMNS": "100"}
+ENVIRONMENT.pop("NO_COLOR", None)
+ENVIRONMENT.pop("FORCE_COLOR", None)
+
+
+def four(value: float) -> str:
+    """A number as a careful student writes it: 4 decimals, whole numbers as they are."""
+    return str(round(value)) if abs(value - round(value)) < 1e-12 else f"{value:.4f}"
+
+
+def article(level: int = 2) -> list[str]:
+    """The lines a student types for samples/bank.yaml, from the article's numbers, at `level`."""
+    q = [math.sqrt(2), 0.0]
+    keys = [[2.0, 0.0], [1.0, 1.0], [0.0, 1.0]]
+    values = [[2.0, 0.0], [0.0, 2.0], [1.0, 1.0]]
+    dots = [reference.dot(q, k) for k in keys]
+    scale = 1 / math.sqrt(2)
+    scores = [d * scale for d in dots]
+    exps = [math.exp(s) for s in scores]
+    total = math.fsum(exps)
+    weights = [e / total for e in exps]
+    output = [math.fsum(w * v[c] for w, v in zip(weights, values)) for c in range(2)]
+    if level == 3:
+        rows = [dots, [scale], scores, exps, [total], weights, output]
+        return [", ".join(four(x) for x in row) for row in rows]
+    lines = [four(x) for x in (*dots, scale, *scores, *exps, total, *weights)]
+    if level == 1:
+        lines += [", ".join(four(float(f"{w:.4f}") * x) for x in v) for w, v in zip(weights, values)]
+    return lines + [four(x) for x in output]
+
+
+def practise(args: list[str], lines: list[str], **extra: str) -> subprocess.CompletedProcess:
+    """attncli practice with `lines` on a pipe as its standard input."""
+    return subprocess.run(
+        [sys.executable, "-m", "attncli", "practice", *args],
+        input="".join(line + "\n" for line in lines),
+        capture_output=True,
+        text=True,
+        env={**ENVIRONMENT, **extra},
+        timeout=120,
+    )
+
+
+def verdicts(stdout: str) -> list[str]:
+    """The ✓ and ✗ the student saw, in order."""
+    return [line[0] for line in stdout.splitlines() if line[:1] in ("✓", "✗")]
+
+
+# The article, in a pipe
+
+
+@pytest.mark.parametrize("level", [1, 2, 3])
+def test_the_article_s_numbers_end_with_every_step_right(level: int) -> None:
+    lines = article(level)
+    assert lines[:5] == ["2.8284", "1.4142", "0", "0.7071", "2"] or level == 3
+    assert lines[-5:-2] == ["0.6652", "0.2447", "0.0900"] or level != 2
+    result = practise([BANK, "--level", str(level)], lines)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert verdicts(result.stdout) == ["✓"] * len(lines)
+    assert f"{len(lines)} of {len(lines)} steps right." in result.stdout
+    assert result.stderr == ""
+
+
+def test_expressions_are_answers_too() -> None:
+    lines = ["2*sqrt(2)", "sqrt(2)", "0", "1/sqrt(2)", "2", "1", "0", "e^2", "e", "1", "e^2+e+1"]
+    lines += ["e^2/(e^2+e+1)", "e/(e^2+e+1)", "1/(e^2+e+1)", "1.4205", "0.5795"]
+    result = practise([BANK], lines)
+    assert result.returncode == 0, result.stdout
+    assert verdicts(result.stdout) == ["✓"] * 16
+
+
+def test_a_session_with_a_mistake_hints_show_and_skip_in_a_pipe() -> None:
+    lines = ["2.8284", "1.4142", "0", "0.7071", "2.8284", "2", "hint", "hint", "1", "show", "", "bogus"]
+    result = practise([BANK], lines)
+    out = result.stdout
+    assert result.returncode == 1  # not every step was right, and the input ended early
+    assert "✗ not right: forgot to scale by 1/√d_k" in out
+    assert "Try again (or: hint, show, skip)." in out
+    assert "💡 q·k" not in out
+    assert "💡 s = q·k × 1/√d_k." in out  # the first hint: the formula
+    assert "💡 Combine: 1.4142 × 0.7071" in out  # the second: the numbers to combine, the student's own
+    assert "→ The answer: 0 × 0.7071 = 0. Carry on with it." in out  # show
+    assert "→ skipped; the answer is 7.3891" in out  # a blank line
+    assert "? unknown name 'bogus'" in out
+    assert verdicts(out) == ["✓", "✓", "✓", "✓", "✗", "✓", "✓"]
+    summary = out[out.index("Summary") :]
+    assert _row(summary, "scores s") == [1, 1, 1, 0, 0]
+    assert _row(summary, "e^s") == [0, 0, 0, 1, 2]
+    assert "missing_scale ×1: forgot to scale by 1/√d_k" in summary
+    assert "attncli practice samples/bank.yaml" in summary.replace(str(SAMPLES) + "/", "samples/")
+    assert "attncli practice" in summary and "--level 3" in summary
+
+
+def _row(summary: str, step: str) -> list[int]:
+    """The counts of one row of the summary table: first, second, shown, skipped, not reached."""
+    line = next(line for line in summary.splitlines() if line.startswith(step + " "))
+    return [int(cell) for cell in line[len(step) :].split()]
+
+
+def test_a_second_miss_shows_the_answer_worked_out_and_carries_on() -> None:
+    result = practise([BANK], ["3", "4", "1.4142"])
+    assert "✗ not right" in result.stdout
+    assert "The answer: 1.4142×2 + 0×0 = 2.8284. Carry on with it." in result.stdout
+    assert "[2/16] q·k for the query 'bank' and the key 'net'" in result.stdout
+
+
+def test_back_returns_to_the_previous_step_and_quit_ends_with_the_summary() -> None:
+    result = practise([BANK], ["back", "2.8284", "back", "2.8284", "1.4142", "quit", "0"])
+    out = result.stdout
+    assert "This is the first step." in out
+    assert out.count("[1/16]") == 3 and "Back one step." in out
+    assert "[3/16]" in out and "2 of 16 steps right." in out
+    assert result.returncode == 1
+
+
+def test_help_lists_the_commands() -> None:
+    result = practise([BANK], ["help"])
+    assert "Commands: hint (the formula, then the numbers to combine), show (the answer)" in " ".join(
+        result.stdout.split()
+    )
+
+
+def test_spanish_throughout_with_the_article_s_terms() -> None:
+    lines = [line.replace(".", ",") for line in article()]
+    lines[4] = "2,8284"  # the score without the scale, once
+    lines.insert(5, "2")
+    result = practise([BANK, "--lang", "es"], lines)
+    out = result.stdout
+    assert result.returncode == 0, out
+    for words in ("consulta 'bank' con la clave 'fisherman'", "la puntuación s", "el peso de la clave", "salida"):
+        assert words in out
+    assert "✗ no es correcto: falta escalar por 1/√d_k" in out
+    assert "Inténtalo otra vez (o: pista, mostrar, saltar)." in out
+    assert "Resumen" in out and "16 de 16 pasos bien." in out
+    assert "a la primera" in out and "al segundo" in out
+    assert "--lang es" in out
+
+
+def test_a_decimal_comma_is_refused_in_english_with_the_point_to_write() -> None:
+    result = practise([BANK], ["2,8284"])
+    assert "? '2,8284': decimal comma? write 2.8284" in result.stdout
+
+
+def test_the_end_of_the_input_ends_with_the_summary() -> None:
+    result = practise([BANK], ["2.8284"])
+    assert result.returncode == 1
+    assert _row(result.stdout[result.stdout.index("Summary") :], "q·k") == [1, 0, 0, 0, 2]
+    assert "1 of 16 steps right." in result.stdout
+
+
+def test_ctrl_c_in_a_pipe_ends_with_the_summary_so_far_and_130(tmp_path: Path) -> None:
+    homework = tmp_path / "homework.yaml"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "attncli", "practice", BANK, "--record", str(homework)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=ENVIRONMENT,
+    )
+    process.stdin.write("2.8284\n")
+    process.stdin.flush()
+    deadline = time.monotonic() + 60
+    output = ""
+    while "[2/16]" not in output and time.monotonic() < deadline:  # the second prompt: the first answer is in
+        output += os.read(process.stdout.fileno(), 4096).decode()
+    process.send_signal(signal.SIGINT)
+    rest, errors = process.communicate(timeout=60)
+    output += rest
+    assert process.returncode == 130
+    assert "Interrupted: the summary so far." in output
+    assert "1 of 16 steps right." in output
+    assert errors.strip() == "attncli: interrupted"
+    assert 'dot:\n    bank: [2.8284, "?", "?"]' in homework.read_text()
+
+
+# Bad input: one line, exit 2
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ([BANK, "--tokens", "4"], "--tokens: --tokens makes a new exercise: give it without a problem file"),
+        (["-"], "the answers come on standard input: give the problem as a file"),
+        (["--mask", "diagonal"], "--mask"),
+        (["--tokens", "99"], "--tokens"),
+        (["missing.yaml"], "missing.yaml"),
+        ([BANK, "--level", "4"], "--level"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(args: list[str], message: str) -> None:
+    result = practise(args, [])
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert len(result.stderr.splitlines()) == 1 and message in result.stderr
+    assert len(result.stderr) <= 200
+
+
+# Generated exercises: the same seed rules as generate, several heads, a mask
+
+
+def prompts_of(text: str, level: int) -> list[str]:
+    """The lines a careful student types for a generated exercise, from tests/reference.py, in the tutor's order:
+    each head query by query (q·k, the scale once, s, e^s, the sum, the weights, [w × v], the output), then W_O."""
+    problem = pipeline.load(text=text, name="x")
+    mask = problem.mask.tolist()
+    results = []
+    lines: list[list[float]] = []
+    whole = level == 3
+    for head in problem.heads:
+        q, k, v = head.queries.tolist(), head.keys.tolist(), head.values.tolist()
+        result = reference.head(q, k, v, mask=mask)
+        results.append(result.output)
+        for i in range(len(q)):
+            allowed = [j for j in range(len(k)) if mask[i][j]]
+            exps = [math.exp(result.scores[i][j]) for j in allowed]
+            cells = [
+                [result.raw[i][j] for j in allowed],
+                [1 / math.sqrt(len(k[0]))] if i == 0 else [],
+                [result.scores[i][j] for j in allowed],
+                exps,
+                [math.fsum(exps)],
+                [result.weights[i][j] for j in allowed],
+            ]
+            for row in cells:
+                lines += [row] if whole and row else [[x] for x in row]
+            if level == 1:
+                lines += [[float(four(result.weights[i][j])) * x for x in v[j]] for j in allowed]
+            lines += [result.output[i]] if whole else [[x] for x in result.output[i]]
+    if len(problem.heads) > 1:
+        concat, final = reference.multi_head(results, problem.w_o.tolist())
+        for i in range(len(concat)):
+            lines.append(concat[i])
+            lines += [final[i]] if whole else [[x] for x in final[i]]
+    return [", ".join(four(x) for x in row) for row in lines]
+
+
+@pytest.mark.parametrize(
+    ("options", "level"),
+    [
+        (["--tokens", "4", "--mask", "causal", "--seed", "7"], 2),
+        (["--heads", "2", "--seed", "11"], 3),
+        (["--tokens", "2", "--dk", "3", "--heads", "2", "--seed", "3"], 1),
+    ],
+)
+def test_a_generated_exercise_answered_carefully_is_all_right(options: list[str], level: int) -> None:
+    flags = dict(zip(options[::2], options[1::2]))
+    made = exercises.Options(
+        tokens=int(flags.get("--tokens", 3)),
+        d_k=int(flags.get("--dk", 2)),
+        heads=int(flags.get("--heads", 1)),
+        mask=flags.get("--mask", "none"),
+    )
+    text = exercises.exercise(made, int(flags["--seed"]))
+    lines = prompts_of(text, level)
+    result = practise([*options, "--level", str(level)], lines)
+    assert result.returncode == 0, result.stdout[-3000:]
+    assert verdicts(result.stdout) == ["✓"] * len(lines)
+    again = f"attncli practice {' '.join(options)}"
+    assert again.replace("--seed", "").split()[0] in result.stdout
+    assert f"--seed {flags['--seed']}" in result.stdout
+
+
+def test_the_same_seed_practises_the_same_exercise_as_generate() -> None:
+    generated = CliRunner().invoke(app, ["generate", "--seed", "5", "--tokens", "2"])
+    problem = pipeline.load(text=generated.stdout, name="g")
+    first = next(line for line in practise(["--seed", "5", "--tokens", "2"], []).stdout.splitlines() if "k(" in line)
+    token = problem.tokens[0]
+    keys = "[" + ", ".join(four(x) for x in problem.heads[0].keys[0]) + "]"
+    assert first.strip() == f"k({token}) = {keys}"
+
+
+# The record: check grades it as the tutor did
+
+
+def answer_as_a_student(index: int, prompt: session.Prompt, truth: tuple[float, ...], dots: dict) -> str:
+    """A first try that is right, wrong, a classic mistake, rounded early, or right from the student's own wrong
+    q·k (which check calls carried), chosen by the prompt's number."""
+    if prompt.step == "scores" and all((prompt.row, j) in dots for j in prompt.columns):
+        return ", ".join(four(dots[(prompt.row, j)] / math.sqrt(2)) for j in prompt.columns)  # from their q·k
+    kind = index % 5
+    if kind == 1:
+        if prompt.step == "dot":
+            dots.update({(prompt.row, j): x + 0.5 for j, x in zip(prompt.columns, truth)})
+        return ", ".join(four(x + 0.5) for x in truth)
+    if kind == 2 and prompt.step == "scores":
+        return ", ".join(four(x * math.sqrt(2)) for x in truth)  # the scale forgotten (d_k = 2)
+    if kind == 3:
+        return ", ".join(f"{x:.2f}" for x in truth)  # rounded early
+    return ", ".join(four(x) for x in truth)
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_check_grades_the_record_as_the_tutor_did_on_the_first_try(seed: int, tmp_path: Path) -> None:
+    text = exercises.exercise(exercises.Options(tokens=3, mask="causal"), seed)
+    steps = pipeline.solve(pipeline.load(text=text, name="x"))
+    tutor = session.Session(steps)
+    first: dict[tuple[str, int, int], str] = {}
+    dots: dict[tuple[int, int], float] = {}
+    index = 0
+    while (prompt := tutor.current) is not None:
+        line = answer_as_a_student(index, prompt, tutor.truth(prompt), dots)
+        index += 1
+        is_first = tutor.states[tutor.index].first is None
+        feedback = tutor.respond(line)
+        if is_first and prompt.step in session.GRADED:
+            for k, column in enumerate(prompt.columns):
+                first[(prompt.step, prompt.row, column)] = "wrong" if k in feedback.wrong else feedback.kind
+        if feedback.kind == session.WRONG and feedback.retry:
+            tutor.respond(", ".join(four(x) for x in tutor.truth(prompt)))
+    homework = tmp_path / "homework.yaml"
+    homework.write_text(record.homework(text, tutor))
+    graded = CliRunner().invoke(app, ["check", str(homework), "--format", "json"])
+    assert graded.exit_code in (0, 1), graded.output
+    report = json.loads(graded.stdout)
+    cells = {(s["step"], c["row"], c["column"]): c["status"] for s in report["steps"] for c in s["cells"]}
+    assert {key: cells[key] for key in first} == first
+    assert "carried" in first.values() and "wrong" in first.values() and "right" in first.values()
+
+
+def test_record_from_the_command_line_is_graded_the_same_by_check(tmp_path: Path) -> None:
+    homework = tmp_path / "homework.yaml"
+    lines = ["3", "2.8284", "1.4142", "0", "0.7071", "2.1213", "1", "0", "7.3891", "2.7183", "1", "11.1073"]
+    lines += ["0.6652", "0.2447", "0.0900", "1.4205", "0.5795"]
+    result = practise([BANK, "--record", str(homework)], lines)
+    assert result.returncode == 0, result.stdout  # every step eventually right
+    assert "✓ right from your own earlier numbers (the exact value: 2)" in result.stdout
+    graded = CliRunner().invoke(app, ["check", str(homework), "--format", "json"])
+    report = json.loads(graded.stdout)
+    statuses = [c["status"] for s in report["steps"] for c in s["cells"]]
+    assert statuses == ["wrong", "right", "right", "carried", "right", "right", *["right"] * 5]  # + weights, output
+    assert verdicts(result.stdout) == ["✗", *["✓"] * 16]
+    assert "sqrt(2)" in homework.read_text()  # the problem as written
+
+
+def test_practising_a_recorded_file_records_it_afresh(tmp_path: Path) -> None:
+    first, second = tmp_path / "first.yaml", tmp_path / "second.yaml"
+    practise([BANK, "--record", str(first)], ["3"])
+    practise([str(first), "--record", str(second)], ["2.8284", "1.4142"])
+    text = second.read_text()
+    assert text.count("answers:") == 1 and 'bank: [2.8284, 1.4142, "?"]' in text
+
+
+def test_a_spanish_record_is_graded_in_english(tmp_path: Path) -> None:
+    homework = tmp_path / "homework.yaml"
+    practise([BANK, "--lang", "es", "--record", str(homework)], ["2,8284", "1,4142; 0"])
+    graded = CliRunner().invoke(app, ["check", str(homework), "--format", "json"])
+    assert json.loads(graded.stdout)["steps"][0]["cells"][0]["given"] == "2.8284"
+
+
+# The library itself
+
+
+def test_the_session_is_a_pure_state_machine() -> None:
+    steps = pipeline.solve(pipeline.load(BANK))
+    ticks = iter(range(0, 1000, 30))
+    tutor = session.Session(steps, clock=lambda: next(ticks))
+    assert [p.step for p in tutor.prompts] == ["dot"] * 3 + ["scale"] + ["scores"] * 3 + ["exp"] * 3 + [
+        "sum",
+        *["weights"] * 3,
+        *["output"] * 2,
+    ]
+    assert tutor.respond("hint").hint == 1
+    assert tutor.respond("hint").working == "1.4142×2 + 0×0"
+    assert tutor.respond("hint").hint == 3
+    assert tutor.respond("2.83").kind == session.RIGHT  # right to its 2 decimals
+    assert tutor.respond("1.4142").kind == session.RIGHT
+    assert tutor.respond("0").kind == session.RIGHT
+    wrong = tutor.respond("1/2")
+    assert (wrong.kind, wrong.codes, wrong.retry) == (session.WRONG, ("wrong_scale",), True)
+    assert tutor.respond("1").codes == ("missing_scale",)
+    assert tutor.current.step == "scores"
+    assert tutor.respond("quit").kind == session.QUIT and tutor.done
+    summary = tutor.summary()
+    assert summary.seconds == 30 and summary.right == 3 and not summary.ok
+    assert dict(summary.rows)["scale"] == {session.SHOWN: 1}
+    assert summary.mistakes == (("missing_scale", 1), ("wrong_scale", 1))
+
+
+def test_the_weights_are_diagnosed_by_check_s_replays() -> None:
+    steps = pipeline.solve(pipeline.load(BANK))
+    tutor = session.Session(steps, level=3)
+    for line in ["2.8284, 1.4142, 0", "0.7071", "2, 1, 0", "7.3891, 2.7183, 1", "11.1073"]:
+        assert tutor.respond(line).kind == session.RIGHT
+    no_exp = tutor.respond("0.6667, 0.3333, 0")  # the scores divided by their sum
+    assert no_exp.codes == ("no_exp",) and no_exp.wrong == (0, 1, 2)
+
+
+def test_parse_reads_numbers_as_check_does() -> None:
+    token = LANGUAGE.set("es")
+    try:
+        assert [e.value for e in session.parse("0,6652; 0,2447", 2)] == [0.6652, 0.2447]
+        assert [e.decimals for e in session.parse("1,5, 2", 2)] == [1, None]
+        assert [e.value for e in session.parse("1,2", 2)] == [1, 2]
+    finally:
+        LANGUAGE.reset(token)
+    assert [(e.value, e.decimals) for e in session.parse("0.0900", 1)] == [(0.09, 4)]
+    assert session.parse("2*sqrt(2)", 1)[0].decimals is None
+    assert [e.value for e in session.parse("1 2", 2)] == [1, 2]
