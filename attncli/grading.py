@@ -948,6 +948,8 @@ def _advance(
         settle(("dot", h), compat, ~mask)
     elif kind == "scores":
         scores = rounding.times(passed[("dot", h)], _scale_carried(_scale(mistake, steps, h), mistake, carry, noise))
+        if problem.bias is not None:  # added to the scaled scores before the mask, as in the core
+            scores = rounding.add(scores, rounding.exact(problem.bias.of(h)))
         scores = rounding.where(mask, scores, rounding.exact(np.full(mask.shape, -np.inf)))
         settle(("scores", h), scores, ~mask)
     elif kind == "weights":

@@ -7,12 +7,18 @@ the article's formulas), never taken from attncli; the record a session writes i
 
 from __future__ import annotations
 
+import fcntl
 import json
 import math
 import os
+import pty
+import re
+import select
 import signal
+import struct
 import subprocess
 import sys
+import termios
 import time
 from pathlib import Path
 
@@ -27,6 +33,7 @@ from tests import reference
 from tests.paths import ROOT, SAMPLES
 
 BANK = str(SAMPLES / "bank.yaml")
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 ENVIRONMENT = {**os.environ, "PYTHONPATH": str(ROOT), "LANG": "C.UTF-8", "COLUMNS": "100"}
 ENVIRONMENT.pop("NO_COLOR", None)
 ENVIRONMENT.pop("FORCE_COLOR", None)
@@ -203,6 +210,100 @@ def test_ctrl_c_in_a_pipe_ends_with_the_summary_so_far_and_130(tmp_path: Path) -
     assert 'dot:\n    bank: [2.8284, "?", "?"]' in homework.read_text()
 
 
+# In a real terminal: Rich, colour, Ctrl-C
+
+
+class Terminal:
+    """attncli practice on a pseudo-terminal (`pty.fork`: the terminal is the child's controlling terminal,
+    so Ctrl-C typed there is SIGINT, as for a student at a keyboard)."""
+
+    def __init__(self, args: list[str], columns: int = 100) -> None:
+        environment = {**ENVIRONMENT, "TERM": "xterm-256color"}
+        environment.pop("COLUMNS")
+        self.pid, self.fd = pty.fork()
+        if self.pid == 0:  # the child: nothing of pytest may run here
+            os.execve(sys.executable, [sys.executable, "-m", "attncli", "practice", *args], environment)
+        fcntl.ioctl(self.fd, termios.TIOCSWINSZ, struct.pack("HHHH", 50, columns, 0, 0))
+        self.seen = b""
+
+    def wait_for(self, text: str, timeout: float = 90) -> None:
+        deadline = time.monotonic() + timeout
+        while text.encode() not in self.seen and time.monotonic() < deadline and self.read(1):
+            pass
+        assert text in self.screen, (text, self.screen[-1500:])
+
+    def read(self, timeout: float) -> bool:
+        ready, _, _ = select.select([self.fd], [], [], timeout)
+        if not ready:
+            return True
+        try:
+            data = os.read(self.fd, 65536)
+        except OSError:  # EIO: the child closed the terminal
+            return False
+        self.seen += data
+        return bool(data)
+
+    def type(self, text: str) -> None:
+        os.write(self.fd, text.encode())
+
+    def end(self) -> int:
+        while self.read(5) and not self.seen.endswith(b"interrupted\r\n"):
+            pass
+        _, status = os.waitpid(self.pid, 0)
+        os.close(self.fd)
+        return os.waitstatus_to_exitcode(status)
+
+    @property
+    def screen(self) -> str:
+        return ANSI.sub("", self.seen.decode("utf-8", errors="replace")).replace("\r\n", "\n")
+
+
+def test_a_whole_session_in_a_terminal_right_a_mistake_hint_show_and_ctrl_c() -> None:
+    terminal = Terminal([BANK])
+    for number, answer in enumerate(["2*sqrt(2)", "1.4142", "0", "0.7071"], start=1):
+        terminal.wait_for(f"[{number}/16]")
+        terminal.type(answer + "\r")
+    terminal.wait_for("[5/16] the score s = q·k × 1/√d_k of the key 'fisherman': ")
+    terminal.type("2.8284\r")  # the scale forgotten
+    terminal.wait_for("Try again")
+    terminal.type("2\r")
+    terminal.wait_for("[6/16]")
+    terminal.type("hint\r")
+    terminal.wait_for("💡")
+    terminal.type("hint\r")
+    terminal.wait_for("Combine")
+    terminal.type("show\r")
+    terminal.wait_for("[7/16]")
+    terminal.type("\x03")  # Ctrl-C
+    code = terminal.end()
+    screen = terminal.screen
+    assert code == 130
+    assert "\x1b[" in terminal.seen.decode()  # in colour
+    assert screen.count("✓ right") == 5
+    assert "✗ not right: forgot to scale by 1/√d_k" in screen
+    assert "These are the raw dot products q·k." in screen
+    assert "💡 s = q·k × 1/√d_k." in screen and "💡 Combine: 1.4142 × 0.7071" in screen
+    assert "→ The answer: 1.4142 × 0.7071 = 1. Carry on with it." in screen
+    assert "Interrupted: the summary so far." in screen
+    summary = screen[screen.index("Summary") :]
+    assert _row(summary, "q·k") == [3, 0, 0, 0, 0]
+    assert _row(summary, "scores s") == [0, 1, 1, 0, 1]
+    assert _row(summary, "weights") == [0, 0, 0, 0, 3]
+    assert "5 of 16 steps right." in summary and "missing_scale ×1" in summary
+    assert screen.rstrip().endswith("attncli: interrupted")
+
+
+def test_ctrl_d_in_a_terminal_ends_with_the_summary() -> None:
+    terminal = Terminal([BANK, "--lang", "es", "--level", "3"])
+    terminal.wait_for("[1/7]")
+    terminal.type("2,8284; 1,4142; 0\r")
+    terminal.wait_for("[2/7]")
+    terminal.type("\x04")  # Ctrl-D: the end of the input
+    terminal.wait_for("Uno más difícil")
+    assert terminal.end() == 1
+    assert "✓ bien" in terminal.screen and "1 de 7 pasos bien." in terminal.screen
+
+
 # Bad input: one line, exit 2
 
 
@@ -374,6 +475,23 @@ def test_a_spanish_record_is_graded_in_english(tmp_path: Path) -> None:
     practise([BANK, "--lang", "es", "--record", str(homework)], ["2,8284", "1,4142; 0"])
     graded = CliRunner().invoke(app, ["check", str(homework), "--format", "json"])
     assert json.loads(graded.stdout)["steps"][0]["cells"][0]["given"] == "2.8284"
+
+
+@pytest.mark.parametrize("sample", sorted(path.name for path in SAMPLES.glob("*.yaml")))
+def test_every_sample_answered_to_4_decimals_is_all_right_for_the_tutor_and_for_check(sample: str) -> None:
+    """Scores given, biases, ALiBi, projections, several heads, cross-attention: a careful student is never told off."""
+    text = (SAMPLES / sample).read_text()
+    steps = pipeline.solve(pipeline.load(str(SAMPLES / sample)))
+    for level in session.LEVELS:
+        tutor = session.Session(steps, level)
+        kinds = []
+        while (prompt := tutor.current) is not None:
+            kinds.append(tutor.respond(", ".join(four(x) for x in tutor.truth(prompt))).kind)
+        assert set(kinds) == {session.RIGHT}, (sample, level)
+    report = pipeline.grade(
+        pipeline.load(text=record.homework(text, tutor), name=sample), text=record.homework(text, tutor)
+    )
+    assert report.ok and {s.status for s in report.steps} == {"right"}
 
 
 # The library itself

@@ -92,7 +92,7 @@ def ask(session: Session, prompt: Prompt) -> str:
         head = steps.heads[prompt.head]
         text = t(
             f"practice.ask.{step}" + ("_row" if prompt.size > 1 else ""),
-            formula=FORMULAS[head.spec.score.kind].text,
+            formula=FORMULAS[head.spec.score.kind].text if head.queries is not None else "",
             scores=_score_formula(session, prompt.head),
             query=query,
             key=keys,
