@@ -39,6 +39,7 @@ FUZZ_EXAMPLES = int(os.environ.get("ATTNCLI_FUZZ_EXAMPLES", "0"))  # 0: each tes
 SAMPLE_FILES = sorted(SAMPLES.glob("*.yaml")) + sorted((ROOT / "tests" / "check_cases").glob("*.yaml"))
 EXIT = {"compute": {0, 2}, "check": {0, 1, 2}, "compare": {0, 2}, "scaling": {0, 2}, "generate": {0, 2}}
 EXIT["template"] = {0, 2}
+EXIT["practice"] = {0, 1, 2}  # 1: the session ended with a step not right (stdin is empty here)
 
 
 def budget(examples: int) -> Callable[[Callable], Callable]:

@@ -201,7 +201,7 @@ class _Pipe:
 
 
 class _Terminal(_Pipe):
-    """On a terminal: Rich, in colour unless NO_COLOR or --no-color, with line editing at the prompt."""
+    """On a terminal: Rich, in colour unless NO_COLOR or --no-color; an empty line asks again."""
 
     def __init__(self, env: Environment) -> None:
         super().__init__(env)
@@ -218,7 +218,9 @@ class _Terminal(_Pipe):
         from rich.text import Text
 
         try:
-            return self.console.input(Text(prompt, style="bold cyan"))
+            while not (answer := self.console.input(Text(prompt, style="bold cyan"))).strip():
+                pass  # an Enter pressed by accident skips nothing here: `skip` does
+            return answer
         except EOFError:  # Ctrl-D
             self.newline()
             return None
