@@ -6,12 +6,11 @@ the answers as first given: a second try or a shown answer is practice, not home
 
 from __future__ import annotations
 
-import json
 import re
 
 from attncli.parsing.answers import Answer, Entry
 from attncli.practice.session import Session
-from attncli.templates import flow, quote
+from attncli.yamldoc import comment, flow, scalar
 
 _TOP_ANSWERS = re.compile(r"^answers\s*:")
 _TOP_FIELD = re.compile(r"^[^\s#-]")
@@ -54,12 +53,12 @@ def _step(answer: Answer, indent: int) -> list[str]:
     pad = " " * indent
     rows = [[_cell(e) for e in row] for row in answer.cells]
     if len(set(answer.rows)) == len(answer.rows):
-        return [f"{pad}{answer.step}:", *(f"{pad}  {quote(n)}: {flow(r)}" for n, r in zip(answer.rows, rows))]
-    return [f"{pad}{answer.step}:", *(f"{pad}  - {flow(r)}  # {n}" for n, r in zip(answer.rows, rows))]
+        return [f"{pad}{answer.step}:", *(f"{pad}  {scalar(n)}: {flow(r)}" for n, r in zip(answer.rows, rows))]
+    return [f"{pad}{answer.step}:", *(f"{pad}  - {flow(r)}  {comment(n)}" for n, r in zip(answer.rows, rows))]
 
 
 def _cell(e: Entry | None) -> str:
     """A number as the student wrote it (its decimals are its precision), an expression quoted, `?` if unanswered."""
     if e is None:
-        return json.dumps("?")
-    return e.text if _PLAIN_NUMBER.fullmatch(e.text) else json.dumps(e.text, ensure_ascii=False)
+        return scalar("?")
+    return e.text if _PLAIN_NUMBER.fullmatch(e.text) else scalar(e.text)
