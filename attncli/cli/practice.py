@@ -114,7 +114,7 @@ def _from_file(file: str) -> tuple[Steps, str, Settings]:
     from attncli.parsing import answers
 
     document = yamldoc.read(file)
-    steps = pipeline.solve(pipeline.load(document))
+    steps = pipeline.solve(pipeline.single(pipeline.load(document), "practice"))
     try:
         text = Path(file).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as error:  # yamldoc read it a moment ago
