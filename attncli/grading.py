@@ -229,8 +229,10 @@ class _Rule:
         """Whether what the student wrote is `value` up to `radius` carried in (a "masked" mark: whether it is out)."""
         if entry.value is None:
             return bool(excluded)
-        if not math.isfinite(value) or not math.isfinite(radius):
+        if not math.isfinite(value):
             return False
+        if not math.isfinite(radius):
+            radius = 0.0  # carrying can move it anywhere (e^s carried as 0.0000): judged by its own half unit
         if self.tolerance is not None:
             return abs(entry.value - value) <= self.tolerance
         allowed = (self.own(entry) + radius) * (1 + EXACT) + EXACT * abs(value) + EXACT_ZERO

@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 
 import numpy as np
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner, Result
 
@@ -72,6 +72,7 @@ def test_default_exercise_is_a_short_sentence_with_small_scores() -> None:
     score=st.sampled_from(["scaled_dot", "dot", "cosine"]),
     projections=st.booleans(),
 )
+@example(seed=54, tokens=None, d_k=3, d_v=None, heads=1, mask="causal", score="scaled_dot", projections=True)
 def test_check_accepts_the_answer_key(
     seed: int,
     tokens: int | tuple[str, ...] | None,
