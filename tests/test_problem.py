@@ -45,7 +45,7 @@ def test_the_nearer_field_wins(first: str, second: str, expected: Pick) -> None:
     assert pick(levels[first], levels[second]) is expected
 
 
-@pytest.mark.parametrize(("values_at", "w_v_at"), itertools.product(PLACES, PLACES))
+@pytest.mark.parametrize(("values_at", "w_v_at"), list(itertools.product(PLACES, PLACES)))
 def test_values_or_their_projection(values_at: str, w_v_at: str) -> None:
     """`values` and `w_v` in every placement: the head's own beats the top level; the same level is an error."""
     fields = {"values": (values_at, VALUES), "w_v": (w_v_at, W_V)}
@@ -65,7 +65,7 @@ def test_values_or_their_projection(values_at: str, w_v_at: str) -> None:
         np.testing.assert_array_equal(values.w, W_V)
 
 
-@pytest.mark.parametrize(("scores_at", "vectors_at"), itertools.product(PLACES, PLACES))
+@pytest.mark.parametrize(("scores_at", "vectors_at"), list(itertools.product(PLACES, PLACES)))
 def test_given_scores_or_the_vectors(scores_at: str, vectors_at: str) -> None:
     """`scores` against queries and keys in every placement: the nearer wins, and given scores win a tie."""
     vectors = [[1, 0], [0, 1]]
