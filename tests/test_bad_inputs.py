@@ -23,8 +23,8 @@ import yaml
 from typer.testing import CliRunner
 
 from attncli.cli import app
-from attncli.cli.app import EXIT_CODES_HELP
 from attncli.errors import ExitCode
+from attncli.i18n import t
 from tests.paths import ROOT
 
 CORPUS = Path(__file__).parent / "corpus"
@@ -235,6 +235,6 @@ def test_readme_and_help_document_every_exit_code() -> None:
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     section = readme.split("## Errors and exit codes", 1)[1].split("\n## ", 1)[0]
     assert {int(code) for code in re.findall(r"^\| (\d+) \|", section, re.MULTILINE)} == set(ExitCode)
-    assert all(f" {int(code)} " in EXIT_CODES_HELP for code in ExitCode)
+    assert all(f" {int(code)} " in t("help.exit_codes.app") for code in ExitCode)
     for arguments in (["--help"], ["compute", "--help"]):
         assert "Exit codes" in CliRunner().invoke(app, arguments).stdout

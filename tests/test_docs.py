@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 import typer.main
+from typer.testing import CliRunner
 
 from attncli.cli import app
 from attncli.i18n import t
@@ -99,12 +100,12 @@ def test_a_synopsis_lists_the_formats_the_command_offers(name: str, synopsis: st
 
 
 @pytest.mark.parametrize("name", sorted(COMMANDS))
-def test_every_command_help_ends_with_examples_of_its_own_options(name: str) -> None:
-    command = COMMANDS[name]
-    epilog = command.epilog or ""
-    assert epilog.startswith(t("help.examples")), name
-    examples = [line.split(f"attncli {name}", 1)[1] for line in epilog.splitlines() if f"attncli {name}" in line]
+def test_every_command_help_shows_examples_of_its_own_options_before_the_options(name: str) -> None:
+    text = CliRunner().invoke(app, [name, "--help"], env={"COLUMNS": "200"}).stdout.replace(" \\\n", " ")
+    assert text.index(t("help.examples")) < text.index(t("help.options")), name
+    examples = [line.split(f"attncli {name}", 1)[1] for line in text.splitlines() if f"  attncli {name}" in line]
     assert examples, f"attncli {name} --help shows no example"
+    command = COMMANDS[name]
     known = set().union(*(set(param.opts) | set(param.secondary_opts) for param in command.params))
     for example in examples:
         words = shlex.split(re.split(r"\s[|>]\s?", example)[0])

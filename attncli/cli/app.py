@@ -1,8 +1,10 @@
 """The Typer application and the boundary every command runs inside.
 
 numpy, PyYAML and Rich are imported inside the commands, so `attncli --help`
-and shell completion start without them. Help texts come from the catalogue
-when the commands are imported, in the language attncli.launch has chosen.
+and shell completion start without them; the help is attncli's own plain text
+(attncli.cli.help), so Typer's rich help is never imported either. Help texts come
+from the catalogue when the commands are imported, in the language attncli.launch
+has chosen.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from pathlib import Path
 from typing import Annotated, Any, Optional, TypeVar
 
 import typer
-from typer.core import TyperGroup
+from typer.core import TyperCommand, TyperGroup
 
 from attncli import __version__
 from attncli.cli.environment import Environment
@@ -25,6 +27,15 @@ from attncli.i18n import LANGUAGE, LANGUAGES, language_from_environment, languag
 from attncli.launch import ending
 
 EXIT_CODES_HELP = t("help.exit_codes")
+EXAMPLES = "\n".join(  # the top-level help's: one of each thing attncli is for
+    (
+        "  attncli compute samples/bank.yaml",
+        "  attncli compute samples/storm_causal.yaml --heatmap",
+        "  attncli generate --seed 7 --answers > exercise-key.yaml",
+        "  attncli check --key exercise-key.yaml homework.yaml",
+        "  attncli scaling --dk 2,32,512",
+    )
+)
 
 
 class _OneLineErrors(TyperGroup):
@@ -36,6 +47,7 @@ class _OneLineErrors(TyperGroup):
     """
 
     def main(self, args: Sequence[str] | None = None, *rest: Any, standalone_mode: bool = True, **kwargs: Any) -> Any:
+        kwargs.setdefault("prog_name", "attncli")  # not "python -m attncli": the help and errors name the program
         if not standalone_mode:
             return super().main(args, *rest, standalone_mode=False, **kwargs)
         arguments = sys.argv[1:] if args is None else list(args)
@@ -48,19 +60,43 @@ class _OneLineErrors(TyperGroup):
             LANGUAGE.reset(language)
         sys.exit(code if isinstance(code, int) else ExitCode.OK)
 
+    def format_help(self, ctx: typer.Context, formatter: Any) -> None:
+        from attncli.cli.help import group_help
+
+        commands = [self.commands[name] for name in sorted(self.commands)]
+        formatter.write(group_help(ctx, self, commands, EXAMPLES))
+
+
+class _Helped(TyperCommand):
+    """A command whose --help is attncli's own (attncli.cli.help), not Typer's rich panels."""
+
+    def format_help(self, ctx: typer.Context, formatter: Any) -> None:
+        from attncli.cli.help import command_help
+
+        formatter.write(command_help(ctx, self))
+
 
 app = typer.Typer(
     cls=_OneLineErrors,
     name="attncli",
-    help=f"{t('help.app')}\n\n{EXIT_CODES_HELP}",
-    no_args_is_help=True,
+    help=t("help.app"),
+    invoke_without_command=True,  # bare `attncli` is a request for help: printed on stdout, exit 0
     add_completion=True,
     context_settings={"help_option_names": ["-h", "--help"]},
     pretty_exceptions_enable=False,
 )
 Command = TypeVar("Command", bound=Callable[..., Any])
 
-Lang = Annotated[Optional[str], typer.Option("--lang", help=t("help.lang", languages=", ".join(LANGUAGES)))]
+
+def command(help: str, examples: str) -> Callable[[Command], Command]:
+    """Register a command with its help (one sentence) and the `epilog` of its examples."""
+    return app.command(cls=_Helped, help=help, epilog=examples)
+
+
+Lang = Annotated[
+    Optional[str],
+    typer.Option("--lang", metavar=t("help.metavar.lang"), help=t("help.lang", languages=", ".join(LANGUAGES))),
+]
 Debug = Annotated[bool, typer.Option("--debug", help=t("help.debug"))]
 Precision = Annotated[int, typer.Option(min=0, max=17, help=t("help.precision"))]
 Output = Annotated[Optional[Path], typer.Option("--output", "-o", help=t("help.output"))]
@@ -69,16 +105,22 @@ NoColor = Annotated[bool, typer.Option("--no-color", help=t("help.no_color"))]
 
 def format_option(formats: Sequence[str]) -> Any:
     """The --format option of a command that offers `formats`."""
-    return Annotated[str, typer.Option("--format", "-f", help=t("help.format", formats=", ".join(formats)))]
+    return Annotated[
+        str,
+        typer.Option(
+            "--format", "-f", metavar=t("help.metavar.format"), help=t("help.format", formats=", ".join(formats))
+        ),
+    ]
 
 
-def epilog(*paragraphs: str) -> str:
-    """A command's epilog: its examples, then the exit codes.
+def epilog(*lines: str, exit_codes: str = EXIT_CODES_HELP) -> str:
+    """A command's epilog: its examples (indented command lines, and notes), then its exit codes.
 
-    The example command lines stay as they are in every language; only the words
-    around them come from the catalogue.
+    The help shows the examples before the options and the exit codes last. The example
+    command lines stay as they are in every language; only the notes around them come
+    from the catalogue.
     """
-    return "\n\n".join((t("help.examples"), *paragraphs, EXIT_CODES_HELP))
+    return "\n".join(lines) + "\n\n" + exit_codes
 
 
 def choose(value: str, known: Sequence[str], option: str, message: str = "cli.bad_format") -> str:
@@ -150,8 +192,11 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def _main(
+    ctx: typer.Context,
     version: Annotated[
         Optional[bool], typer.Option("--version", callback=_version, is_eager=True, help=t("help.version"))
     ] = None,
 ) -> None:
-    """The options of attncli itself; its help is the app's, which adds the exit codes."""
+    """The options of attncli itself. Run bare, attncli prints its help (clig.dev: no arguments ask for help)."""
+    if ctx.invoked_subcommand is None and not ctx.resilient_parsing:
+        typer.echo(ctx.get_help())

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
-from attncli.cli.app import Debug, Lang, NoColor, Output, app, boundary, choose, epilog, format_option, located
+from attncli.cli.app import Debug, Lang, NoColor, Output, boundary, choose, command, epilog, format_option, located
 from attncli.cli.environment import Environment
 from attncli.cli.output import output_format, print_human, write
 from attncli.errors import ExitCode, fail
@@ -25,20 +25,29 @@ EXAMPLES = epilog(
     "  attncli check --keys ex/ submissions/*.yaml --format markdown",
     "  attncli check homework.yaml --require dot,scores,weights,output --min-decimals 4",
     t("help.check.answers_file"),
-    "  answers: {scores: [2, 1, 0], weights: [0.6652, 0.2447, 0.0900]}",
+    "  answers:",
+    "    scores: [2, 1, 0]",
+    "    weights: [0.6652, 0.2447, 0.0900]",
+    exit_codes=t("help.exit_codes.check"),
 )
 
 
-@app.command(help=t("help.check"), epilog=EXAMPLES)
+@command(t("help.check"), EXAMPLES)
 @boundary
 def check(
     env: Environment,
-    files: Annotated[list[str], typer.Argument(help=t("help.check.files"))],
-    key: Annotated[Optional[str], typer.Option("--key", help=t("help.check.key"))] = None,
-    keys: Annotated[Optional[Path], typer.Option("--keys", help=t("help.check.keys"))] = None,
+    files: Annotated[list[str], typer.Argument(metavar=t("help.metavar.file"), help=t("help.check.files"))],
+    key: Annotated[
+        Optional[str], typer.Option("--key", metavar=t("help.metavar.file"), help=t("help.check.key"))
+    ] = None,
+    keys: Annotated[
+        Optional[Path], typer.Option("--keys", metavar=t("help.metavar.dir"), help=t("help.check.keys"))
+    ] = None,
     tolerance: Annotated[Optional[float], typer.Option(min=0, help=t("help.check.tolerance"))] = None,
     min_decimals: Annotated[Optional[int], typer.Option(min=0, max=17, help=t("help.check.min_decimals"))] = None,
-    require: Annotated[Optional[str], typer.Option(help=t("help.check.require"))] = None,
+    require: Annotated[
+        Optional[str], typer.Option(metavar=t("help.metavar.steps"), help=t("help.check.require"))
+    ] = None,
     carry: Annotated[Optional[int], typer.Option(min=0, max=12, help=t("help.check.carry"))] = None,
     precision: Annotated[int, typer.Option(min=0, max=17, help=t("help.check.precision"))] = 4,
     format: Format = None,

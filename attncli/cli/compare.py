@@ -13,9 +13,9 @@ from attncli.cli.app import (
     NoColor,
     Output,
     Precision,
-    app,
     boundary,
     choose,
+    command,
     epilog,
     format_option,
     located,
@@ -33,7 +33,7 @@ EXAMPLES = epilog(
 )
 
 
-@app.command(help=t("help.compare"), epilog=EXAMPLES)
+@command(t("help.compare"), EXAMPLES)
 @boundary
 def compare(
     env: Environment,
@@ -43,7 +43,7 @@ def compare(
     format: Format = None,
     output: Output = None,
     no_color: NoColor = False,
-    figure: Annotated[Optional[Path], typer.Option(metavar="FILE", help=t("help.figure"))] = None,
+    figure: Annotated[Optional[Path], typer.Option(metavar=t("help.metavar.file"), help=t("help.figure"))] = None,
     lang: Lang = None,
     debug: Debug = False,
 ) -> None:

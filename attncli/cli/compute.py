@@ -13,9 +13,9 @@ from attncli.cli.app import (
     NoColor,
     Output,
     Precision,
-    app,
     boundary,
     choose,
+    command,
     epilog,
     format_option,
     located,
@@ -47,36 +47,54 @@ EXAMPLES = epilog(
 )
 
 
-@app.command(help=t("help.compute"), epilog=EXAMPLES)
+@command(t("help.compute"), EXAMPLES)
 @boundary
 def compute(
     env: Environment,
-    file: Annotated[Optional[str], typer.Argument(help=t("help.compute.file"))] = None,
-    tokens: Annotated[Optional[str], typer.Option(help=t("help.compute.tokens"))] = None,
-    query_tokens: Annotated[Optional[str], typer.Option(help=t("help.compute.query_tokens"))] = None,
-    queries: Annotated[Optional[str], typer.Option(help=t("help.compute.queries"))] = None,
-    keys: Annotated[Optional[str], typer.Option(help=t("help.compute.keys"))] = None,
-    values: Annotated[Optional[str], typer.Option(help=t("help.compute.values"))] = None,
-    scores: Annotated[Optional[str], typer.Option(help=t("help.compute.scores"))] = None,
-    mask: Annotated[Optional[str], typer.Option(help=t("help.compute.mask"))] = None,
-    score: Annotated[Optional[str], typer.Option(help=t("help.score"))] = None,
-    scale: Annotated[Optional[str], typer.Option(help=t("help.compute.scale"))] = None,
-    follow: Annotated[Optional[list[str]], typer.Option(help=t("help.compute.follow"))] = None,
+    file: Annotated[Optional[str], typer.Argument(metavar=t("help.metavar.file"), help=t("help.compute.file"))] = None,
+    tokens: Annotated[
+        Optional[str], typer.Option(metavar=t("help.metavar.tokens"), help=t("help.compute.tokens"))
+    ] = None,
+    query_tokens: Annotated[
+        Optional[str], typer.Option(metavar=t("help.metavar.tokens"), help=t("help.compute.query_tokens"))
+    ] = None,
+    queries: Annotated[
+        Optional[str], typer.Option(metavar=t("help.metavar.rows"), help=t("help.compute.queries"))
+    ] = None,
+    keys: Annotated[Optional[str], typer.Option(metavar=t("help.metavar.rows"), help=t("help.compute.keys"))] = None,
+    values: Annotated[
+        Optional[str], typer.Option(metavar=t("help.metavar.rows"), help=t("help.compute.values"))
+    ] = None,
+    scores: Annotated[
+        Optional[str], typer.Option(metavar=t("help.metavar.rows"), help=t("help.compute.scores"))
+    ] = None,
+    mask: Annotated[Optional[str], typer.Option(metavar=t("help.metavar.mask"), help=t("help.compute.mask"))] = None,
+    score: Annotated[Optional[str], typer.Option(metavar=t("help.metavar.name"), help=t("help.score"))] = None,
+    scale: Annotated[Optional[str], typer.Option(metavar=t("help.metavar.x"), help=t("help.compute.scale"))] = None,
+    follow: Annotated[
+        Optional[list[str]], typer.Option(metavar=t("help.metavar.token"), help=t("help.compute.follow"))
+    ] = None,
     precision: Precision = 4,
     format: Format = None,
     output: Output = None,
     csv_layout: Annotated[str, typer.Option("--csv-layout", help=t("help.compute.csv_layout"))] = "long",
     no_color: NoColor = False,
-    dtype: Annotated[str, typer.Option(help=t("help.compute.dtype", dtypes=", ".join(DTYPES)))] = "float64",
+    dtype: Annotated[
+        str, typer.Option(metavar=t("help.metavar.type"), help=t("help.compute.dtype", dtypes=", ".join(DTYPES)))
+    ] = "float64",
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help=t("help.compute.quiet"))] = False,
     heatmap: Annotated[bool, typer.Option("--heatmap", help=t("help.compute.heatmap"))] = False,
     norms: Annotated[bool, typer.Option("--norms", help=t("help.compute.norms"))] = False,
-    ablate: Annotated[Optional[list[str]], typer.Option(help=t("help.compute.ablate"))] = None,
+    ablate: Annotated[
+        Optional[list[str]], typer.Option(metavar=t("help.metavar.token"), help=t("help.compute.ablate"))
+    ] = None,
     ablate_head: Annotated[Optional[list[int]], typer.Option(help=t("help.compute.ablate_head"))] = None,
-    weights: Annotated[Optional[list[str]], typer.Option(help=t("help.compute.weights"))] = None,
+    weights: Annotated[
+        Optional[list[str]], typer.Option(metavar=t("help.metavar.how"), help=t("help.compute.weights"))
+    ] = None,
     svg: Annotated[Optional[Path], typer.Option(help=t("help.compute.svg"))] = None,
     html: Annotated[Optional[Path], typer.Option(help=t("help.compute.html"))] = None,
-    figure: Annotated[Optional[Path], typer.Option(metavar="FILE", help=t("help.figure"))] = None,
+    figure: Annotated[Optional[Path], typer.Option(metavar=t("help.metavar.file"), help=t("help.figure"))] = None,
     layer: Annotated[Optional[int], typer.Option(metavar="N", help=t("help.compute.layer"))] = None,
     rollout: Annotated[bool, typer.Option("--rollout", help=t("help.compute.rollout"))] = False,
     lang: Lang = None,

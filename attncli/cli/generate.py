@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from attncli.cli.app import Debug, Lang, app, boundary, epilog, located
+from attncli.cli.app import Debug, Lang, boundary, command, epilog, located
 from attncli.cli.environment import Environment
 from attncli.cli.output import write
 from attncli.errors import fail
@@ -31,16 +31,18 @@ EXAMPLES = epilog(
 )
 
 
-@app.command(help=t("help.generate"), epilog=EXAMPLES)
+@command(t("help.generate"), EXAMPLES)
 @boundary
 def generate(
     env: Environment,
-    tokens: Annotated[Optional[str], typer.Option(help=t("help.generate.tokens"))] = None,
+    tokens: Annotated[
+        Optional[str], typer.Option(metavar=t("help.metavar.tokens"), help=t("help.generate.tokens"))
+    ] = None,
     dk: Annotated[int, typer.Option("--dk", min=1, max=8, help=t("help.generate.dk"))] = 2,
     dv: Annotated[Optional[int], typer.Option("--dv", min=1, max=8, help=t("help.generate.dv"))] = None,
     heads: Annotated[int, typer.Option(min=1, max=4, help=t("help.generate.heads"))] = 1,
-    mask: Annotated[str, typer.Option(help=t("help.generate.mask"))] = "none",
-    score: Annotated[str, typer.Option(help=t("help.score"))] = "scaled_dot",
+    mask: Annotated[str, typer.Option(metavar=t("help.metavar.mask"), help=t("help.generate.mask"))] = "none",
+    score: Annotated[str, typer.Option(metavar=t("help.metavar.name"), help=t("help.score"))] = "scaled_dot",
     projections: Annotated[bool, typer.Option(help=t("help.generate.projections"))] = False,
     layers: Annotated[int, typer.Option(min=1, max=4, help=t("help.generate.layers"))] = 1,
     norm: Annotated[str, typer.Option(help=t("help.generate.norm"))] = "none",
@@ -49,7 +51,9 @@ def generate(
     seed: Annotated[Optional[int], typer.Option(min=0, help=t("help.generate.seed"))] = None,
     answers: Annotated[bool, typer.Option(help=t("help.generate.answers"))] = False,
     count: Annotated[Optional[int], typer.Option(min=1, max=1000, help=t("help.generate.count"))] = None,
-    output: Annotated[Optional[Path], typer.Option("--output", "-o", help=t("help.generate.output"))] = None,
+    output: Annotated[
+        Optional[Path], typer.Option("--output", "-o", metavar=t("help.metavar.path"), help=t("help.generate.output"))
+    ] = None,
     force: Annotated[bool, typer.Option("--force", help=t("help.generate.force"))] = False,
     sheet: Annotated[
         Optional[str], typer.Option("--sheet", metavar="markdown|latex", help=t("help.generate.sheet"))

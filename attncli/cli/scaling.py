@@ -13,9 +13,9 @@ from attncli.cli.app import (
     NoColor,
     Output,
     Precision,
-    app,
     boundary,
     choose,
+    command,
     epilog,
     format_option,
     located,
@@ -33,11 +33,13 @@ EXAMPLES = epilog(
 )
 
 
-@app.command(help=t("help.scaling"), epilog=EXAMPLES)
+@command(t("help.scaling"), EXAMPLES)
 @boundary
 def scaling(
     env: Environment,
-    dk: Annotated[str, typer.Option("--dk", help=t("help.scaling.dk"))] = "1,4,16,64,256",
+    dk: Annotated[
+        str, typer.Option("--dk", metavar=t("help.metavar.list"), help=t("help.scaling.dk"))
+    ] = "1,4,16,64,256",
     keys: Annotated[int, typer.Option(min=1, max=4096, help=t("help.scaling.keys"))] = 16,
     samples: Annotated[int, typer.Option(min=2, max=10_000_000, help=t("help.scaling.samples"))] = 2000,
     seed: Annotated[int, typer.Option(min=0, help=t("help.scaling.seed"))] = 0,

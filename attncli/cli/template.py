@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from attncli.cli.app import Debug, Lang, Output, app, boundary, epilog
+from attncli.cli.app import Debug, Lang, Output, boundary, command, epilog
 from attncli.cli.environment import Environment
 from attncli.cli.output import write
 from attncli.i18n import t
@@ -17,11 +17,11 @@ EXAMPLES = epilog(
 )
 
 
-@app.command(help=t("help.template"), epilog=EXAMPLES)
+@command(t("help.template"), EXAMPLES)
 @boundary
 def template(
     env: Environment,
-    file: Annotated[str, typer.Argument(help=t("help.template.file"))],
+    file: Annotated[str, typer.Argument(metavar=t("help.metavar.file"), help=t("help.template.file"))],
     output: Output = None,
     lang: Lang = None,
     debug: Debug = False,
