@@ -52,7 +52,7 @@ def ending(error: BaseException, debug: bool = False) -> int:
     its code. The language is the run's.
     """
     from attncli.errors import AttnError, ExitCode
-    from attncli.i18n import describe, t
+    from attncli.i18n import describe, t, usage_message
 
     if isinstance(error, AttnError):
         say(describe(error))
@@ -80,7 +80,7 @@ def ending(error: BaseException, debug: bool = False) -> int:
             if type(error).__name__ != "NoArgsIsHelpError":  # the help has been printed already
                 context = getattr(error, "ctx", None)
                 command = context.command_path if context else "attncli"
-                say(t("cli.usage", message=error.format_message(), command=command))
+                say(t("cli.usage", message=usage_message(error.format_message()), command=command))
             return ExitCode.BAD_INPUT
     if debug:
         traceback.print_exception(error)

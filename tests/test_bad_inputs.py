@@ -214,7 +214,7 @@ def test_keys_from_a_large_array_file_are_refused_before_allocating(tmp_path: Pa
     result = run_limited(["big.yaml", "--format", "json"], tmp_path)
     assert result.returncode == 2, result.stderr
     assert result.stderr.count("\n") == 1
-    assert "1 head(s) × 40000 queries × 40000 keys need about 73.0 GiB of memory (limit 4.0 GiB)" in result.stderr
+    assert "1 head × 40000 queries × 40000 keys need about 73.0 GiB of memory (limit 4.0 GiB)" in result.stderr
     assert "from attncli import attention" in result.stderr
     assert result.stdout == ""
 
@@ -228,7 +228,7 @@ def test_additive_scores_count_their_hidden_layer(tmp_path: Path) -> None:
     )
     result = run_limited(["additive.yaml"], tmp_path)
     assert result.returncode == 2, result.stderr
-    assert "1 head(s) × 1000 queries × 1000 keys need about 10.5 GiB" in result.stderr
+    assert "1 head × 1000 queries × 1000 keys need about 10.5 GiB" in result.stderr
 
 
 def test_readme_and_help_document_every_exit_code() -> None:

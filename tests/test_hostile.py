@@ -211,7 +211,7 @@ def test_norms_beyond_the_memory_budget_are_refused(monkeypatch: pytest.MonkeyPa
     Path("p.yaml").write_text("x: {file: x.npy}\nw_q: [[1], [0]]\nw_k: [[1], [0]]\nw_v: [[0], [1]]\n")
     assert run("compute", "p.yaml", "--format", "json", "-q").exit_code == 0
     result = run("compute", "p.yaml", "--norms", "--format", "json", "-q")
-    one_line_error(result, "p.yaml: too large to calculate step by step: 1 head(s) × 1000 queries × 1000 keys")
+    one_line_error(result, "p.yaml: too large to calculate step by step: 1 head × 1000 queries × 1000 keys")
     many = [arg for _ in range(40) for arg in ("--weights", "uniform")]  # 40 kept copies of the weights
     one_line_error(run("compute", "p.yaml", "--format", "json", "-q", *many), "(limit 64.0 MiB)")
 

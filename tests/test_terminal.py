@@ -148,7 +148,7 @@ def test_force_color_is_honoured_in_a_pipe(bank_numbers: list[str]) -> None:
 def test_an_error_on_a_terminal_is_one_plain_line() -> None:
     code, output = in_terminal(["compute", "--keys", "1,2; 3", "--values", "1; 2"], 80)
     assert code == 2
-    assert output == "attncli: --keys: keys, row 2: 1 numbers, expected 2 like the rows before it\n"
+    assert output == "attncli: --keys: keys, row 2: 1 number, expected 2 like the rows before it\n"
 
 
 def test_a_usage_error_on_a_terminal_is_one_line_not_a_panel() -> None:

@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from contextvars import ContextVar
 
 from attncli.errors import AttnError, Message, fail
-from attncli.i18n import en, es
+from attncli.i18n import en, es, foreign
 
 CATALOGUES: dict[str, Mapping[str, str]] = {"en": en.MESSAGES, "es": es.MESSAGES}
 LANGUAGES = tuple(CATALOGUES)
@@ -76,11 +76,23 @@ def current_language() -> str:
 
 
 def t(key: str, /, **params: object) -> str:
-    """The message `key` in the current language, placeholders filled (a `Message` among them translated too)."""
+    """The message `key` in the current language, placeholders filled (a `Message` among them translated too).
+
+    `{count:row|rows}` is the word for `count`: the first form for exactly 1, the second
+    for any other number, as in both English and Spanish ("1 row", "0 rows", "1 fila").
+    """
     template = CATALOGUES[LANGUAGE.get()].get(key) or en.MESSAGES[key]
     if not params:
         return template
+    template = PLURAL.sub(lambda found: _form(params[found.group(1)], found.group(2), found.group(3)), template)
     return template.format(**{name: _text(value) for name, value in params.items()})
+
+
+PLURAL = re.compile(r"\{(\w+):([^{}|]*)\|([^{}]*)\}")
+
+
+def _form(count: object, one: str, other: str) -> str:
+    return one if str(count).strip() == "1" else other
 
 
 def _text(value: object) -> object:
@@ -95,10 +107,29 @@ def describe(error: AttnError) -> str:
     """
     where = error.where
     place = ":".join(_short(part) for part in (where.source, where.line) if part is not None)
-    params = {name: _short(value) if isinstance(value, str) else value for name, value in error.params.items()}
+    params = {name: _said(value) if isinstance(value, str) else value for name, value in error.params.items()}
     field = _text(where.field)  # a row named in words is a Message
     parts = [part for part in (place, field and _short(field), t(error.key, **params)) if part]
     return ": ".join(parts)
+
+
+def _said(text: str) -> str:
+    """`text` in the current language when it is a sentence of the system's, PyYAML's or zipfile's we know;
+    else (a name, a value from the user) `text` quoted at most QUOTED characters long."""
+    found = foreign.reason(text)
+    return t(found[0], **found[1]) if found else _short(text)
+
+
+def usage_message(message: str) -> str:
+    """One of Typer's usage errors (a bad flag, a missing argument) in the current language."""
+    found = foreign.usage(message)
+    if found is None:
+        return message
+    key, parts = found
+    params: dict[str, object] = {name: _short(value) for name, value in parts.items()}
+    if key == "usage.extra_arguments":
+        params["count"] = len(parts["args"].split())
+    return t(key, **params)
 
 
 def _short(value: object) -> str:
