@@ -20,7 +20,7 @@ from attncli.i18n import current_language, t
 from attncli.parsing.fields import FieldReader
 from attncli.render.numbers import fixed
 from attncli.templates import answer_lines, template
-from attncli.yamldoc import Document, comment, flow, scalar
+from attncli.yamldoc import Document, comment, did_you_mean, flow, scalar
 
 SCORES = ("scaled_dot", "dot", "cosine")
 MASKS = ("none", "causal")
@@ -35,20 +35,7 @@ D_MODEL = 3  # width of the inputs x with --projections (at least d_k and d_v)
 # one pair turns 1 radian per position (θ_0 = 1), so token k stands at k·π/2; with d_k = 4 and base 4,
 # θ = (1, 1/2), so token k stands at k·π and its pairs turn 2k and k quarter turns.
 ROPE = {2: (10000, 1, (1,)), 4: (4, 2, (2, 1))}  # d_k: (base, position step in π/2, each pair's quarter turns a step)
-SENTENCES: dict[int, tuple[str, ...]] = {
-    1: ("bank", "river", "storm"),
-    2: ("birds sing", "time flies", "rivers flood"),
-    3: ("cats chase mice", "the river flooded", "she counted money"),
-    4: ("the cashier counted money", "a fisherman repaired nets", "rain fell on rivers"),
-    5: ("the bank flooded after storms", "a fisherman repaired his net", "the cashier counted our money"),
-    6: (
-        "the old fisherman repaired his net",
-        "a cashier counted money inside banks",
-        "the river bank flooded after rain",
-    ),
-    7: ("my sister reads old books every night", "a fisherman repaired his net beside rivers"),
-    8: ("the old fisherman repaired his torn net yesterday", "my sister reads old books every single night"),
-}
+SENTENCE_WORDS = 8  # a --tokens count up to this gets a sentence (generate.sentences.N); past it, t1 t2 ...
 
 
 @dataclass(frozen=True)
@@ -98,9 +85,11 @@ def parse_tokens(text: str) -> int | tuple[str, ...]:
 def validate(options: Options) -> None:
     """Refuse options the generator cannot make a hand-doable exercise for."""
     if options.score not in SCORES:
-        raise fail("generate.bad_score", name=options.score, known=", ".join(SCORES)).at(field="score")
+        hint = did_you_mean(options.score, SCORES)
+        raise fail("generate.bad_score", name=options.score, known=", ".join(SCORES), hint=hint).at(field="score")
     if options.mask not in MASKS:
-        raise fail("generate.bad_mask", name=options.mask).at(field="mask")
+        hint = did_you_mean(options.mask, ("none", "causal"))
+        raise fail("generate.bad_mask", name=options.mask, hint=hint).at(field="mask")
     if not 1 <= options.layers <= MAX_LAYERS:
         raise fail("generate.bad_layers", got=options.layers, limit=MAX_LAYERS).at(field="layers")
     if options.norm not in NORMS:
@@ -280,8 +269,8 @@ def _tokens(tokens: int | tuple[str, ...] | None, rng: random.Random) -> tuple[t
     if isinstance(tokens, tuple):
         return tokens, " ".join(tokens)
     count = 3 if tokens is None else tokens
-    if count in SENTENCES:
-        sentence = rng.choice(SENTENCES[count])
+    if count <= SENTENCE_WORDS:
+        sentence = rng.choice(t(f"generate.sentences.{count}").split(" / "))  # in the language of the exercise
         return tuple(sentence.split()), sentence
     names = tuple(f"t{i + 1}" for i in range(count))
     return names, " ".join(names)

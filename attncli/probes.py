@@ -21,6 +21,7 @@ from attncli.core import Steps
 from attncli.errors import fail, listed
 from attncli.expr import quote, whole_number
 from attncli.parsing import problem_file
+from attncli.yamldoc import did_you_mean
 
 TIE = 1e-12  # relative gap below which two weights (or norms) count as equal when ranking
 PERMUTE_TRIES = 100  # redraws allowed to avoid a permutation that leaves every key in place
@@ -225,7 +226,7 @@ def parse_weights(text: str) -> tuple[str, int]:
     number = whole_number(seed) if colon else 0
     if kind == "permute" and number is not None:
         return kind, number
-    raise fail("analysis.bad_weights", got=quote(text))
+    raise fail("analysis.bad_weights", got=quote(text), hint=did_you_mean(kind, ("uniform", "permute")))
 
 
 @np.errstate(over="ignore", invalid="ignore")  # an overflow comes out inf and is refused by `_measured`

@@ -13,7 +13,7 @@ import contextlib
 import functools
 import inspect
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Any, Optional, TypeVar
 
@@ -93,9 +93,24 @@ def command(help: str, examples: str) -> Callable[[Command], Command]:
     return app.command(cls=_Helped, help=help, epilog=examples)
 
 
+def completion(*values: str) -> Callable[[str], list[str]]:
+    """Shell completion of an option's value: those of `values` that start with what is typed so far."""
+
+    def complete(incomplete: str) -> list[str]:
+        return [value for value in values if value.startswith(incomplete)]
+
+    return complete
+
+
+SCORES = ("scaled_dot", "dot", "cosine")  # the score functions a command-line option names
 Lang = Annotated[
     Optional[str],
-    typer.Option("--lang", metavar=t("help.metavar.lang"), help=t("help.lang", languages=", ".join(LANGUAGES))),
+    typer.Option(
+        "--lang",
+        metavar=t("help.metavar.lang"),
+        autocompletion=completion(*LANGUAGES),
+        help=t("help.lang", languages=", ".join(LANGUAGES)),
+    ),
 ]
 Debug = Annotated[bool, typer.Option("--debug", help=t("help.debug"))]
 Precision = Annotated[int, typer.Option(min=0, max=17, help=t("help.precision"))]
@@ -108,7 +123,11 @@ def format_option(formats: Sequence[str]) -> Any:
     return Annotated[
         str,
         typer.Option(
-            "--format", "-f", metavar=t("help.metavar.format"), help=t("help.format", formats=", ".join(formats))
+            "--format",
+            "-f",
+            metavar=t("help.metavar.format"),
+            autocompletion=completion(*formats),
+            help=t("help.format", formats=", ".join(formats)),
         ),
     ]
 
@@ -123,11 +142,27 @@ def epilog(*lines: str, exit_codes: str = EXIT_CODES_HELP) -> str:
     return "\n".join(lines) + "\n\n" + exit_codes
 
 
-def choose(value: str, known: Sequence[str], option: str, message: str = "cli.bad_format") -> str:
-    """`value` when it is one of `known`; otherwise the one-line usage error, in the user's language."""
-    if value not in known:
-        raise fail(message, name=value, known=", ".join(known)).at(source=option)
-    return value
+def choose(
+    value: str,
+    known: Sequence[str],
+    option: str,
+    message: str = "cli.bad_format",
+    elsewhere: Mapping[str, tuple[str, str]] = {},
+) -> str:
+    """`value` when it is one of `known`; otherwise the one-line usage error, in the user's language, with the
+    closest of `known` or, for a value another option gives (`-f svg`), that option: `elsewhere[value]` is
+    the option and the suffix of its FILE (`("--figure", ".png")`)."""
+    if value in known:
+        return value
+    from attncli.errors import phrase
+    from attncli.yamldoc import did_you_mean  # only on this error path
+
+    if value in elsewhere:
+        other, suffix = elsewhere[value]
+        hint: object = phrase("cli.other_option", option=other, file=t("help.metavar.file") + suffix)
+    else:
+        hint = did_you_mean(value, known)
+    raise fail(message, name=value, known=", ".join(known), hint=hint).at(source=option)
 
 
 @contextlib.contextmanager

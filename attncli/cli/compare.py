@@ -25,6 +25,7 @@ from attncli.cli.output import output_format, print_human, write
 from attncli.i18n import t
 
 FORMATS = ("rich", "text", "json", "csv", "tsv")
+PICTURES = {kind: ("--figure", f".{kind}") for kind in ("svg", "png", "pdf")}
 Format = format_option(FORMATS)
 EXAMPLES = epilog(
     "  attncli compare samples/bank.yaml samples/bank_cashier.yaml",
@@ -47,7 +48,7 @@ def compare(
     lang: Lang = None,
     debug: Debug = False,
 ) -> None:
-    format = choose(output_format(format, output, FORMATS), FORMATS, "--format")
+    format = choose(output_format(format, output, FORMATS), FORMATS, "--format", elsewhere=PICTURES)
     from attncli import pipeline, probes
     from attncli.render import analysis
 

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Optional
 import typer
 
 from attncli.cli.app import (
+    SCORES,
     Debug,
     Lang,
     NoColor,
@@ -16,6 +17,7 @@ from attncli.cli.app import (
     boundary,
     choose,
     command,
+    completion,
     epilog,
     format_option,
     located,
@@ -34,6 +36,9 @@ if TYPE_CHECKING:
 FORMATS = HUMAN_FORMATS + DOCUMENT_FORMATS
 Format = format_option(FORMATS)
 DTYPES = ("float64", "float32")
+MASKS = ("none", "causal", "causal_lower_right")
+WEIGHTS = ("uniform", "permute", "permute:")
+PICTURES = {"svg": ("--svg", ""), "html": ("--html", ""), "png": ("--figure", ".png"), "pdf": ("--figure", ".pdf")}
 EXAMPLES = epilog(
     "  attncli compute samples/bank.yaml",
     '  attncli compute --tokens fisherman,net,bank --query-tokens bank --queries "sqrt(2), 0" '
@@ -68,8 +73,14 @@ def compute(
     scores: Annotated[
         Optional[str], typer.Option(metavar=t("help.metavar.rows"), help=t("help.compute.scores"))
     ] = None,
-    mask: Annotated[Optional[str], typer.Option(metavar=t("help.metavar.mask"), help=t("help.compute.mask"))] = None,
-    score: Annotated[Optional[str], typer.Option(metavar=t("help.metavar.name"), help=t("help.score"))] = None,
+    mask: Annotated[
+        Optional[str],
+        typer.Option(metavar=t("help.metavar.mask"), autocompletion=completion(*MASKS), help=t("help.compute.mask")),
+    ] = None,
+    score: Annotated[
+        Optional[str],
+        typer.Option(metavar=t("help.metavar.name"), autocompletion=completion(*SCORES), help=t("help.score")),
+    ] = None,
     scale: Annotated[Optional[str], typer.Option(metavar=t("help.metavar.x"), help=t("help.compute.scale"))] = None,
     follow: Annotated[
         Optional[list[str]], typer.Option(metavar=t("help.metavar.token"), help=t("help.compute.follow"))
@@ -80,7 +91,12 @@ def compute(
     csv_layout: Annotated[str, typer.Option("--csv-layout", help=t("help.compute.csv_layout"))] = "long",
     no_color: NoColor = False,
     dtype: Annotated[
-        str, typer.Option(metavar=t("help.metavar.type"), help=t("help.compute.dtype", dtypes=", ".join(DTYPES)))
+        str,
+        typer.Option(
+            metavar=t("help.metavar.type"),
+            autocompletion=completion(*DTYPES),
+            help=t("help.compute.dtype", dtypes=", ".join(DTYPES)),
+        ),
     ] = "float64",
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help=t("help.compute.quiet"))] = False,
     heatmap: Annotated[bool, typer.Option("--heatmap", help=t("help.compute.heatmap"))] = False,
@@ -90,7 +106,10 @@ def compute(
     ] = None,
     ablate_head: Annotated[Optional[list[int]], typer.Option(help=t("help.compute.ablate_head"))] = None,
     weights: Annotated[
-        Optional[list[str]], typer.Option(metavar=t("help.metavar.how"), help=t("help.compute.weights"))
+        Optional[list[str]],
+        typer.Option(
+            metavar=t("help.metavar.how"), autocompletion=completion(*WEIGHTS), help=t("help.compute.weights")
+        ),
     ] = None,
     svg: Annotated[Optional[Path], typer.Option(help=t("help.compute.svg"))] = None,
     html: Annotated[Optional[Path], typer.Option(help=t("help.compute.html"))] = None,
@@ -100,7 +119,7 @@ def compute(
     lang: Lang = None,
     debug: Debug = False,
 ) -> None:
-    format = choose(output_format(format, output, FORMATS), FORMATS, "--format")
+    format = choose(output_format(format, output, FORMATS), FORMATS, "--format", elsewhere=PICTURES)
     choose(dtype, DTYPES, "--dtype", "cli.bad_dtype")
     choose(csv_layout, CSV_LAYOUTS, "--csv-layout", "cli.bad_csv_layout")
     if csv_layout != "long" and format not in ("csv", "tsv"):

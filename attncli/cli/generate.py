@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from attncli.cli.app import Debug, Lang, boundary, command, epilog, located
+from attncli.cli.app import SCORES, Debug, Lang, boundary, command, completion, epilog, located
 from attncli.cli.environment import Environment
 from attncli.cli.output import write
 from attncli.errors import fail
@@ -41,8 +41,15 @@ def generate(
     dk: Annotated[int, typer.Option("--dk", min=1, max=8, help=t("help.generate.dk"))] = 2,
     dv: Annotated[Optional[int], typer.Option("--dv", min=1, max=8, help=t("help.generate.dv"))] = None,
     heads: Annotated[int, typer.Option(min=1, max=4, help=t("help.generate.heads"))] = 1,
-    mask: Annotated[str, typer.Option(metavar=t("help.metavar.mask"), help=t("help.generate.mask"))] = "none",
-    score: Annotated[str, typer.Option(metavar=t("help.metavar.name"), help=t("help.score"))] = "scaled_dot",
+    mask: Annotated[
+        str,
+        typer.Option(
+            metavar=t("help.metavar.mask"), autocompletion=completion("none", "causal"), help=t("help.generate.mask")
+        ),
+    ] = "none",
+    score: Annotated[
+        str, typer.Option(metavar=t("help.metavar.name"), autocompletion=completion(*SCORES), help=t("help.score"))
+    ] = "scaled_dot",
     projections: Annotated[bool, typer.Option(help=t("help.generate.projections"))] = False,
     layers: Annotated[int, typer.Option(min=1, max=4, help=t("help.generate.layers"))] = 1,
     norm: Annotated[str, typer.Option(help=t("help.generate.norm"))] = "none",

@@ -67,7 +67,10 @@ def checked_language(lang: str | None, environ: Mapping[str, str] = os.environ) 
     if lang is None:
         return language_from_environment(environ)
     if lang.lower() not in CATALOGUES:
-        raise fail("cli.bad_lang", name=lang, known=", ".join(LANGUAGES)).at(source="--lang")
+        from attncli.yamldoc import did_you_mean  # only on this error path
+
+        hint = did_you_mean(lang.lower(), LANGUAGES)
+        raise fail("cli.bad_lang", name=lang, known=", ".join(LANGUAGES), hint=hint).at(source="--lang")
     return lang.lower()
 
 

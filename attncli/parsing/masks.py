@@ -10,7 +10,7 @@ import numpy as np
 from attncli.errors import listed, phrase
 from attncli.parsing.fields import FieldReader, rows_from_text
 from attncli.problem import MaskRule
-from attncli.yamldoc import kind_of
+from attncli.yamldoc import did_you_mean, kind_of
 
 CAUSAL = ("causal", "causal_lower_right")  # top-left aligned (query i sees 0..i), and aligned to the last key
 RULES = ("none", *CAUSAL)  # masks named in words; anything else is a 0/1 matrix
@@ -164,8 +164,10 @@ def _padding(reader: FieldReader, data: dict, tokens: tuple[str, ...]) -> tuple[
 def matrix(reader: FieldReader, written: object, tokens: tuple[str, ...], query_tokens: tuple[str, ...]) -> np.ndarray:
     """A 0/1 mask given as rows (a list, a mapping query: row, or --mask "1,0; 1,1"), True = may attend."""
     if isinstance(written, str):  # not none or causal, which the caller has taken
-        if not reader.flags.get("mask"):
-            raise reader.error(("mask",), "problem.bad_mask", got=written)
+        word = written.strip()
+        if not reader.flags.get("mask") or (word.isidentifier() and word.lower() not in ("true", "false")):
+            hint = did_you_mean(word, ("none", *CAUSAL))  # --mask causl is a slip, not a 1×1 matrix
+            raise reader.error(("mask",), "problem.bad_mask", got=written, hint=hint)
         written = rows_from_text(written)
     rows = _rows(reader, written, query_tokens)
     shape_error = {"rows": len(query_tokens), "columns": len(tokens)}

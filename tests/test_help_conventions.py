@@ -1,0 +1,113 @@
+"""Command-line conventions: a slip in any choice gets "did you mean", shell completion offers every
+choice's values, and status lines go to stderr."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from attncli.cli import app, compare, compute
+from attncli.i18n import LANGUAGES
+from tests.paths import ROOT, SAMPLES
+
+BANK = str(SAMPLES / "bank.yaml")
+RIGHT = str(ROOT / "tests" / "check_cases" / "bank_right.yaml")
+ARGUMENTS = {
+    "compute": [BANK],
+    "check": [RIGHT],
+    "template": [BANK],
+    "compare": [BANK, str(SAMPLES / "bank_cashier.yaml")],
+}
+# Every option whose value is one of a few names, with those names, as a user would type them.
+CHOICES = {
+    ("compute", "--format"): list(compute.FORMATS),
+    ("compute", "--mask"): ["none", "causal", "causal_lower_right"],
+    ("compute", "--score"): ["scaled_dot", "dot", "cosine"],
+    ("compute", "--dtype"): ["float64", "float32"],
+    ("compute", "--weights"): ["uniform", "permute", "permute:"],
+    ("compute", "--lang"): list(LANGUAGES),
+    ("check", "--format"): ["rich", "text", "json", "csv", "markdown"],
+    ("compare", "--format"): list(compare.FORMATS),
+    ("scaling", "--format"): ["rich", "text", "json"],
+    ("generate", "--mask"): ["none", "causal"],
+    ("generate", "--score"): ["scaled_dot", "dot", "cosine"],
+    ("template", "--lang"): list(LANGUAGES),
+}
+
+
+def complete(words: str) -> list[str]:
+    """What the shell would offer after `words`, through the completion protocol Typer's bash script speaks."""
+    env = {**os.environ, "_ATTNCLI_COMPLETE": "complete_bash", "COMP_WORDS": words}
+    env["COMP_CWORD"] = str(len(words.split()) - (0 if words.endswith(" ") else 1))
+    result = subprocess.run([sys.executable, "-m", "attncli"], capture_output=True, text=True, env=env, cwd=ROOT)
+    assert result.returncode == 0, result.stderr
+    return result.stdout.split()
+
+
+@pytest.mark.parametrize(("command", "option"), sorted(CHOICES))
+def test_completion_offers_the_values_of_every_choice(command: str, option: str) -> None:
+    assert complete(f"attncli {command} {option} ") == CHOICES[command, option]
+    first = CHOICES[command, option][0]
+    assert complete(f"attncli {command} {option} {first[:2]}") == [
+        value for value in CHOICES[command, option] if value.startswith(first[:2])
+    ]
+
+
+def test_completion_still_offers_commands_and_options() -> None:
+    assert complete("attncli comp") == ["compare", "compute"]
+    assert "--min-decimals" in complete("attncli check --min")
+
+
+def run(*args: str) -> tuple[int, str, str]:
+    result = CliRunner().invoke(app, list(args), env={"LANG": "C", "LC_ALL": None, "COLUMNS": "80"})
+    return result.exit_code, result.stdout, result.stderr
+
+
+@pytest.mark.parametrize(("command", "option"), sorted(CHOICES))
+def test_a_slip_in_every_choice_is_answered_with_the_closest_name(command: str, option: str) -> None:
+    for value in CHOICES[command, option]:
+        if value.endswith(":"):
+            continue
+        code, stdout, stderr = run(command, *ARGUMENTS.get(command, []), option, value + value[-1])
+        assert (code, stdout) == (2, "")
+        assert f"did you mean '{value}'?" in stderr, stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "option"),
+    [
+        (["compute", BANK, "-f", "svg"], "--svg FILE"),
+        (["compute", BANK, "-f", "html"], "--html FILE"),
+        (["compute", BANK, "-f", "png"], "--figure FILE.png"),
+        (["compute", BANK, "-f", "pdf"], "--figure FILE.pdf"),
+        (["compare", BANK, BANK, "-f", "svg"], "--figure FILE.svg"),
+    ],
+)
+def test_a_picture_asked_of_format_names_the_option_that_saves_it(args: list[str], option: str) -> None:
+    code, _, stderr = run(*args)
+    assert code == 2 and stderr.count("\n") == 1
+    assert stderr.rstrip().endswith(f"for a picture use {option}"), stderr
+
+
+def test_a_slip_is_answered_in_spanish_too() -> None:
+    code, _, stderr = run("compute", BANK, "--mask", "causl", "--lang", "es")
+    assert code == 2 and "¿quisiste decir 'causal'?" in stderr
+
+
+def test_a_mask_of_one_cell_is_still_a_matrix() -> None:
+    """Only a word is a slip: `--mask 1` is the 1×1 matrix it always was, refused for its shape here."""
+    code, _, stderr = run("compute", BANK, "--mask", "1")
+    assert code == 2 and "did you mean" not in stderr and "3 entries" in stderr
+
+
+def test_status_lines_go_to_stderr(tmp_path: Path) -> None:
+    code, stdout, stderr = run("generate", "--seed", "4", "--count", "2", "-o", str(tmp_path / "sheets"))
+    assert (code, stdout) == (0, "")
+    assert stderr.startswith("attncli: wrote 2 exercises to ")
+    code, stdout, stderr = run("generate", "--seed", "4", "--count", "1", "-o", str(tmp_path / "one"))
+    assert (code, stdout) == (0, "") and stderr.startswith("attncli: wrote 1 exercise to ")
