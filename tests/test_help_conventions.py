@@ -4,8 +4,10 @@ choice's values, and status lines go to stderr."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -111,3 +113,36 @@ def test_status_lines_go_to_stderr(tmp_path: Path) -> None:
     assert stderr.startswith("attncli: wrote 2 exercises to ")
     code, stdout, stderr = run("generate", "--seed", "4", "--count", "1", "-o", str(tmp_path / "one"))
     assert (code, stdout) == (0, "") and stderr.startswith("attncli: wrote 1 exercise to ")
+
+
+def tmux_screen(command: str, columns: int, folder: Path) -> tuple[str, str]:
+    """The screen of a tmux pane `columns` wide after `command`: as shown, and with soft-wrapped lines joined."""
+    session = f"attncli-conventions-{os.getpid()}"
+    done = folder / "done"
+    env = {key: value for key, value in os.environ.items() if key not in ("COLUMNS", "LINES", "TMUX")}
+    script = f"cd {ROOT} && {command}; touch {done}; sleep 30"
+    subprocess.run(["tmux", "new-session", "-d", "-s", session, "-x", str(columns), "-y", "100", script], env=env)
+    try:
+        for _ in range(400):
+            if done.exists():
+                break
+            time.sleep(0.05)
+        shown, joined = (
+            subprocess.run(
+                ["tmux", "capture-pane", "-p", *flag, "-t", session], capture_output=True, text=True, check=True
+            ).stdout
+            for flag in ([], ["-J"])
+        )
+    finally:
+        subprocess.run(["tmux", "kill-session", "-t", session], check=False)
+    return shown, joined
+
+
+@pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
+def test_several_files_graded_on_a_terminal_wrap_between_words(tmp_path: Path) -> None:
+    cases = sorted(str(path) for path in (ROOT / "tests" / "check_cases").glob("*.yaml"))[:6]
+    shown, joined = tmux_screen(f"{sys.executable} -m attncli check {' '.join(cases)} 2>/dev/null", 60, tmp_path)
+    assert "all right" in shown
+    assert shown == joined  # the terminal had nothing to wrap itself: no word split at the edge
+    piped = subprocess.run([sys.executable, "-m", "attncli", "check", *cases], capture_output=True, text=True, cwd=ROOT)
+    assert len(piped.stdout.splitlines()) == len(cases) + 1  # a pipe still reads one line per file

@@ -97,6 +97,7 @@ def _report(
         report = results[0].report
         print_human(lambda width: check_report.human(report, precision, width, rule), output, env)
     elif len(results) > 1:
-        write(check_report.summaries(results), output, env)
+        width = env.width if output is None and env.stdout_is_terminal else None  # a pipe reads a line per file
+        write(check_report.summaries(results, width), output, env)
     elif results[0].changed:
         write(check_report.file_line(results[0]) + "\n", output, env)

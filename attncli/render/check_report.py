@@ -12,6 +12,7 @@ import csv
 import io
 import json
 import math
+import textwrap
 from collections.abc import Sequence
 
 from attncli.errors import printable
@@ -138,9 +139,18 @@ def total(results: Sequence[Result]) -> str:
     )
 
 
-def summaries(results: Sequence[Result]) -> str:
-    """Several files: one line per file, then the total. Plain lines, never wrapped: a script reads one per line."""
-    return "".join(f"{text}\n" for text in (*map(file_line, results), total(results)))
+def summaries(results: Sequence[Result], width: int | None = None) -> str:
+    """Several files: one line per file, then the total. Plain lines, unwrapped for a script that reads one per
+    line; for a terminal `width` wide, each wrapped between words, its continuation indented."""
+    lines = (*map(file_line, results), total(results))
+    if width is not None:
+        lines = tuple(
+            "\n".join(
+                textwrap.wrap(line, width, subsequent_indent="    ", break_long_words=False, break_on_hyphens=False)
+            )
+            for line in lines
+        )
+    return "".join(f"{text}\n" for text in lines)
 
 
 def json_lines(results: Sequence[Result]) -> str:
