@@ -38,6 +38,7 @@ CHOICES = {
     ("scaling", "--format"): ["rich", "text", "json"],
     ("generate", "--mask"): ["none", "causal"],
     ("generate", "--score"): ["scaled_dot", "dot", "cosine"],
+    ("generate", "--sheet"): ["markdown", "latex"],
     ("template", "--lang"): list(LANGUAGES),
 }
 

@@ -39,6 +39,7 @@ NOT_PROSE = re.compile(
     r"|\S*(?:/|\.\w)\S*"  # paths and file names
     r"|(?<![\w-])--?[a-zA-Z][\w-]*"  # options
     r"|\w*_\w*"  # identifiers
+    r"|\\[a-zA-Z]+"  # LaTeX commands (\the, \begin)
     r"|\(from attncli import attention\)"  # Python code in the advice to use the API
     r"|^ *(?:cat \S+ \| )?attncli .*$"  # an example command line
     r"|\w+(?:,\w+)+",  # a list written as an option value (the,cat,sat)
@@ -113,6 +114,8 @@ def outputs(problems: dict[str, Path], folder: Path) -> list[tuple[str, list[str
         ("check", ["check", right, wrong, "--format", "markdown"]),
         ("check", ["check", "--key", right, wrong]),
         ("generate", ["generate", "--seed", "3"]),
+        ("generate", ["generate", "--seed", "3", "--heads", "2", "--sheet", "markdown"]),
+        ("generate", ["generate", "--seed", "3", "--sheet", "latex"]),
         ("generate", ["generate", "--seed", "5", "--tokens", "6", "--heads", "2", "--projections", "--answers"]),
         ("generate", ["generate", "--seed", "7", "--mask", "causal", "--answers", "--count", "2", "-o", str(folder)]),
         ("compare", ["compare", p, o]),

@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from attncli.cli.app import SCORES, Debug, Lang, boundary, command, completion, epilog, located
+from attncli.cli.app import SCORES, Debug, Lang, boundary, choose, command, completion, epilog, located
 from attncli.cli.environment import Environment
 from attncli.cli.output import write
 from attncli.errors import fail
@@ -63,7 +63,10 @@ def generate(
     ] = None,
     force: Annotated[bool, typer.Option("--force", help=t("help.generate.force"))] = False,
     sheet: Annotated[
-        Optional[str], typer.Option("--sheet", metavar="markdown|latex", help=t("help.generate.sheet"))
+        Optional[str],
+        typer.Option(
+            "--sheet", metavar="markdown|latex", autocompletion=completion(*SHEETS), help=t("help.generate.sheet")
+        ),
     ] = None,
     lang: Lang = None,
     debug: Debug = False,
@@ -88,8 +91,8 @@ def generate(
     )
     with located():
         exercises.validate(options)
-    if sheet is not None and sheet not in SHEETS:
-        raise fail("generate.bad_sheet", name=sheet).at(source="--sheet")
+    if sheet is not None:
+        choose(sheet, tuple(SHEETS), "--sheet", "generate.bad_sheet")
     if sheet is not None and layers > 1:
         raise fail("generate.sheet_no_layers").at(source="--sheet")
     if seed is None:

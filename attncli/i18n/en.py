@@ -513,7 +513,7 @@ MESSAGES: dict[str, str] = {
     "generate.duplicate_token": "the token '{name}' appears twice; each token needs its own name",
     "generate.bad_score": "exercises can use the scores {known}, not '{name}'{hint}",
     "generate.bad_mask": "expected none or causal, got '{name}'{hint}",
-    "generate.bad_sheet": "expected markdown or latex, got '{name}'",
+    "generate.bad_sheet": "expected markdown or latex, got '{name}'{hint}",
     "generate.bad_rope": "--rope takes half (Llama: i with i + d/2) or interleaved (GPT-J: 2i with 2i + 1), not '{name}'",
     "generate.rope_shape": "RoPE exercises turn by quarter turns, which needs --dk 2 or 4 and a dot-product score (got d_k = {d_k}, {score})",
     "generate.gqa_heads": "--gqa lets every two query heads share one head of keys and values: give an even --heads, not {heads}",

@@ -575,7 +575,7 @@ MESSAGES: dict[str, str] = {
     "generate.duplicate_token": "el token '{name}' aparece dos veces; cada token necesita su propio nombre",
     "generate.bad_score": "los ejercicios pueden usar las puntuaciones {known}, no '{name}'{hint}",
     "generate.bad_mask": "se esperaba none o causal, pero hay '{name}'{hint}",
-    "generate.bad_sheet": "se esperaba markdown o latex, pero hay '{name}'",
+    "generate.bad_sheet": "se esperaba markdown o latex, pero hay '{name}'{hint}",
     "generate.bad_rope": "--rope admite half (Llama: i con i + d/2) o interleaved (GPT-J: 2i con 2i + 1), no '{name}'",
     "generate.rope_shape": "los ejercicios de RoPE giran por cuartos de vuelta, lo que pide --dk 2 o 4 y una puntuación de producto escalar (hay d_k = {d_k}, {score})",
     "generate.gqa_heads": "--gqa hace que cada dos cabezas de consulta compartan una cabeza de claves y valores: da un --heads par, no {heads}",
