@@ -28,7 +28,7 @@ ENGLISH = frozenset(
         r"\w+",
         """the of and is are not with for such option options usage argument arguments show message exit try did
     mean got unexpected extra requires possible invalid range file files directory row rows number
-    numbers wrote exercises head found expected cannot must allowed permission denied too large long
+    numbers wrote exercises head found expected cannot must allowed permission denied too large
     command commands help default print write every each right wrong done interrupted terminated query
     weight step steps sheet seed shown decimals cells value column columns there this that these
     which would should could have has been than then more most only also into onto out without between""",
