@@ -108,7 +108,7 @@ MESSAGES: dict[str, str] = {
     "problem.query_positions_self": "en autoatención cada consulta está en la posición de su propio token: da position_ids (una por token)",
     "problem.rope_given_scores": "las puntuaciones dadas son finales: RoPE gira las consultas y las claves antes de q·k, así que las necesita a ellas, no las puntuaciones",
     "problem.rope_score": "RoPE gira consultas y claves que se combinan en un producto escalar (scaled_dot, dot, cosine), no en la puntuación {kind}",
-    "problem.rope_odd": "RoPE gira las coordenadas por pares, así que d_k debe ser par: {head} tiene d_k = {width}",
+    "problem.rope_odd": "RoPE gira las coordenadas por pares, así que d_k debe ser par: la cabeza '{head}' tiene d_k = {width}",
     "problem.sinusoidal_without_x": "las codificaciones sinusoidales se suman a x antes de las proyecciones: da x y w_q, w_k, w_v",
     "problem.sinusoidal_odd": "las codificaciones sinusoidales alternan seno y coseno, así que x necesita un ancho par, no {width}",
     "problem.sinusoidal_widths": "{width} números por consulta, se esperaban {expected} (el ancho de x, que comparten las codificaciones)",
