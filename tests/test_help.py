@@ -158,9 +158,7 @@ def test_the_readme_synopsis_is_the_help(name: str, synopsis: str) -> None:
     text = help_text(name, columns=200)
     usage = text.splitlines()[0].split("[OPTIONS]", 1)[1].split()
     words = synopsis.split()[2:]
-    positional = [word for word in words[: next(i for i, w in enumerate([*words, "["]) if w.startswith("["))]]
-    if name == "compute":  # [FILE] opens the synopsis as it opens the usage
-        positional = words[:1]
+    positional = words[: next(i for i, word in enumerate([*words, "[-"]) if word.startswith(("[-", "-")))]
     assert positional == usage, synopsis
     listed = options_in_help(text)
     descriptions = " ".join(text.split())

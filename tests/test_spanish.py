@@ -72,9 +72,9 @@ def test_the_check_finds_english() -> None:
     assert english("'the keys' en samples/the.yaml con --show-every y scaled_dot") == []
 
 
-def es(*args: str) -> tuple[int, str, str]:
+def es(*args: str, stdin: str | None = None) -> tuple[int, str, str]:
     """`attncli NAME --lang es ARGS` in this process."""
-    result = CliRunner().invoke(app, [*args[:1], "--lang", "es", *args[1:]], env=SPANISH)
+    result = CliRunner().invoke(app, [*args[:1], "--lang", "es", *args[1:]], env=SPANISH, input=stdin)
     return result.exit_code, result.stdout, result.stderr
 
 
@@ -121,13 +121,14 @@ def outputs(problems: dict[str, Path], folder: Path) -> list[tuple[str, list[str
         ("compare", ["compare", p, o]),
         ("scaling", ["scaling", "--dk", "2,8", "--samples", "50", "--keys", "4"]),
         ("template", ["template", p]),
+        ("practice", ["practice", p]),
     ]
 
 
 def test_every_command_speaks_spanish(problems: dict[str, Path], tmp_path: Path) -> None:
     shown = set()
     for name, args in outputs(problems, tmp_path / "sheets"):
-        code, stdout, stderr = es(*args)
+        code, stdout, stderr = es(*args, stdin="2*sqrt(2)\n1\n0\n" if name == "practice" else None)
         assert code in (0, 1), (args, stderr)
         assert (args, english(stdout), english(stderr)) == (args, [], [])
         shown.add(name)

@@ -215,10 +215,12 @@ def shell_words(command: str) -> list[str]:
 
 
 def _pieces(words: list[str]) -> list[str]:
-    """Words grouped so that an option stays on one line with its value (`--format json`)."""
+    """Words grouped so that an option stays on one line with its value (`--format json`), a pipe or a
+    redirection with what follows it (`| attncli`, `> out.yaml`)."""
     pieces: list[str] = []
     for word in words:
-        if pieces and pieces[-1].startswith("-") and " " not in pieces[-1] and not word.startswith("-"):
+        joins = pieces and (pieces[-1] in ("|", ">") or (pieces[-1].startswith("-") and " " not in pieces[-1]))
+        if joins and not word.startswith("-"):
             pieces[-1] += " " + word
         else:
             pieces.append(word)

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
-from attncli.cli.app import Debug, Lang, NoColor, app, boundary, epilog, located
+from attncli.cli.app import SCORES, Debug, Lang, NoColor, boundary, command, completion, epilog, located
 from attncli.cli.environment import Environment
 from attncli.cli.output import write
 from attncli.errors import ExitCode, fail
@@ -36,17 +36,27 @@ EXAMPLES = epilog(
 )
 
 
-@app.command(help=t("help.practice"), epilog=EXAMPLES)
+@command(t("help.practice"), EXAMPLES)
 @boundary
 def practice(
     env: Environment,
-    file: Annotated[Optional[str], typer.Argument(help=t("help.practice.file"))] = None,
+    file: Annotated[Optional[str], typer.Argument(metavar=t("help.metavar.file"), help=t("help.practice.file"))] = None,
     seed: Annotated[Optional[int], typer.Option(min=0, help=t("help.generate.seed"))] = None,
-    tokens: Annotated[Optional[str], typer.Option(help=t("help.generate.tokens"))] = None,
+    tokens: Annotated[
+        Optional[str], typer.Option(metavar=t("help.metavar.tokens"), help=t("help.generate.tokens"))
+    ] = None,
     dk: Annotated[Optional[int], typer.Option("--dk", min=1, max=8, help=t("help.generate.dk"))] = None,
     heads: Annotated[Optional[int], typer.Option(min=1, max=4, help=t("help.generate.heads"))] = None,
-    mask: Annotated[Optional[str], typer.Option(help=t("help.generate.mask"))] = None,
-    score: Annotated[Optional[str], typer.Option(help=t("help.score"))] = None,
+    mask: Annotated[
+        Optional[str],
+        typer.Option(
+            metavar=t("help.metavar.mask"), autocompletion=completion("none", "causal"), help=t("help.generate.mask")
+        ),
+    ] = None,
+    score: Annotated[
+        Optional[str],
+        typer.Option(metavar=t("help.metavar.name"), autocompletion=completion(*SCORES), help=t("help.score")),
+    ] = None,
     level: Annotated[int, typer.Option(min=1, max=3, help=t("help.practice.level"))] = 2,
     record: Annotated[Optional[Path], typer.Option(help=t("help.practice.record"))] = None,
     no_color: NoColor = False,
