@@ -363,6 +363,6 @@ def test_a_step_of_the_wrong_shape_in_every_report(tmp_path: Path) -> None:
     two_heads = (SAMPLES / "two_heads.yaml").read_text(encoding="utf-8")
     homework = write(tmp_path, "a.yaml", two_heads + "answers:\n  final: [1.4205, 0.5795, 0.2447, 1.3348]\n")
     text = run(homework, "--format", "text").stdout
-    assert "final: wrong shape" in text and "this step has 1 row(s) and 2 column(s)" in text
+    assert "final: wrong shape" in text and "this step has 1 row and 2 columns" in text
     markdown = run(homework, "--format", "markdown").stdout
     assert f"| `{homework}` | wrong | ✗ wrong shape" in markdown
