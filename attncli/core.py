@@ -67,6 +67,54 @@ class Steps:
     output: np.ndarray  # (L, d_out) the final result
 
 
+@dataclass(frozen=True)
+class HeadOverview:
+    """What the summary of a large problem shows of one head: a few queries' rows, and a map."""
+
+    name: str
+    scores: np.ndarray  # (R, S) the kept queries' scores; -inf where masked
+    weights: np.ndarray  # (R, S) their weights
+    blocks: np.ndarray  # (M, C) the mean weight over each block of queries × keys
+
+
+@dataclass(frozen=True)
+class Overview:
+    """The summary's numbers: a few queries in full and each head's weights averaged over blocks, never (L, S)."""
+
+    problem: Problem
+    rows: tuple[int, ...]  # the queries kept in full, in the order of the rows of `scores`, `weights`, `output`
+    heads: tuple[HeadOverview, ...]
+    output: np.ndarray  # (R, d_out) the kept queries' final outputs
+    d_v: int  # the first head's value width
+
+
+def overview(steps: Steps, rows: Sequence[int], shape: tuple[int, int]) -> Overview:
+    """The summary's numbers from every step: rows `rows` of each head, and maps of at most `shape` blocks."""
+    row_edges, column_edges = (map_edges(count, most) for count, most in zip(steps.problem.mask.shape, shape))
+    kept = list(rows)
+    heads = tuple(
+        HeadOverview(
+            head.spec.name,
+            head.scores[kept],
+            head.weights[kept],
+            block_means(np.add.reduceat(head.weights, column_edges[:-1], axis=1), row_edges, column_edges),
+        )
+        for head in steps.heads
+    )
+    return Overview(steps.problem, tuple(rows), heads, steps.output[kept], steps.heads[0].values.shape[1])
+
+
+def map_edges(count: int, most: int) -> np.ndarray:
+    """Where each of at most `most` nearly equal blocks of `count` rows (or columns) starts, and `count`."""
+    return np.linspace(0, count, min(most, count) + 1).astype(int)
+
+
+def block_means(column_sums: np.ndarray, row_edges: np.ndarray, column_edges: np.ndarray) -> np.ndarray:
+    """Each block's mean weight (R, C), from the weights summed over each block of keys, query by query (L, C)."""
+    blocks = np.add.reduceat(column_sums, row_edges[:-1], axis=0)  # (R, C)
+    return blocks / (np.diff(row_edges)[:, None] * np.diff(column_edges)[None, :])
+
+
 @np.errstate(over="ignore", invalid="ignore")  # an overflow is reported as an error, not as a warning
 def compute(problem: Problem) -> Steps:
     """Every step of `problem`; an AttnError if finite inputs produce a number beyond float64's range."""

@@ -41,9 +41,10 @@ def attention(
     scale: float | None = None,
     enable_gqa: bool = False,
     return_weights: bool = False,
+    key_bins: np.ndarray | None = None,
     block_rows: int | None = None,
     threads: int | None = None,
-) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
+) -> np.ndarray | tuple[np.ndarray, ...]:
     """softmax(q·kᵀ·scale + mask)·v, like torch's scaled_dot_product_attention, in O(L + S) memory.
 
     q (..., L, E), k (..., S, E), v (..., S, E_v); leading dimensions are batches.
@@ -56,7 +57,10 @@ def attention(
     kept: float32 in, float32 out.
     Queries are processed a block of rows at a time (`block_rows`, by default as many as
     make BLOCK_CELLS scores), so the (L, S) score matrix is never built unless
-    `return_weights` asks for it. `threads` defaults to the cores this process may use,
+    `return_weights` asks for it. `key_bins`, the first key of each of a few bins of keys
+    (increasing, from 0), also returns each query's weights summed over each bin, (..., L, bins),
+    after the weights if those are asked for: an attention map drawn to scale in the same pass.
+    `threads` defaults to the cores this process may use,
     once a problem is big enough (PARALLEL_WORK); `threads=1` is a plain loop that leaves
     BLAS as it is. The result does not depend on either to the last bit.
     """
@@ -68,8 +72,8 @@ def attention(
     if q.ndim < 2 or k.ndim != q.ndim or v.ndim != q.ndim:
         raise ValueError(f"q, k and v need the same number (≥ 2) of dimensions, got {q.ndim}, {k.ndim}, {v.ndim}")
     if enable_gqa and q.ndim >= 3 and (q.shape[-3], v.shape[-3]) != (k.shape[-3],) * 2:
-        options = {"causal": causal, "scale": scale, "block_rows": block_rows, "threads": threads}
-        return _grouped(q, k, v, mask, return_weights, options)
+        options = {"causal": causal, "scale": scale, "return_weights": return_weights, "key_bins": key_bins}
+        return _grouped(q, k, v, mask, options | {"block_rows": block_rows, "threads": threads})
     batch = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
     (n_q, d), (n_k, d_k), (n_v, d_v) = q.shape[-2:], k.shape[-2:], v.shape[-2:]
     if d != d_k or n_k != n_v:
@@ -80,6 +84,8 @@ def attention(
     factor = dtype.type(1 / np.sqrt(d) if scale is None else scale)
     out = np.empty((*batch, n_q, d_v), dtype=dtype)  # (..., L, E_v)
     weights = np.empty((*batch, n_q, n_k), dtype=dtype) if return_weights else None  # (..., L, S)
+    bins = None if key_bins is None else _bins(key_bins, n_k)
+    sums = None if bins is None else np.empty((*batch, n_q, len(bins)), dtype=dtype)  # (..., L, bins)
     q, k, v = (np.broadcast_to(a, (*batch, *a.shape[-2:])) for a in (q, k, v))
     heads = [
         _Head(
@@ -90,6 +96,8 @@ def attention(
             None if mask is None else mask[index],
             out[index],
             None if weights is None else weights[index],
+            bins,
+            None if sums is None else sums[index],
         )
         for index in np.ndindex(*batch)
     ]
@@ -108,7 +116,18 @@ def attention(
             finally:
                 call.close()
     call.raise_first_failure()
-    return (out, weights) if return_weights else out
+    extra = tuple(array for array in (weights, sums) if array is not None)
+    return (out, *extra) if extra else out
+
+
+def _bins(key_bins: np.ndarray, n_k: int) -> np.ndarray:
+    """`key_bins` checked: integers from 0, increasing, each below S."""
+    bins = np.asarray(key_bins)
+    if bins.ndim != 1 or not len(bins) or bins.dtype.kind not in "iu":
+        raise ValueError(f"key_bins must be a list of integers, got {key_bins!r}")
+    if bins[0] != 0 or (np.diff(bins) <= 0).any() or bins[-1] >= n_k:
+        raise ValueError(f"key_bins must increase from 0 and stay below {n_k} keys, got {bins.tolist()}")
+    return bins.astype(np.intp)
 
 
 class _Head:
@@ -117,7 +136,7 @@ class _Head:
     A plain class: a dataclass is built, at some cost, by every start of the command line.
     """
 
-    __slots__ = ("factor", "k", "mask", "out", "q", "shift", "v_ones", "weights")
+    __slots__ = ("bins", "factor", "k", "mask", "out", "q", "shift", "sums", "v_ones", "weights")
 
     def __init__(
         self,
@@ -128,6 +147,8 @@ class _Head:
         mask: np.ndarray | None,
         out: np.ndarray,
         weights: np.ndarray | None,
+        bins: np.ndarray | None,
+        sums: np.ndarray | None,
     ) -> None:
         """Softmax is shift-invariant, and subtracting the row maximum only guards e^s against overflow.
 
@@ -145,6 +166,8 @@ class _Head:
         self.mask = mask  # (L, S)
         self.out = out  # (L, E_v)
         self.weights = weights  # (L, S)
+        self.bins = bins  # (C,) the first key of each bin
+        self.sums = sums  # (L, C) the weights summed over each bin
 
 
 def _largest_square(rows: np.ndarray, factor: np.floating | None = None) -> np.floating:
@@ -173,8 +196,8 @@ def _diagonal(causal: bool | str, n_q: int, n_k: int) -> int | None:
 
 
 def _grouped(
-    q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray | None, return_weights: bool, options: dict
-) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
+    q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray | None, options: dict
+) -> np.ndarray | tuple[np.ndarray, ...]:
     """H query heads over G key/value heads, query head h reading kv head ⌊h·G/H⌋ (SDPA's repeat_interleave).
 
     q is viewed as (..., G, H/G, L, E) and k, v as (..., G, 1, S, E), so the shared keys and
@@ -192,10 +215,12 @@ def _grouped(
     if mask is not None:
         mask = np.broadcast_to(np.asarray(mask), (*batch, heads, n_q, n_k)).reshape(*split, n_q, n_k)
     q = np.broadcast_to(q, (*batch, *q.shape[-3:])).reshape(*split, *q.shape[-2:])
-    result = attention(q, k[..., None, :, :], v[..., None, :, :], mask=mask, return_weights=return_weights, **options)
-    out, weights = result if return_weights else (result, None)
-    out = out.reshape(*batch, heads, *out.shape[-2:])
-    return (out, weights.reshape(*batch, heads, n_q, n_k)) if return_weights else out
+    result = attention(q, k[..., None, :, :], v[..., None, :, :], mask=mask, **options)
+    arrays = [
+        array.reshape(*batch, heads, *array.shape[-2:])  # out, and weights and sums when asked for
+        for array in (result if isinstance(result, tuple) else (result,))
+    ]
+    return tuple(arrays) if isinstance(result, tuple) else arrays[0]
 
 
 class _Scratch:
@@ -253,6 +278,13 @@ def _attend_block(head: _Head, start: int, stop: int, causal: int | None, scratc
     if head.weights is not None:
         np.divide(s, total, out=head.weights[start:stop, :width])
         head.weights[start:stop, width:] = 0
+    if head.sums is not None:
+        seen = int(np.searchsorted(head.bins, width))  # bins from the first key past `width` on sum to 0
+        sums = head.sums[start:stop]  # (B, C)
+        if seen:
+            np.add.reduceat(s, head.bins[:seen], axis=1, out=sums[:, :seen])  # e^s of masked keys is 0
+        sums[:, :seen] /= total
+        sums[:, seen:] = 0
 
 
 def _check_rows(ok: np.ndarray, start: int) -> None:
@@ -386,6 +418,14 @@ class _BlasThreads:
 
 _BLAS = _BlasThreads()
 _POOL = _Pool()
+
+
+@contextmanager
+def one_blas_thread() -> Iterator[None]:
+    """BLAS at one thread inside, for small products: waking OpenBLAS's threads costs more than
+    a product of a few rows, and on a loaded machine a 0.1 ms product then takes 0.5 s."""
+    with _BLAS.one():
+        yield
 
 
 def _after_fork() -> None:

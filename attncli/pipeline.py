@@ -13,9 +13,10 @@ and field.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -25,7 +26,7 @@ from attncli import core, kernel, yamldoc
 from attncli.core import Steps
 from attncli.errors import fail
 from attncli.parsing import problem_file
-from attncli.problem import Head, Problem, Projection, Stack
+from attncli.problem import Head, Problem, Projection, Stack, width
 from attncli.yamldoc import Document
 
 if TYPE_CHECKING:
@@ -93,14 +94,57 @@ def result(problem: Problem | Stack) -> np.ndarray:
     """
     if isinstance(problem, Stack):  # the kernel has no layers
         return solve(problem).output
+    found = _on_kernel(problem)
+    return _every_step(problem) if found is None else found[0]
+
+
+def overview(problem: Problem, rows: Sequence[int], shape: tuple[int, int]) -> core.Overview:
+    """The numbers the summary of a large problem shows: queries `rows` in full, maps of at most `shape` blocks.
+
+    Where `result` would take the blocked kernel, the maps come out of the same pass (its
+    `key_bins`), and only the kept rows take every step: no (L, S) matrix is built, and those
+    rows' numbers are the very ones `solve` gives. Otherwise, from `solve`.
+    """
+    row_edges, column_edges = (core.map_edges(count, most) for count, most in zip(problem.mask.shape, shape))
+    found = _on_kernel(problem, column_edges[:-1])
+    if found is None:
+        return core.overview(solve(problem), rows, shape)
+    kept = list(rows)
+    mask, heads, outputs = problem.mask[kept], [], []
+    for head, column_sums in zip(problem.heads, found[1]):
+        with kernel.one_blas_thread():
+            part = core.attend(_rows_of(head, kept), mask)  # (R, S) every step of the kept rows
+        blocks = core.block_means(column_sums, row_edges, column_edges)
+        heads.append(core.HeadOverview(head.name, part.scores, part.weights, blocks))
+        outputs.append(part.output)
+    output = core.combine(outputs, problem.w_o)[1]  # (R, d_out)
+    return core.Overview(problem, tuple(rows), tuple(heads), output, width(problem.heads[0].values))
+
+
+def _rows_of(head: Head, rows: list[int]) -> Head:
+    """`head` with queries `rows` only, projected: `core.attend` then works out just those rows."""
+    return dataclasses.replace(head, queries=core.project(head.queries)[rows])
+
+
+def _on_kernel(problem: Problem, key_bins: np.ndarray | None = None) -> tuple[np.ndarray, list] | None:
+    """The final output (L, d_out) through the blocked kernel, and each head's weights summed over `key_bins`.
+
+    None when the kernel cannot take the problem: a bias or RoPE, a head that is not a dot product
+    or whose scores might overflow (`_kernel_arrays`), or a W_O that overflows.
+    """
     if problem.bias is not None or problem.rope is not None:  # the kernel adds no bias and turns no queries
-        return _every_step(problem)
+        return None
+    arrays = [_kernel_arrays(head) for head in problem.heads]
+    if any(found is None for found in arrays):
+        return None
     mask, causal = _kernel_mask(problem)
-    outputs = [_kernel_output(head, mask, causal) for head in problem.heads]
-    if any(output is None for output in outputs):
-        return _every_step(problem)
+    options = {"mask": mask, "causal": causal, "key_bins": key_bins}
+    results = [
+        kernel.attention(*found, scale=head.score.scale, **options) for head, found in zip(problem.heads, arrays)
+    ]
+    outputs, sums = ([r[0] for r in results], [r[1] for r in results]) if key_bins is not None else (results, [])
     output = core.combine(outputs, problem.w_o)[1]  # (L, d_out)
-    return output if np.isfinite(output).all() else _every_step(problem)  # W_O can still overflow
+    return (output, sums) if np.isfinite(output).all() else None  # W_O can still overflow
 
 
 def _every_step(problem: Problem) -> np.ndarray:
@@ -131,8 +175,8 @@ def _kernel_mask(problem: Problem) -> tuple[np.ndarray | None, bool | str]:
     return problem.mask, False
 
 
-def _kernel_output(head: Head, mask: np.ndarray | None, causal: bool | str) -> np.ndarray | None:
-    """One dot-product head through attncli.kernel, or None when `core.attend` must do it.
+def _kernel_arrays(head: Head) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """q, k and v of a dot-product head, projected, or None when `core.attend` must do it.
 
     By Cauchy–Schwarz |s| ≤ max‖q‖·max‖k‖·|scale|; below a quarter of the dtype's largest
     number no score overflows, and a weighted mean of finite values stays finite. The problem's
@@ -140,19 +184,14 @@ def _kernel_output(head: Head, mask: np.ndarray | None, causal: bool | str) -> n
     """
     if head.scores is not None or head.score.kind not in core.KERNEL_SCORES:
         return None
-    arrays = tuple(core.project(operand) for operand in (head.queries, head.keys, head.values))
-    projected = [
-        array
-        for operand, array in zip((head.queries, head.keys, head.values), arrays)
-        if isinstance(operand, Projection)
-    ]
+    operands = (head.queries, head.keys, head.values)
+    arrays = tuple(core.project(operand) for operand in operands)
+    projected = [array for operand, array in zip(operands, arrays) if isinstance(operand, Projection)]
     if not all(np.isfinite(array).all() for array in projected):
         return None
     queries, keys, _ = arrays
     bound = float(core.row_norms(queries).max()) * float(core.row_norms(keys).max()) * abs(head.score.scale)
-    if not bound < np.finfo(queries.dtype).max / 4:
-        return None
-    return kernel.attention(*arrays, mask=mask, causal=causal, scale=head.score.scale)
+    return arrays if bound < np.finfo(queries.dtype).max / 4 else None
 
 
 def grade(
@@ -201,7 +240,7 @@ def grade(
 
 
 @functools.wraps(kernel.attention)
-def attention(*arrays: np.ndarray, **options: object) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
+def attention(*arrays: np.ndarray, **options: object) -> np.ndarray | tuple[np.ndarray, ...]:
     """attncli.kernel.attention, its signature and semantics; arrays that do not fit are an AttnError."""
     try:
         return kernel.attention(*arrays, **options)

@@ -13,6 +13,7 @@ import os
 import subprocess
 import sys
 import threading
+from itertools import pairwise
 from pathlib import Path
 
 import numpy as np
@@ -384,3 +385,100 @@ def test_the_startup_benchmark_reports_each_rounds_ratio_to_the_floor() -> None:
     assert rows["help / baseline, per round"] == pytest.approx((0.9, 1.0))  # 0.9, 1.0, 1.2
     programs = startup.commands(Path("/venv/bin/python"), here=False)
     assert programs["compute"][0] == "/venv/bin/attncli" and programs["baseline"][-1] == startup.BASELINE
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_key_bins_sum_each_querys_weights_over_each_bin(causal: bool) -> None:
+    """The binned sums against the weights, summed bin by bin in plain numpy; grouped heads too."""
+    rng = np.random.default_rng(11)
+    q = rng.standard_normal((4, 30, 3))
+    k, v = rng.standard_normal((2, 45, 3)), rng.standard_normal((2, 45, 2))
+    bins = [0, 1, 7, 20, 44]
+    out, weights, sums = attention(
+        q, k, v, causal=causal, enable_gqa=True, return_weights=True, key_bins=bins, block_rows=4, threads=2
+    )
+    edges = [*bins, 45]
+    expected = np.stack([weights[..., a:b].sum(axis=-1) for a, b in pairwise(edges)], axis=-1)
+    np.testing.assert_allclose(sums, expected, rtol=0, atol=1e-15)
+    assert sums.shape == (4, 30, 5) and np.array_equal(out, attention(q, k, v, causal=causal, enable_gqa=True))
+    for wrong in ([1, 5], [0, 5, 5], [0, 45], [[0]], [0.0, 1.0]):
+        with pytest.raises(ValueError, match="key_bins"):
+            kernel.attention(q, k, v, enable_gqa=True, key_bins=wrong)
+
+
+SUMMARY_CASES = [
+    {"n_q": 300, "n_k": 300},
+    {"n_q": 200, "n_k": 200, "mask": "causal", "follow": ("t5", "t150", "t200")},
+    {"n_q": 70, "n_k": 130, "mask": "causal_lower_right"},
+    {"n_q": 90, "n_k": 90, "heads": 2, "window": 9},
+    {"n_q": 6, "n_k": 40, "dtype": "float32"},
+]
+
+
+def _large_problem(case: dict) -> str:
+    """A problem of random queries, keys and values (as YAML) of the case's size, heads and mask."""
+    rng = np.random.default_rng(case["n_q"])
+    n_q, n_k = case["n_q"], case["n_k"]
+    lines = [f"tokens: [{', '.join(f't{j + 1}' for j in range(n_k))}]"]
+    if n_q != n_k:
+        lines.append(f"query_tokens: [{', '.join(f't{j + 1}' for j in range(n_k - n_q, n_k))}]")
+    lines.append("heads:")
+    for _ in range(case.get("heads", 1)):
+        lines.append(f"  - queries: {np.round(rng.standard_normal((n_q, 4)) * 2, 3).tolist()}")
+        lines += [f"    {name}: {np.round(rng.standard_normal((n_k, 4)), 3).tolist()}" for name in ("keys", "values")]
+    return "\n".join(lines + [f"{field}: {case[field]}" for field in ("mask", "window") if field in case])
+
+
+@pytest.mark.parametrize("case", SUMMARY_CASES, ids=lambda case: "-".join(map(str, case.values())))
+def test_the_summary_from_the_kernel_is_the_summary_from_every_step(case: dict) -> None:
+    """`pipeline.overview` (the kernel's pass and the kept rows) against `core.overview` (every step), both
+    against a plain numpy softmax averaged block by block; the printed summaries are the same to the byte."""
+    from attncli import pipeline, render
+    from attncli.render import summary
+
+    problem = pipeline.load(text=_large_problem(case), dtype=case.get("dtype", "float64"))
+    n_q, n_k = problem.mask.shape
+    follow = case.get("follow")
+    rows = summary.kept_rows(problem, follow)
+    assert {0, 1, 2, 3, n_q - 4, n_q - 1} <= set(rows)  # the corners' rows, and by default the first three
+    fast = pipeline.overview(problem, rows, summary.MAP_SHAPE)
+    slow = core.overview(pipeline.solve(problem), rows, summary.MAP_SHAPE)
+    row_edges, column_edges = (np.linspace(0, n, min(m, n) + 1).astype(int) for n, m in zip((n_q, n_k), (16, 48)))
+    tolerance = 1e-6 if case.get("dtype") == "float32" else 1e-12
+    for h, (ours, every) in enumerate(zip(fast.heads, slow.heads)):
+        head = problem.heads[h]
+        q, k = (np.asarray(x, dtype=np.float64) for x in (head.queries, head.keys))
+        s = np.where(problem.mask, q @ k.T / 2, -np.inf)  # 1/√d_k
+        weights = np.exp(s - s.max(axis=1, keepdims=True))
+        weights /= weights.sum(axis=1, keepdims=True)
+        means = [[weights[a:b, c:d].mean() for c, d in pairwise(column_edges)] for a, b in pairwise(row_edges)]
+        for found in (ours, every):
+            np.testing.assert_allclose(found.blocks, means, rtol=tolerance, atol=tolerance * 1e-3)
+            np.testing.assert_allclose(found.weights, weights[list(rows)], rtol=0, atol=tolerance)
+            assert np.array_equal(found.scores == -np.inf, ~problem.mask[list(rows)])
+        assert np.array_equal(ours.weights, every.weights) and np.array_equal(ours.scores, every.scores)
+    assert np.array_equal(fast.output, slow.output)  # the kept rows take every step, as `solve`'s do
+    by_kernel = summary.lines(problem, follow=follow)
+    assert by_kernel is not None
+    for width in (60, 100):
+        assert by_kernel(width) == render.human_lines(pipeline.solve(problem), follow=follow)(width)
+
+
+def test_compute_shows_a_large_problem_without_solving_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The terminal summary of a large dot-product problem never builds every step (`pipeline.solve`);
+    one with a bias must, and still prints its summary."""
+    from typer.testing import CliRunner
+
+    from attncli import pipeline
+    from attncli.cli.app import app
+
+    solved: list[object] = []
+    every_step = pipeline.solve
+    monkeypatch.setattr(pipeline, "solve", lambda problem: solved.append(problem) or every_step(problem))
+    path = tmp_path / "large.yaml"
+    path.write_text(_large_problem({"n_q": 70, "n_k": 70}))
+    quick = CliRunner().invoke(app, ["compute", str(path), "--format", "text"])
+    assert quick.exit_code == 0 and "t70" in quick.stdout and not solved, quick.stdout
+    path.write_text(_large_problem({"n_q": 70, "n_k": 70}) + "\nbias: alibi")
+    slow = CliRunner().invoke(app, ["compute", str(path), "--format", "text"])
+    assert slow.exit_code == 0 and len(solved) == 1, slow.stdout

@@ -155,9 +155,20 @@ def compute(
         if not (quiet and output is None):
             write(render.npy(result), output, env)
         return
+    shape = {"precision": precision, "follow": tuple(follow) if follow else None}
+    large = None
+    if not (analyses or figure) and format in HUMAN_FORMATS:
+        from attncli.render import summary
+
+        large = summary.lines(parsed, **shape)
+    if large is not None:  # the summary of a large problem, from one pass of the kernel: no step kept whole
+        if svg or html:
+            save_pictures(large, svg, html, parsed.title or "attncli", no_color, env)
+        if not (quiet and output is None):
+            print_human(large, output, env)
+        return
     steps = pipeline.solve(parsed)
     found, changes = _probe(steps, norms, ablate or [], ablate_head or [], weights or [])
-    shape = {"precision": precision, "follow": tuple(follow) if follow else None}
     build = render.human_lines(steps, **shape, heatmap=heatmap, norms=found, interventions=changes)
     if svg or html:
         save_pictures(build, svg, html, steps.problem.title or "attncli", no_color, env)

@@ -6,6 +6,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from attncli import core
 from attncli.core import Steps
 from attncli.i18n import t
 from attncli.layers import StackSteps
@@ -22,8 +23,9 @@ def render(steps: Steps, view: View, width: int, extra: Sequence[Line] = ()) -> 
 
     `extra` (norms, interventions) goes after the result, before the note on rounding.
     """
-    if summary.is_large(steps):
-        return [*summary.render(steps, view.follow, view.precision, width), *extra]
+    if summary.is_large(steps.problem):
+        found = core.overview(steps, summary.kept_rows(steps.problem, view.follow), summary.MAP_SHAPE)
+        return [*summary.render(found, view.follow, view.precision, width), *extra]
     out = [line for item in walk.items(steps, view) for line in _RENDER[type(item)](item, view.precision, width)]
     return [*out, *extra, line((t("render.rounding_note", precision=view.precision), "dim"))]
 

@@ -7,73 +7,108 @@ whole; the full matrices are one `--format json|csv|npy` away.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
 import numpy as np
 
-from attncli.core import HeadSteps, Steps
+from attncli.core import HeadOverview, Overview, map_edges
 from attncli.i18n import t
 from attncli.render import MAX_DOCUMENT_CELLS
 from attncli.render.analysis import COMPACT_DECIMALS, MASKED_CELL
 from attncli.render.layout import BLANK, Line, line, table
 from attncli.render.numbers import fixed, vector
-from attncli.render.walk import AUTO_FOLLOW, Condensed, condensed, corners
+from attncli.render.walk import AUTO_FOLLOW, Condensed, condensed, shown_of, weight_grid
+
+if TYPE_CHECKING:
+    from attncli.problem import Problem
 
 TOP_KEYS = 5
 MAP_ROWS, MAP_COLUMNS = 16, 48
+MAP_SHAPE = (MAP_ROWS, MAP_COLUMNS)
 SHADES = " ░▒▓█"
 
 
-def is_large(steps: Steps) -> bool:
+def is_large(problem: Problem) -> bool:
     """Whether the summary replaces the tables: where the write-ups are condensed too (`walk.condensed`)."""
-    return condensed(steps.problem)
+    return condensed(problem)
 
 
-def render(steps: Steps, follow: tuple[str, ...] | None, precision: int, width: int) -> list[Line]:
-    """Shapes, then for each head the top keys of the followed queries (default: the first few) and a map."""
-    problem = steps.problem
+def lines(
+    problem: Problem, *, precision: int = 4, follow: tuple[str, ...] | None = None
+) -> Callable[[int], list[Line]] | None:
+    """The human output of a problem too large to show step by step, as a function of the width; else None.
+
+    Its numbers come from `pipeline.overview`, which takes the blocked kernel where it can: the
+    (L, S) matrices of every step are never built.
+    """
+    from attncli import pipeline
+
+    if not is_large(problem):
+        return None
+    found = pipeline.overview(problem, kept_rows(problem, follow), MAP_SHAPE)
+    return lambda width: render(found, follow, precision, width)
+
+
+def followed_rows(problem: Problem, follow: tuple[str, ...] | None) -> tuple[int, ...]:
+    """The rows of the queries shown in full: those followed, by default the first few."""
     followed = follow if follow is not None else problem.query_tokens[:AUTO_FOLLOW]
-    rows = [problem.query_tokens.index(name) for name in followed]
+    return tuple(problem.query_tokens.index(name) for name in followed)
+
+
+def kept_rows(problem: Problem, follow: tuple[str, ...] | None) -> tuple[int, ...]:
+    """The rows the summary reads in full: the followed queries', then the corners' (the first and last EDGE)."""
+    corners = shown_of(len(problem.query_tokens), short=True)[0]
+    return tuple(dict.fromkeys((*followed_rows(problem, follow), *corners)))
+
+
+def render(found: Overview, follow: tuple[str, ...] | None, precision: int, width: int) -> list[Line]:
+    """Shapes, then for each head the top keys of the followed queries (default: the first few), a map and the
+    corners of the weights, then the followed queries' outputs."""
+    problem = found.problem
+    place = {row: index for index, row in enumerate(found.rows)}  # query row -> its row in `found`
+    rows = followed_rows(problem, follow)
     out: list[Line] = []
     if problem.title:
         out.append(line((problem.title, "bold underline")))
-    first = steps.heads[0]
     out.append(
         line(
             t(
                 "summary.shapes",
                 queries=len(problem.query_tokens),
                 keys=len(problem.tokens),
-                heads=len(steps.heads),
-                d_v=first.values.shape[1],
-                dtype=str(first.weights.dtype),
-                d_out=steps.output.shape[1],
+                heads=len(found.heads),
+                d_v=found.d_v,
+                dtype=str(found.heads[0].weights.dtype),
+                d_out=found.output.shape[1],
             )
         )
     )
     out.append(line((t("summary.why", limit=MAX_DOCUMENT_CELLS), "dim")))
     out.append(BLANK)
-    for head in steps.heads:
-        if len(steps.heads) > 1:
-            out.append(line((t("render.head_title", name=head.spec.name), "bold reverse")))
+    for head in found.heads:
+        if len(found.heads) > 1:
+            out.append(line((t("render.head_title", name=head.name), "bold reverse")))
         for row in rows:
-            out += _top_keys(head, steps, row, precision, width)
-        out += _map(head)
-        out += _corners(head, steps, precision, width)
+            out += _top_keys(head, problem, place[row], row, precision, width)
+        out += _map(head.blocks, len(problem.query_tokens))
+        out += _corners(lambda i, head=head: head.weights[place[i]], problem, precision, width)
     for row in rows:
         name = problem.query_tokens[row]
-        out.append(line((t("render.output_line", name=name), "bold"), vector(steps.output[row], precision)))
+        out.append(line((t("render.output_line", name=name), "bold"), vector(found.output[place[row]], precision)))
     return out
 
 
-def _top_keys(head: HeadSteps, steps: Steps, row: int, precision: int, width: int) -> list[Line]:
-    problem = steps.problem
-    weights = head.weights[row]  # (S,)
+def _top_keys(head: HeadOverview, problem: Problem, index: int, row: int, precision: int, width: int) -> list[Line]:
+    """Query `row`'s largest weights, read from row `index` of `head`."""
+    weights = head.weights[index]  # (S,)
     allowed = np.flatnonzero(problem.mask[row])  # a masked key (s = −∞) is no candidate, even at weight 0
     order = allowed[np.argsort(-weights[allowed], kind="stable")][:TOP_KEYS]
     rows = [
         [
             str(j + 1),
             problem.tokens[j],
-            fixed(float(head.scores[row, j]), precision),
+            fixed(float(head.scores[index, j]), precision),
             fixed(float(weights[j]), precision),
         ]
         for j in order
@@ -84,13 +119,13 @@ def _top_keys(head: HeadSteps, steps: Steps, row: int, precision: int, width: in
     return table(title, headers, rows, width, right=(0, 2, 3))
 
 
-def _corners(head: HeadSteps, steps: Steps, precision: int, width: int) -> list[Line]:
-    """The first and last rows and columns of the weights, as the write-ups show them (walk.corners)."""
-    item = corners(head, steps.problem)
-    headers = [t("render.query"), *item.tokens]
-    note = [line((Condensed(len(steps.problem.query_tokens), len(steps.problem.tokens)).words(), "dim"))]
+def _corners(weights_of: Callable[[int], np.ndarray], problem: Problem, precision: int, width: int) -> list[Line]:
+    """The first and last rows and columns of the weights, as the write-ups show them (walk.weight_grid)."""
+    tokens, grid_rows = weight_grid(weights_of, problem, short=True)
+    headers = [t("render.query"), *tokens]
+    note = [line((Condensed(len(problem.query_tokens), len(problem.tokens)).words(), "dim"))]
     for decimals in (precision, min(precision, COMPACT_DECIMALS)):
-        rows = [[name, *(MASKED_CELL if w is None else w.text(decimals) for w in row)] for name, row in item.weights]
+        rows = [[name, *(MASKED_CELL if w is None else w.text(decimals) for w in row)] for name, row in grid_rows]
         grid = table(t("render.weight_matrix_title"), headers, rows, width, right=range(1, len(headers)))
         if len(grid) <= len(rows) + 4:  # a grid, not a stacked list: the title, the headers, a rule, a blank
             break
@@ -99,18 +134,13 @@ def _corners(head: HeadSteps, steps: Steps, precision: int, width: int) -> list[
     return [*grid, *note, BLANK]
 
 
-def _map(head: HeadSteps) -> list[Line]:
-    """The weight matrix averaged over blocks of queries and keys, drawn in shades."""
-    weights = head.weights  # (L, S)
-    row_edges = np.linspace(0, weights.shape[0], min(MAP_ROWS, weights.shape[0]) + 1).astype(int)
-    column_edges = np.linspace(0, weights.shape[1], min(MAP_COLUMNS, weights.shape[1]) + 1).astype(int)
-    blocks = np.add.reduceat(np.add.reduceat(weights, row_edges[:-1], axis=0), column_edges[:-1], axis=1)
-    sizes = np.diff(row_edges)[:, None] * np.diff(column_edges)[None, :]
-    means = blocks / sizes  # (rows, columns)
+def _map(means: np.ndarray, queries: int) -> list[Line]:
+    """The mean weight of each block of queries and keys (R, C), drawn in shades; rows numbered by their first query."""
+    starts = map_edges(queries, MAP_ROWS)[:-1]
     levels = np.ceil(means / means.max() * (len(SHADES) - 1)).astype(int)
     shaded = [
         line((f"{start + 1:>7} ", "dim"), ("".join(SHADES[level] for level in row), "cyan"))
-        for start, row in zip(row_edges[:-1], levels)
+        for start, row in zip(starts, levels)
     ]
-    legend = t("summary.map_legend", rows=len(row_edges) - 1, columns=len(column_edges) - 1)
+    legend = t("summary.map_legend", rows=means.shape[0], columns=means.shape[1])
     return [line((t("summary.map_title"), "bold")), *shaded, BLANK, line((legend, "dim")), BLANK]

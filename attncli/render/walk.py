@@ -12,7 +12,7 @@ into their syntax, so they cannot disagree on what is shown or on any number.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from typing import NamedTuple
 
@@ -724,26 +724,30 @@ def _query(head: HeadSteps, row: int, problem: Problem) -> Query:
     )
 
 
-def corners(head: HeadSteps, problem: Problem) -> WeightMatrix:
-    """A large problem's weights and outputs as every format shows them: the first and last EDGE rows and columns."""
-    return _matrix(head, problem, condensed(problem))
-
-
 def _matrix(head: HeadSteps, problem: Problem, short: bool = False) -> WeightMatrix:
     """The weights (None where masked) and the outputs; `short`, their first and last EDGE rows and columns."""
+    tokens, weights = weight_grid(lambda i: head.weights[i], problem, short)
+    outputs = tuple(zip(names_of(problem.query_tokens, short), rows(head.output, FIXED, short)))
+    return WeightMatrix(head, problem, tokens, weights, outputs)
+
+
+def weight_grid(
+    weights_of: Callable[[int], np.ndarray], problem: Problem, short: bool
+) -> tuple[tuple[str, ...], tuple[tuple[str, tuple[Num | None, ...]], ...]]:
+    """The keys' tokens and each query's weights (None where masked), `weights_of(i)` being query i's row (S,);
+    `short`, the first and last EDGE rows and columns (the terminal summary reads only those rows)."""
     shown, gap = shown_of(len(problem.tokens), short)
-    weights: list[tuple[str, tuple[Num | None, ...]]] = []
+    grid: list[tuple[str, tuple[Num | None, ...]]] = []
     for i in shown_of(len(problem.query_tokens), short)[0]:
-        row = [Num(float(head.weights[i, j])) if problem.mask[i, j] else None for j in shown]
+        weights = weights_of(i)
+        row = [Num(float(weights[j])) if problem.mask[i, j] else None for j in shown]
         if gap is not None:
             row.insert(gap, Num(0.0, ACROSS))
-        weights.append((problem.query_tokens[i], tuple(row)))
-    outputs = list(zip(names_of(problem.query_tokens, short), rows(head.output, FIXED, short)))
+        grid.append((problem.query_tokens[i], tuple(row)))
     row_gap = shown_of(len(problem.query_tokens), short)[1]
     if row_gap is not None:
-        weights.insert(row_gap, (GAPS[DOWN], tuple(Num(0.0, DOWN) for _ in weights[0][1])))
-    tokens = names_of(problem.tokens, short, GAPS[ACROSS])
-    return WeightMatrix(head, problem, tokens, tuple(weights), tuple(outputs))
+        grid.insert(row_gap, (GAPS[DOWN], tuple(Num(0.0, DOWN) for _ in grid[0][1])))
+    return names_of(problem.tokens, short, GAPS[ACROSS]), tuple(grid)
 
 
 def _combination(steps: Steps, short: bool = False) -> Combination:
