@@ -23,12 +23,15 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 if TYPE_CHECKING:
-    from threadpoolctl import ThreadpoolController
+    from threadpoolctl import LibController
 
 BLOCK_CELLS = 1 << 20  # scores per block of query rows: a few MiB, so a block stays in cache
 # Multiply-adds in all above which OpenBLAS would run its own threads: the blocks go to ours instead.
 # (Under load, OpenBLAS's spinning threads make a 0.3 ms call take 80 ms; ours wait without spinning.)
 PARALLEL_WORK = 1 << 19
+# ... and below which the caller's thread does them alone (BLAS still at one thread): n = 256, d = 64
+# (8.4M) is 0.3 ms of work on one core, and took 1.15 ms with a helper to wake on a quiet machine.
+SERIAL_WORK = 1 << 24
 
 
 def attention(
@@ -60,9 +63,11 @@ def attention(
     `return_weights` asks for it. `key_bins`, the first key of each of a few bins of keys
     (increasing, from 0), also returns each query's weights summed over each bin, (..., L, bins),
     after the weights if those are asked for: an attention map drawn to scale in the same pass.
-    `threads` defaults to the cores this process may use,
-    once a problem is big enough (PARALLEL_WORK); `threads=1` is a plain loop that leaves
-    BLAS as it is. The result does not depend on either to the last bit.
+    `threads` defaults to the cores this process may use once a problem is big enough
+    (SERIAL_WORK; below it the caller's thread alone, BLAS held at one thread, and below
+    PARALLEL_WORK BLAS left as it is); `threads=1` is a plain loop that leaves BLAS as it is.
+    A float64 result does not depend on either to the last bit; in float32 OpenBLAS's
+    sgemm may round a last bit differently with a block's rows and its own threads.
     """
     q, k, v = np.asarray(q), np.asarray(k), np.asarray(v)
     dtype = np.result_type(q.dtype, k.dtype, v.dtype, np.float16)
@@ -86,7 +91,7 @@ def attention(
     weights = np.empty((*batch, n_q, n_k), dtype=dtype) if return_weights else None  # (..., L, S)
     bins = None if key_bins is None else _bins(key_bins, n_k)
     sums = None if bins is None else np.empty((*batch, n_q, len(bins)), dtype=dtype)  # (..., L, bins)
-    q, k, v = (np.broadcast_to(a, (*batch, *a.shape[-2:])) for a in (q, k, v))
+    q, k, v = (a if a.shape[:-2] == batch else np.broadcast_to(a, (*batch, *a.shape[-2:])) for a in (q, k, v))
     heads = [
         _Head(
             q[index],
@@ -101,13 +106,14 @@ def attention(
         )
         for index in np.ndindex(*batch)
     ]
-    cores = threads or _cores()
-    parallel = cores > 1 and (threads is not None or len(heads) * n_q * n_k * (d + d_v) > PARALLEL_WORK)
-    rows = block_rows or max(1, min(n_q, BLOCK_CELLS // max(n_k, 1), -(-n_q // cores) if parallel else n_q))
+    work = len(heads) * n_q * n_k * (d + d_v)  # multiply-adds
+    own = threads == 1 or (threads is None and work <= PARALLEL_WORK)  # one thread, BLAS left as it is
+    cores = 1 if own or (threads is None and work <= SERIAL_WORK) else threads or _cores()
+    rows = block_rows or max(1, min(n_q, BLOCK_CELLS // max(n_k, 1), -(-n_q // cores)))
     blocks = [(head, start, min(n_q, start + rows)) for head in heads for start in range(0, n_q, rows)]
     call = _Call(blocks, causal, lambda: _Scratch(rows, n_k, d, d_v, dtype, causal))
-    if not parallel:
-        call.work()  # one thread, BLAS left as it is
+    if own:
+        call.work()
     else:
         with _BLAS.one():
             _POOL.lend(call, min(len(blocks), cores) - 1)
@@ -294,16 +300,19 @@ def _check_rows(ok: np.ndarray, start: int) -> None:
 
 
 class _Call:
-    """One call's blocks, taken in order by whichever thread is free: the caller's and any helpers'.
+    """One call's blocks, taken by whichever thread is free (the caller's and any helpers'), in order, or
+    with a causal mask the widest first: the last block to finish is then a narrow one, and no core waits long.
 
-    A block that fails is recorded and no new block is started; the first failing block's
-    error is raised, whichever thread met it, so the message does not depend on scheduling.
+    A block that fails is recorded and no block after it in `blocks` is started; the first failing
+    block's error is raised, whichever thread met it, so the message does not depend on scheduling.
     """
 
     def __init__(
         self, blocks: list[tuple[_Head, int, int]], causal: int | None, scratch: Callable[[], _Scratch]
     ) -> None:
-        self._blocks = enumerate(blocks)
+        order = range(len(blocks)) if causal is None else sorted(range(len(blocks)), key=lambda i: -blocks[i][1])
+        self._blocks = ((position, blocks[position]) for position in order)
+        self._first_failure = len(blocks)
         self._causal = causal
         self._scratch = scratch
         self._lock = threading.Lock()
@@ -316,7 +325,9 @@ class _Call:
         buffers = None
         while True:
             with self._lock:
-                task = next(self._blocks, None) if self._open and not self._failures else None
+                task = next(self._blocks, None) if self._open else None
+                if task is not None and task[0] > self._first_failure:
+                    continue  # an earlier block has failed: its error is the one raised
             if task is None:
                 return
             position, (head, start, stop) = task
@@ -327,6 +338,7 @@ class _Call:
             except Exception as error:  # anything else (Ctrl-C) propagates at once
                 with self._lock:
                     self._failures.append((position, error))
+                    self._first_failure = min(self._first_failure, position)
 
     def help(self) -> None:
         """A helper thread's share; nothing if the call has already closed."""
@@ -387,33 +399,37 @@ def _cores() -> int:
 class _BlasThreads:
     """BLAS at one thread while any call here runs threads of its own; restored when the last one ends.
 
-    threadpoolctl is imported on first use, so `import attncli` stays cheap; its controller
-    (a scan of the loaded libraries) is kept for later calls.
+    threadpoolctl is imported on first use, so `import attncli` stays cheap; the BLAS libraries it
+    finds (a scan of the loaded libraries) are kept, and their thread counts set directly: its
+    `limit()` takes 0.1 ms a call, as long as the whole of attention at n = 64.
     """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._users = 0
-        self._controller: ThreadpoolController | None = None
-        self._restore: Callable[[], None] | None = None
+        self._libraries: list[LibController] | None = None
+        self._before: list[tuple[LibController, int]] = []
 
     @contextmanager
     def one(self) -> Iterator[None]:
         with self._lock:
             if self._users == 0:
-                if self._controller is None:
+                if self._libraries is None:
                     from threadpoolctl import ThreadpoolController
 
-                    self._controller = ThreadpoolController()
-                self._restore = self._controller.limit(limits=1, user_api="blas").restore_original_limits
+                    self._libraries = ThreadpoolController().select(user_api="blas").lib_controllers
+                self._before = [(library, library.get_num_threads()) for library in self._libraries]
+                for library, _ in self._before:
+                    library.set_num_threads(1)
             self._users += 1
         try:
             yield
         finally:
             with self._lock:
                 self._users -= 1
-                if self._users == 0 and self._restore is not None:
-                    self._restore()
+                if self._users == 0:
+                    for library, threads in self._before:
+                        library.set_num_threads(threads)
 
 
 _BLAS = _BlasThreads()

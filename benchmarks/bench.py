@@ -1,20 +1,24 @@
-"""Benchmarks of attncli: every comparison interleaved (A, B, A, B, …) in one run, min and median of each.
+"""Benchmarks of attncli: every comparison interleaved (A, B, C, then B, C, A, …) in one run, min and median.
 
     pip install '.[bench]'
     env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE python benchmarks/bench.py
 
 (Some machines here set OPENBLAS_CORETYPE, which slows a current numpy; unset it for
-this command only.) The contenders of a comparison take turns, so a burst of load from
-the rest of the machine falls on all of them; each ratio is of medians. `--quick` runs
-every measurement at a toy size, to check that the script works: its figures mean nothing.
+this command only.) The contenders of a comparison take turns, the order turning each round,
+so a burst of load from the rest of the machine falls on all of them; a ratio's "min" is of the
+minima, its "median" the median of each round's ratio (a round's contenders ran seconds apart,
+under the same load). The load average is printed at the start and the end: figures taken at a
+load near the number of cores are not worth comparing. `--quick` runs every measurement at a
+toy size, to check that the script works: its figures mean nothing.
 
 Targets: attention at n = 4096, d = 64 ≤ 1.5× a matrix product of the same FLOPs
 (float32 and float64) and ≥ 1.5× faster than torch's scaled_dot_product_attention with
 (1, 1, L, E) inputs (2 threads, float32: plain, causal, 8 heads × 2048), and no slower
-than it at n = 256; peak memory ≤ 512 MiB above the inputs at n = 32768; `attncli compute
-samples/bank.yaml` ≤ 1.15× and `attncli --help` ≤ 1.0× `python -c "import numpy, yaml,
-rich.table"`; `attncli compute -f npy` on 4096 tokens ≤ 1.3× a Python script doing the
-same, the human summary ≤ 2×.
+than it at n = 256. The row torch / matmul says what the second asks: where torch's fused
+kernel costs 1.36 matrix products, 1.5× faster than torch is 0.9 of one. Peak memory
+≤ 512 MiB above the inputs at n = 32768; `attncli compute samples/bank.yaml` ≤ 1.15× and
+`attncli --help` ≤ 1.0× `python -c "import numpy, yaml, rich.table"`; `attncli compute -f
+npy` on 4096 tokens ≤ 1.3× a Python script doing the same, the human summary ≤ 2×.
 """
 
 from __future__ import annotations
@@ -66,16 +70,19 @@ class Plan:
 
 
 def interleaved(contenders: Contenders, repeats: int, settle: float) -> dict[str, list[float]]:
-    """Wall times of each contender, taking turns `repeats` times after a warm-up round.
+    """Wall times of each contender, taking turns `repeats` times after a warm-up round, the order
+    turning each round (so none always runs after the same one).
 
     Each run starts after a pause of `settle`: OpenBLAS's idle threads spin for ~0.1 s after
     a call and libgomp's (torch's) for a few ms, and whoever ran next would pay for them.
     """
     for run in contenders.values() if settle else ():
         run()
-    times: dict[str, list[float]] = {name: [] for name in contenders}
-    for _ in range(repeats):
-        for name, run in contenders.items():
+    names = list(contenders)
+    times: dict[str, list[float]] = {name: [] for name in names}
+    for turn in range(repeats):
+        for name in names[turn % len(names) :] + names[: turn % len(names)]:
+            run = contenders[name]
             time.sleep(settle)
             start = time.perf_counter()
             run()
@@ -88,8 +95,8 @@ def timed(name: str, times: list[float], note: str = "") -> Row:
 
 
 def ratio(name: str, top: list[float], bottom: list[float], note: str = "") -> Row:
-    """top / bottom, of the minima and of the medians."""
-    return Row(name, min(top) / min(bottom), statistics.median(top) / statistics.median(bottom), note)
+    """top / bottom: of the minima, and the median of each round's ratio (the two ran in the same round)."""
+    return Row(name, min(top) / min(bottom), statistics.median(a / b for a, b in zip(top, bottom)), note)
 
 
 def _torch(wanted: bool) -> ModuleType | None:
@@ -135,10 +142,16 @@ def kernel(plan: Plan, d: int, heads: int, torch: ModuleType | None) -> list[Row
         ]
         if torch is None:
             rows.append(Row(f"torch / attncli, {label}", np.nan, np.nan, "torch not installed", missing=True))
-        elif dtype == np.float32:
+        else:
             rows += [
                 timed(f"torch SDPA (1, {count}, L, E), {label} (s)", times["torch"], f"{THREADS} threads"),
-                ratio(f"torch / attncli, {label}", times["torch"], times["attncli"], "target ≥ 1.5"),
+                ratio(f"torch / matmul, {label}", times["torch"], times["matmul"], "torch's own cost"),
+                ratio(
+                    f"torch / attncli, {label}",
+                    times["torch"],
+                    times["attncli"],
+                    "target ≥ 1.5" if dtype == np.float32 else "",
+                ),
             ]
     return rows + small(plan, d, torch) + errors(min(n, 2048), d, torch)
 
@@ -261,7 +274,7 @@ def large_cli(plan: Plan, d: int) -> list[Row]:
                 "npy": _command([*cli, "-f", "npy", "-o", out]),
                 "summary": _command(cli),
             },
-            max(1, plan.runs // 3),
+            max(2, plan.runs // 2),
             plan.settle,
         )
     return [
@@ -290,9 +303,12 @@ def main(argv: list[str] | None = None) -> list[Row]:
     parser.add_argument("--quick", action="store_true", help="toy sizes: checks the script, measures nothing")
     parser.add_argument("--without-torch", action="store_true", help="leave torch out even if it is installed")
     args = parser.parse_args(argv)
-    plan = Plan(64, 32, 256, 2, 1, 0.0) if args.quick else Plan(4096, 256, 32768, 15, 15, 0.15)
+    plan = Plan(64, 32, 256, 2, 2, 0.0) if args.quick else Plan(4096, 256, 32768, 21, 15, 0.15)
+    load = os.getloadavg()[0]
     rows = kernel(plan, 64, 8, _torch(not args.without_torch)) + memory(plan.big, 64)
     rows += startup(plan) + large_cli(plan, 64)
+    end = os.getloadavg()[0]
+    rows.append(Row("load average over 1 min, at the start and the end", load, end, f"{os.cpu_count()} cores"))
     print(f"{'measure':<58} {'min':>10} {'median':>10}  note")
     for row in rows:
         print(f"{row.name:<58} {row.minimum:>10.4g} {row.median:>10.4g}  {row.note}")

@@ -170,6 +170,55 @@ def test_a_query_with_every_key_masked_is_named_whichever_thread_meets_it() -> N
             kernel.attention(np.ones((8, 2)), np.ones((4, 2)), np.ones((4, 2)), mask=mask, block_rows=1, threads=2)
 
 
+@pytest.mark.parametrize("threads", [1, 2])
+def test_causal_blocks_go_widest_first_and_the_first_failing_row_is_still_named(
+    threads: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Causal blocks are handed out from the last; rows 0..3 of 10 queries over 6 keys see no key
+    (bottom-right), nor does row 7 under the mask: row 0 is named, and the blocks' results are those in order."""
+    rng = np.random.default_rng(3)
+    q, k, v = rng.standard_normal((10, 3)), rng.standard_normal((6, 3)), rng.standard_normal((6, 2))
+    mask = np.ones((10, 6), dtype=bool)
+    mask[7] = False
+    for _ in range(10):
+        with pytest.raises(ValueError, match="query row 0 "):
+            kernel.attention(q, k, v, mask=mask, causal="lower_right", block_rows=1, threads=threads)
+    taken: list[int] = []
+    original = kernel._attend_block
+
+    def attend_block(head: object, start: int, *rest: object) -> None:
+        taken.append(start)
+        original(head, start, *rest)
+
+    monkeypatch.setattr(kernel, "_attend_block", attend_block)
+    out = kernel.attention(q[4:], k, v, causal="lower_right", block_rows=2, threads=1)
+    assert taken == [4, 2, 0]  # 6 rows in blocks of 2, widest first
+    s = np.where(np.tril(np.ones((6, 6), dtype=bool)), q[4:] @ k.T / np.sqrt(3), -np.inf)
+    weights = np.exp(s - s.max(axis=1, keepdims=True))
+    np.testing.assert_allclose(out, weights / weights.sum(axis=1, keepdims=True) @ v, rtol=0, atol=1e-15)
+
+
+def test_a_call_below_serial_work_stays_on_the_callers_thread_with_blas_at_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    """n = 256, d = 64: past PARALLEL_WORK (BLAS would start its threads) and below SERIAL_WORK (no helper)."""
+    from threadpoolctl import threadpool_info
+
+    seen: list[tuple[bool, list[int]]] = []
+    original = kernel._attend_block
+
+    def attend_block(*args: object) -> None:
+        blas = [library["num_threads"] for library in threadpool_info() if library["user_api"] == "blas"]
+        seen.append((threading.current_thread() is threading.main_thread(), blas))
+        original(*args)
+
+    monkeypatch.setattr(kernel, "_attend_block", attend_block)
+    q = np.random.default_rng(4).standard_normal((256, 64))
+    assert kernel.PARALLEL_WORK < 256 * 256 * 128 <= kernel.SERIAL_WORK
+    before = [library["num_threads"] for library in threadpool_info() if library["user_api"] == "blas"]
+    kernel.attention(q, q, q)
+    assert seen and all(main and set(blas) == {1} for main, blas in seen), seen
+    assert [library["num_threads"] for library in threadpool_info() if library["user_api"] == "blas"] == before
+
+
 def test_import_attncli_does_not_import_threadpoolctl() -> None:
     code = "import attncli, sys; print('threadpoolctl' in sys.modules)"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)

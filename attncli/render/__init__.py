@@ -8,7 +8,6 @@ asked: norms and interventions, or more cells than a text format can print.
 
 from __future__ import annotations
 
-import io
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, BinaryIO
 
@@ -54,13 +53,11 @@ def results_only(fmt: str, silent: bool, pictures_or_analyses: bool) -> bool:
     return not pictures_or_analyses and (silent or fmt == "npy")
 
 
-def npy(output: np.ndarray) -> bytes:
-    """The result as a .npy file's bytes."""
+def npy(output: np.ndarray) -> Callable[[BinaryIO], None]:
+    """The result as a .npy file, written into the stream it is given: never a second copy in memory."""
     import numpy as np
 
-    buffer = io.BytesIO()
-    np.save(buffer, output, allow_pickle=False)
-    return buffer.getvalue()
+    return lambda stream: np.save(stream, output, allow_pickle=False)
 
 
 def npz_arrays(steps: Steps) -> dict[str, np.ndarray]:
@@ -148,7 +145,7 @@ def stack_document(
     follow: tuple[str, ...] | None = None,
     layer: int | None = None,
     rollout: np.ndarray | None = None,
-) -> str | bytes:
+) -> str | Callable[[BinaryIO], None]:
     """A stack in format `fmt`, one of STACK_FORMATS but the human ones; `rollout` joins when asked for."""
     if fmt == "json":
         from attncli.render import json_doc
