@@ -93,12 +93,14 @@ def validate(options: Options) -> None:
     if not 1 <= options.layers <= MAX_LAYERS:
         raise fail("generate.bad_layers", got=options.layers, limit=MAX_LAYERS).at(field="layers")
     if options.norm not in NORMS:
-        raise fail("generate.bad_norm", name=options.norm, known=", ".join(NORMS)).at(field="norm")
+        hint = did_you_mean(options.norm, NORMS)
+        raise fail("generate.bad_norm", name=options.norm, known=", ".join(NORMS), hint=hint).at(field="norm")
     if options.norm != "none" and options.layers == 1:
         raise fail("generate.norm_needs_layers").at(field="norm")
     if options.rope is not None:
         if options.rope not in positions.STYLES:
-            raise fail("generate.bad_rope", name=options.rope).at(field="rope")
+            hint = did_you_mean(options.rope, positions.STYLES)
+            raise fail("generate.bad_rope", name=options.rope, hint=hint).at(field="rope")
         if options.d_k not in ROPE or options.score == "cosine":
             raise fail("generate.rope_shape", d_k=options.d_k, score=options.score).at(field="rope")
     if options.gqa and options.heads % 2:

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from attncli.cli import app, compare, compute
+from attncli import exercises, positions
+from attncli.cli import app, compare, compute, generate
 from attncli.i18n import LANGUAGES
 from tests.paths import ROOT, SAMPLES
 
@@ -32,6 +33,7 @@ CHOICES = {
     ("compute", "--score"): ["scaled_dot", "dot", "cosine"],
     ("compute", "--dtype"): ["float64", "float32"],
     ("compute", "--weights"): ["uniform", "permute", "permute:"],
+    ("compute", "--csv-layout"): ["long", "wide"],
     ("compute", "--lang"): list(LANGUAGES),
     ("check", "--format"): ["rich", "text", "json", "csv", "markdown"],
     ("compare", "--format"): list(compare.FORMATS),
@@ -39,6 +41,10 @@ CHOICES = {
     ("generate", "--mask"): ["none", "causal"],
     ("generate", "--score"): ["scaled_dot", "dot", "cosine"],
     ("generate", "--sheet"): ["markdown", "latex"],
+    ("generate", "--norm"): ["none", "layer", "rms", "layer:post", "rms:post"],
+    ("generate", "--rope"): ["half", "interleaved"],
+    ("practice", "--mask"): ["none", "causal"],
+    ("practice", "--score"): ["scaled_dot", "dot", "cosine"],
     ("template", "--lang"): list(LANGUAGES),
 }
 
@@ -52,13 +58,24 @@ def complete(words: str) -> list[str]:
     return result.stdout.split()
 
 
-@pytest.mark.parametrize(("command", "option"), sorted(CHOICES))
+# Options whose values are few numbers: completion offers them; a slip there is a range error, not a name.
+NUMBERS = {("practice", "--level"): ["1", "2", "3"]}
+
+
+@pytest.mark.parametrize(("command", "option"), sorted({**CHOICES, **NUMBERS}))
 def test_completion_offers_the_values_of_every_choice(command: str, option: str) -> None:
-    assert complete(f"attncli {command} {option} ") == CHOICES[command, option]
-    first = CHOICES[command, option][0]
+    values = {**CHOICES, **NUMBERS}[command, option]
+    assert complete(f"attncli {command} {option} ") == values
+    first = values[0]
     assert complete(f"attncli {command} {option} {first[:2]}") == [
-        value for value in CHOICES[command, option] if value.startswith(first[:2])
+        value for value in values if value.startswith(first[:2])
     ]
+
+
+def test_the_values_offered_are_the_ones_the_library_takes() -> None:
+    """generate's --norm and --rope complete from their own tuples (the library's need numpy to import)."""
+    assert generate.NORMS == exercises.NORMS
+    assert generate.ROPES == positions.STYLES
 
 
 def test_completion_still_offers_commands_and_options() -> None:

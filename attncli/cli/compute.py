@@ -88,7 +88,15 @@ def compute(
     precision: Precision = 4,
     format: Format = None,
     output: Output = None,
-    csv_layout: Annotated[str, typer.Option("--csv-layout", help=t("help.compute.csv_layout"))] = "long",
+    csv_layout: Annotated[
+        str,
+        typer.Option(
+            "--csv-layout",
+            metavar=t("help.metavar.layout"),
+            autocompletion=completion(*CSV_LAYOUTS),
+            help=t("help.compute.csv_layout"),
+        ),
+    ] = "long",
     no_color: NoColor = False,
     dtype: Annotated[
         str,

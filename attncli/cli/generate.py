@@ -17,6 +17,9 @@ from attncli.launch import say
 
 SEED_LIMIT = 1_000_000  # random seeds stay short enough to copy by hand
 SHEETS = {"markdown": ".md", "latex": ".tex"}  # --sheet: the exercise to hand out, and its file's suffix
+# The values --norm and --rope complete to (exercises.NORMS and positions.STYLES, which need numpy to import).
+NORMS = ("none", "layer", "rms", "layer:post", "rms:post")
+ROPES = ("half", "interleaved")
 EXERCISE_SUFFIXES = (".yaml", ".yml")  # -o FILE.yaml without --count: one exercise in that file
 EXAMPLES = epilog(
     "  attncli generate > exercise.yaml",
@@ -52,8 +55,14 @@ def generate(
     ] = "scaled_dot",
     projections: Annotated[bool, typer.Option(help=t("help.generate.projections"))] = False,
     layers: Annotated[int, typer.Option(min=1, max=4, help=t("help.generate.layers"))] = 1,
-    norm: Annotated[str, typer.Option(help=t("help.generate.norm"))] = "none",
-    rope: Annotated[Optional[str], typer.Option(help=t("help.generate.rope"))] = None,
+    norm: Annotated[
+        str,
+        typer.Option(metavar=t("help.metavar.norm"), autocompletion=completion(*NORMS), help=t("help.generate.norm")),
+    ] = "none",
+    rope: Annotated[
+        Optional[str],
+        typer.Option(metavar=t("help.metavar.style"), autocompletion=completion(*ROPES), help=t("help.generate.rope")),
+    ] = None,
     gqa: Annotated[bool, typer.Option(help=t("help.generate.gqa"))] = False,
     seed: Annotated[Optional[int], typer.Option(min=0, help=t("help.generate.seed"))] = None,
     answers: Annotated[bool, typer.Option(help=t("help.generate.answers"))] = False,

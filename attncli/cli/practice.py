@@ -57,7 +57,16 @@ def practice(
         Optional[str],
         typer.Option(metavar=t("help.metavar.name"), autocompletion=completion(*SCORES), help=t("help.score")),
     ] = None,
-    level: Annotated[int, typer.Option(min=1, max=3, help=t("help.practice.level"))] = 2,
+    level: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            max=3,
+            metavar=t("help.metavar.level"),
+            autocompletion=completion("1", "2", "3"),
+            help=t("help.practice.level"),
+        ),
+    ] = 2,
     record: Annotated[Optional[Path], typer.Option(help=t("help.practice.record"))] = None,
     no_color: NoColor = False,
     lang: Lang = None,
