@@ -126,3 +126,16 @@ def test_the_readmes_point_only_into_the_repository(readme: str) -> None:
     assert "../" not in text
     links = re.findall(r"\]\(([^)#]+)\)", text)
     assert [link for link in links if "://" not in link and not (ROOT / link).exists()] == []
+
+
+def test_the_checking_example_prints_what_the_readme_shows(tmp_path: Any) -> None:
+    """The homework of "Checking homework": samples/bank.yaml with the README's answers, checked as shown."""
+    section = README.split("\n## Checking homework: `attncli check`\n", 1)[1]
+    answers, shown = blocks(section)[:2]
+    homework = tmp_path / "homework.yaml"
+    homework.write_text((SAMPLES / "bank.yaml").read_text(encoding="utf-8") + answers, encoding="utf-8")
+    command, *_, last = shown.strip().splitlines()
+    assert command == "$ attncli check homework.yaml"
+    result = CliRunner().invoke(app, ["check", str(homework)], env={"COLUMNS": "200", "NO_COLOR": "1"})
+    assert result.exit_code == 1
+    assert result.stdout.strip().splitlines()[-1] == last
