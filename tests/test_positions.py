@@ -320,7 +320,7 @@ def test_generate_refuses_what_it_cannot_make_by_hand() -> None:
     from attncli.cli import app
 
     for args, words in (
-        (["--rope", "halves"], "--rope takes half"),
+        (["--rope", "halves"], "--rope: expected half (Llama"),
         (["--rope", "half", "--dk", "3"], "quarter turns, which needs --dk 2 or 4"),
         (["--gqa", "--heads", "3"], "give an even --heads, not 3"),
     ):

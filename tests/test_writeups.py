@@ -234,7 +234,7 @@ def outputs(steps: core.Steps, follow: tuple[str, ...] | None, precision: int = 
 def sections(fmt: str, source: str, steps: core.Steps) -> list[tuple[str, ...]]:
     """The sections of one output in order, each told by its heading in that format's own syntax."""
     in_format = {
-        "terminal": {"title": "{}", "head": " {}", "query": "{}", "part": "{}", "subsection": "{}"},
+        "terminal": {"title": "{}", "head": "{}", "query": "{}", "part": "{}", "subsection": "{}"},
         "markdown": {"title": "**{}**", "head": "## {}", "query": "### {}", "part": "**{}**", "subsection": "**{}**"},
         "latex": {
             "title": r"\paragraph{{{}}}",

@@ -220,5 +220,12 @@ def bar(fraction: float, width: int) -> str:
 
 
 def to_text(lines: Iterable[Line]) -> str:
-    """Plain text: one line each, no trailing spaces."""
-    return "".join(plain(current).rstrip() + "\n" for current in lines)
+    """Plain text: one line each, no trailing spaces.
+
+    A heading in reverse video (" head 1 ") is padded so that its block of colour
+    frames the words; without the colour the padding is a stray space, and goes.
+    """
+    return "".join(
+        "".join(text.strip(" ") if "reverse" in style else text for text, style in current).rstrip() + "\n"
+        for current in lines
+    )

@@ -124,16 +124,25 @@ class Vec:
 def vec(values: np.ndarray, style: str = FIXED, short: bool = False) -> Vec:
     """A row of numbers; `short`, its first and last EDGE when it has more."""
     shown, gap = shown_of(len(values), short)
-    return Vec(tuple(float(values[j]) for j in shown), style, gap)
+    return Vec(tuple(float(values[j]) for j in shown), alike(values, style), gap)
 
 
 def rows(matrix: np.ndarray, style: str = FIXED, short: bool = False) -> tuple[Vec, ...]:
     """A matrix as rows; `short`, its first and last EDGE rows and columns with a gap row (⋮) between."""
     shown, gap = shown_of(len(matrix), short)
+    style = alike(matrix, style)
     out = [vec(matrix[i], style, short) for i in shown]
     if gap is not None:
         out.insert(gap, replace(out[0], values=(0.0,) * len(out[0].values), style=DOWN))
     return tuple(out)
+
+
+def alike(numbers: np.ndarray, style: str) -> str:
+    """The style that writes all of `numbers` one way: ENTRY only when every one is whole ([1, 0]), so that an
+    input matrix is never written [0.5000, 0] beside [1, 0]."""
+    if style == ENTRY and not np.all(np.mod(numbers, 1) == 0):
+        return FIXED
+    return style
 
 
 def shown_of(count: int, short: bool) -> tuple[list[int], int | None]:
