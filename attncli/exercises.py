@@ -8,6 +8,7 @@ integer vector (as the article's q = [√2, 0] with d_k = 2), so dividing q·k b
 
 from __future__ import annotations
 
+import itertools
 import math
 import random
 import shlex
@@ -117,7 +118,7 @@ def exercise(options: Options, seed: int, within: tuple[str, str] | None = None)
     """
     validate(options)
     rng = random.Random(seed)
-    tokens, sentence = _tokens(options.tokens, rng)
+    tokens, sentence = _tokens(options.tokens, seed)
     d_v = options.d_v or options.d_k
     mask = [[not (options.mask == "causal" and j > i) for j in range(len(tokens))] for i in range(len(tokens))]
     d_model = max(D_MODEL, options.d_k, d_v)
@@ -267,12 +268,15 @@ def command(options: Options, seed: int) -> str:
     return " ".join(parts)
 
 
-def _tokens(tokens: int | tuple[str, ...] | None, rng: random.Random) -> tuple[tuple[str, ...], str]:
+def _tokens(tokens: int | tuple[str, ...] | None, seed: int) -> tuple[tuple[str, ...], str]:
+    """The exercise's tokens and its sentence: the seed picks it in turn, so a worksheet (consecutive seeds)
+    repeats a sentence only after using every one of that length."""
     if isinstance(tokens, tuple):
         return tokens, " ".join(tokens)
     count = 3 if tokens is None else tokens
     if count <= SENTENCE_WORDS:
-        sentence = rng.choice(t(f"generate.sentences.{count}").split(" / "))  # in the language of the exercise
+        sentences = t(f"generate.sentences.{count}").split(" / ")  # in the language of the exercise
+        sentence = sentences[seed % len(sentences)]
         return tuple(sentence.split()), sentence
     names = tuple(f"t{i + 1}" for i in range(count))
     return names, " ".join(names)
@@ -296,7 +300,7 @@ def _head(
         halves = options.score != "cosine" and rng.random() < 0.25
         low = -2 if halves else -1
         if x is None:
-            a = _rows(rng, n, d_k, (low, 1), nonzero=True)
+            a = _distinct_rows(rng, n, d_k, (low, 1))
             keys = _rows(rng, n, d_k, (-1, 2), nonzero=True)
             values = _rows(rng, n, d_v, (-1, 2))
         else:
@@ -309,7 +313,7 @@ def _head(
         if options.rope is not None:
             q, k = _turned(q, options), _turned(k, options)
         scores = [[_score(options.score, qi, kj) / (2 if halves else 1) for kj in k] for qi in q]
-        varied = len({tuple(row) for row in q}) == n or n > 2**d_k  # queries differ where they easily can
+        varied = x is None or len({tuple(row) for row in q}) == n or n > 2**d_k  # queries differ where they easily can
         if varied and _hand_doable(scores, mask):
             break
     queries = [[_query_text(v, options.score, d_k, halves) for v in row] for row in a]
@@ -387,6 +391,15 @@ def _rows(
             row = [rng.randint(*bounds) for _ in range(width)]
         rows.append(row)
     return rows
+
+
+def _distinct_rows(rng: random.Random, count: int, width: int, bounds: tuple[int, int]) -> list[list[int]]:
+    """`count` nonzero rows, no two alike when there are that many (query rows that repeat give repeated
+    weight rows, which teach nothing); otherwise drawn freely."""
+    every = [list(row) for row in itertools.product(range(bounds[0], bounds[1] + 1), repeat=width) if any(row)]
+    if count > len(every):
+        return _rows(rng, count, width, bounds, nonzero=True)
+    return rng.sample(every, count)
 
 
 def _product(x: list[list[int]], w: list[list[int]]) -> list[list[int]]:

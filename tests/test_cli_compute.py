@@ -483,3 +483,19 @@ def test_the_cross_attention_hint_is_for_query_rows_only() -> None:
     assert keys.exit_code == queries.exit_code == 2
     assert "'c' is not one of the row names (a, b)" in keys.stderr and "cross-attention" not in keys.stderr
     assert "cross-attention" in queries.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "formula"),
+    [
+        ([str(SAMPLES / "additive.yaml")], "s = v·tanh(q·W_query + k·W_key)"),
+        ([BANK, "--score", "dot"], "s = q·k"),
+        ([BANK, "--score", "cosine"], "s = cos(q, k)"),
+        ([BANK], "s = q·k × 1/√2 = 0.7071"),
+        ([BANK, "--scale", "0.5"], "s = q·k × 0.5000"),
+    ],
+)
+def test_the_score_line_names_a_scale_only_where_there_is_one(args: list[str], formula: str) -> None:
+    """dot, cosine and additive scores are not scaled: their formula ends without × 1.0000."""
+    score_line = next(line for line in run(*args, "--format", "text").stdout.splitlines() if line.startswith("Score"))
+    assert score_line.split(", ", 1)[1].rsplit(" (d_k", 1)[0] == formula

@@ -34,8 +34,24 @@ DISAGREE = "≠"
 CHART_WIDTH = 30
 
 
+CAUTION_STYLE = "italic yellow"
+
+
 def _caution(key: str) -> Line:
-    return line((t(key), "italic yellow"))
+    return line((t(key), CAUTION_STYLE))
+
+
+def cautioned_once(lines: Sequence[Line]) -> list[Line]:
+    """`lines` with each caution said once: every head's map (and every layer's) would repeat the same words."""
+    said: set[Line] = set()
+    out = []
+    for current in lines:
+        if len(current) == 1 and current[0][1] == CAUTION_STYLE:
+            if current in said:
+                continue
+            said.add(current)
+        out.append(current)
+    return out
 
 
 # Heatmaps

@@ -27,7 +27,7 @@ def render(steps: Steps, view: View, width: int, extra: Sequence[Line] = ()) -> 
         found = core.overview(steps, summary.kept_rows(steps.problem, view.follow), summary.MAP_SHAPE)
         return [*summary.render(found, view.follow, view.precision, width), *extra]
     out = [line for item in walk.items(steps, view) for line in _RENDER[type(item)](item, view.precision, width)]
-    return [*out, *extra, line((t("render.rounding_note", precision=view.precision), "dim"))]
+    return analysis.cautioned_once([*out, *extra, line((t("render.rounding_note", precision=view.precision), "dim"))])
 
 
 def render_stack(
@@ -36,7 +36,7 @@ def render_stack(
     """A stack's explanation, layer by layer (only `layer` when given), then the rollout when asked for."""
     records = walk.stack_items(steps, view, layer, rollout)
     out = [line for item in records for line in _RENDER[type(item)](item, view.precision, width)]
-    return [*out, line((t("render.rounding_note", precision=view.precision), "dim"))]
+    return analysis.cautioned_once([*out, line((t("render.rounding_note", precision=view.precision), "dim"))])
 
 
 def _facts(facts: walk.Facts, p: int, width: int) -> list[Line]:
@@ -73,10 +73,18 @@ def _score_description(formula: walk.Formula, p: int) -> str:
     """The score function, its formula with the scale (1/√d_k = 0.7071 when it is the usual one), and the widths."""
     if formula.kind == "given":
         return formula.words()
+    return formula.words(_scaled(walk.FORMULAS[formula.kind].text, formula, p))
+
+
+def _scaled(compatibility: str, formula: walk.Formula, p: int, root: bool = True) -> str:
+    """s = compatibility × the scale, which `root` writes 1/√d_k = 0.7071 when it is the usual one.
+
+    A scale of 1 that no rule asked for (dot, cosine, additive) is left out: × 1.0000 says nothing.
+    """
+    if formula.root is None and formula.scale == 1:
+        return f"s = {compatibility}"
     scale = fixed(formula.scale, p)
-    if formula.root is not None:
-        scale = f"1/√{formula.root} = {scale}"
-    return formula.words(f"s = {walk.FORMULAS[formula.kind].text} × {scale}")
+    return f"s = {compatibility} × {f'1/√{formula.root} = {scale}' if root and formula.root is not None else scale}"
 
 
 def _access_map(facts: walk.Facts, width: int) -> list[Line]:
@@ -150,7 +158,7 @@ def _score_table(query: walk.Query, p: int, width: int) -> list[Line]:
     spelling = walk.FORMULAS[formula.kind]
     headers = [t("render.key"), "k", spelling.text, *walk.score_headers(query)]
     return table(
-        t("render.step_scores", formula=f"s = {spelling.spelled} × {fixed(formula.scale, p)}"),
+        t("render.step_scores", formula=_scaled(spelling.spelled, formula, p, root=False)),
         headers,
         rows,
         width,
