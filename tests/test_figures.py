@@ -84,6 +84,26 @@ def test_compare_puts_a_above_b(tmp_path: Path) -> None:
 
 
 @drawn
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["compare", str(SAMPLES / "bank.yaml"), str(SAMPLES / "bank_cashier.yaml")],
+        ["compute", str(SAMPLES / "storm_causal.yaml")],
+        ["compute", str(SAMPLES / "two_heads.yaml"), "--norms"],
+    ],
+)
+def test_nothing_is_cut_at_the_edges_of_the_picture(tmp_path: Path, args: list[str]) -> None:
+    """A long title or footnote makes the figure wider, never runs off it: the PNG's outer pixels are all white."""
+    from matplotlib.image import imread
+
+    out = tmp_path / "figure.png"
+    assert invoke(*args, "--figure", str(out)).exit_code == 0
+    pixels = imread(out)[..., :3]
+    edges = [pixels[:3], pixels[-3:], pixels[:, :3], pixels[:, -3:]]
+    assert all(edge.min() > 0.95 for edge in edges)
+
+
+@drawn
 @pytest.mark.parametrize("suffix", [".svg", ".png", ".pdf"])
 def test_the_same_problem_gives_the_same_bytes(tmp_path: Path, suffix: str) -> None:
     first, second = tmp_path / f"a{suffix}", tmp_path / f"b{suffix}"

@@ -148,7 +148,8 @@ def _draw(grid: list[list[Panel]], title: str, fmt: str) -> bytes:
         bar.set_label(grid[0][c].label)
     _footer(fig, grid, annotated=max(len(first.rows), len(first.columns)) <= ANNOTATE_UP_TO)
     buffer = io.BytesIO()
-    fig.savefig(buffer, format=fmt, metadata=METADATA[fmt], dpi=150 if fmt == "png" else "figure")
+    # bbox_inches="tight": the figure grows to hold a long title or footnote instead of cutting it
+    fig.savefig(buffer, format=fmt, metadata=METADATA[fmt], dpi=150 if fmt == "png" else "figure", bbox_inches="tight")
     return buffer.getvalue()
 
 
