@@ -352,3 +352,35 @@ def test_help_is_english_by_default(env: dict[str, str]) -> None:
 def test_lang_en_overrides_a_spanish_environment_in_help() -> None:
     text = help_of("scaling", "--help", "--lang", "en", LANG="es_ES.UTF-8")
     assert "Keys each query is compared with (1 to 4096; default: 16)." in text and "Exit codes" in text
+
+
+# Placeholders before a plural noun that are never 1: limits, names (a dtype); then messages said only of many.
+NEVER_ONE = {"limit", "max_keys", "max_queries", "edge", "length", "dtype"}
+MANY_BY_CONSTRUCTION = {
+    "check.top_with_heads",  # said only when the problem has several heads
+    "check.too_many_heads",  # more heads answered than the problem has (≥ 1)
+    "check.too_many_layers",
+    "check.total",  # {correct}/{cells} cells: a fraction
+    "analysis.scaling_budget",  # more than the limit
+    "writeup.condensed",  # a problem too large to show cell by cell
+    "render.too_many_cells",  # more cells than the limit
+    "check.decimal_comma_list",  # a row read as several whole numbers
+}
+NOUNS = (
+    "rows|numbers|entries|columns|keys|queries|heads|files|cells|values|decimals|layers|exercises|steps|"
+    "filas|números|entradas|columnas|claves|consultas|cabezas|archivos|celdas|valores|decimales|capas|ejercicios|pasos"
+)
+
+
+@pytest.mark.parametrize("messages", [en.MESSAGES, es.MESSAGES], ids=["en", "es"])
+def test_a_count_that_can_be_one_takes_the_plural_form(messages: dict[str, str]) -> None:
+    """'{count} numbers' reads "1 numbers" when count is 1: such a count is written {count} {count:number|numbers}."""
+    bare = re.compile(r"\{(\w+)\} (?:" + NOUNS + r")\b")
+    found = [
+        (key, name)
+        for key, message in messages.items()
+        if key not in MANY_BY_CONSTRUCTION
+        for name in bare.findall(message)
+        if name not in NEVER_ONE
+    ]
+    assert found == []

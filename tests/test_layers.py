@@ -279,7 +279,7 @@ PROJECTIONS = {"w_q": "[[1, 0], [0, 1]]", "w_k": "[[1, 0], [0, 1]]", "w_v": "[[1
     ("fields", "message"),
     [
         ({"w_q": "[[1, 0], [0, 1], [1, 1]]"}, "stack.yaml:8: layers[2].w_q: 3 rows, expected 2 (the width of x)"),
-        ({"w_v": "[[1], [0]]"}, "stack.yaml:7: layers[2]: the heads' values give 1 numbers per token, expected 2"),
+        ({"w_v": "[[1], [0]]"}, "stack.yaml:7: layers[2]: the heads' values give 1 number per token, expected 2"),
         ({"w_o": "[[1, 0, 0], [0, 1, 0]]"}, "stack.yaml:11: layers[2].w_o: 3 columns, expected 2"),
         ({"norm": "batch"}, "stack.yaml:11: layers[2].norm: expected one of layer, rms, got the text 'batch'"),
         ({"norm": "{type: layr}"}, "layers[2].norm.type: expected one of layer, rms, got the text 'layr'; did you"),
