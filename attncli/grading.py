@@ -209,6 +209,7 @@ class _Pass:
 
 Triple = tuple[int, int, Entry]  # an answered cell: row, column, what was written
 Reference = tuple[np.ndarray, np.ndarray, np.ndarray]  # values, radii, excluded
+Listed = tuple[list, list, list]  # a Reference as nested lists
 
 
 @dataclass(frozen=True)
@@ -264,13 +265,15 @@ def grade(
     given = {(a.step, a.head): _student(a, rule.carry) for a in answers.steps if a.written is None}
     replays = _Replays(steps, given, rule.carry)
     reports: dict[Key, StepReport] = {}
+    coarse_steps: dict[Key, bool] = {}
     for answer in answers.steps:
         key = (answer.step, answer.head)
         upstream = [dep for dep in _depends(key, len(steps.heads)) if dep in reports]
         wrong = any(reports[dep].status in (WRONG, CARRIED) for dep in upstream)
-        coarse = any(_coarse(reports[dep], rule.carry) for dep in upstream)
+        coarse = any(coarse_steps[dep] for dep in upstream)
         explain = diagnose is None or key in diagnose
         reports[key] = _Grader(steps, replays, rule, answer).report(wrong, coarse, explain)
+        coarse_steps[key] = _coarse(reports[key], rule.carry)
     required = require if require is not None else answers.require
     for key in _required(steps, required):
         if key not in reports:
@@ -499,6 +502,7 @@ class _Grader:
         self.key = (answer.step, answer.head)
         self.truth = self.reference(Mistake(), False)
         self.judged: dict[int, bool] = {}  # id of a replay's reference (held by `replays`) -> whether it explains
+        self.lists: dict[int, tuple[Reference, Listed]] = {}  # id of a reference -> (it, as lists)
 
     def reference(self, mistake: Mistake, own: bool, key: Key | None = None) -> Reference:
         return self.replays.reference(mistake, own, key or self.key)
@@ -538,34 +542,47 @@ class _Grader:
 
     def cells(self) -> list[Cell]:
         """Every cell judged against the truth and, only where it is not right, against the student's own inputs."""
-        t, r, excluded = self.truth
-        own: Reference | None = None
+        t, r, excluded = self.listed(self.truth)
+        own: Listed | None = None
         rule = self.rule
         cells = []
-        for i, j, entry in _cells(self.answer, excluded):
+        for i, j, entry in _cells(self.answer, self.truth[2]):
             if entry is None:
                 status = NOT_ANSWERED
             elif rule.min_decimals is not None and entry.decimals is not None and entry.decimals < rule.min_decimals:
                 status = TOO_FEW_DECIMALS
-            elif rule.agrees(entry, t[i, j], r[i, j], excluded[i, j]):
+            elif rule.agrees(entry, t[i][j], r[i][j], excluded[i][j]):
                 status = RIGHT
             else:
-                own = own or self.reference(Mistake(), True)
-                status = CARRIED if rule.agrees(entry, own[0][i, j], own[1][i, j], own[2][i, j]) else WRONG
+                own = own or self.listed(self.reference(Mistake(), True))
+                status = CARRIED if rule.agrees(entry, own[0][i][j], own[1][i][j], own[2][i][j]) else WRONG
             half = 0.0 if entry is None else rule.own(entry)
-            carried_in = 0.0 if rule.tolerance is not None or not math.isfinite(r[i, j]) else float(r[i, j])
-            cells.append(Cell(i, j, entry, float(t[i, j]), bool(excluded[i, j]), status, half, carried_in))
+            carried_in = 0.0 if rule.tolerance is not None or not math.isfinite(r[i][j]) else r[i][j]
+            cells.append(Cell(i, j, entry, t[i][j], excluded[i][j], status, half, carried_in))
         return cells
+
+    def listed(self, ref: Reference) -> Listed:
+        """`ref` as nested lists of Python numbers, made once: judged cell by cell, they compute as the arrays
+        do, several times faster."""
+        found = self.lists.get(id(ref))
+        if found is None or found[0] is not ref:
+            found = self.lists[id(ref)] = (ref, (ref[0].tolist(), ref[1].tolist(), ref[2].tolist()))
+        return found[1]
+
+    def departs(self, triples: list[Triple], ref: Reference) -> bool:
+        """Whether some answered number is not `ref`'s."""
+        t, r, out = self.listed(ref)
+        return any(not self.rule.agrees(entry, t[i][j], r[i][j], out[i][j]) for i, j, entry in triples)
 
     def fits(self, triples: list[Triple], ref: Reference) -> bool:
         """Whether `ref` gives every answered number (cells it leaves undefined must be right ones)."""
-        t, r, out = ref
-        truth_t, truth_r, truth_out = self.truth
+        t, r, out = self.listed(ref)
+        truth_t, truth_r, truth_out = self.listed(self.truth)
         for i, j, entry in triples:
-            if np.isnan(t[i, j]):
-                if not self.rule.agrees(entry, truth_t[i, j], truth_r[i, j], truth_out[i, j]):
+            if math.isnan(t[i][j]):
+                if not self.rule.agrees(entry, truth_t[i][j], truth_r[i][j], truth_out[i][j]):
                     return False
-            elif not self.rule.agrees(entry, t[i, j], r[i, j], out[i, j]):
+            elif not self.rule.agrees(entry, t[i][j], r[i][j], out[i][j]):
                 return False
         return True
 
@@ -574,8 +591,8 @@ class _Grader:
         anything for a mistake to explain."""
         found = []
         for own in (False, True):
-            t, r, out = clean = self.reference(Mistake(), own)
-            if any(not self.rule.agrees(entry, t[i, j], r[i, j], out[i, j]) for i, j, entry in triples):
+            clean = self.reference(Mistake(), own)
+            if self.departs(triples, clean):
                 found.append((own, clean))
         return found
 
@@ -589,10 +606,7 @@ class _Grader:
 
     def explains(self, triples: list[Triple], ref: Reference, clean: Reference) -> bool:
         """Whether `ref` fits every answered number and gives one that the mistake-free `clean` does not."""
-        if not self.fits(triples, ref):
-            return False
-        t, r, out = clean
-        return any(not self.rule.agrees(entry, t[i, j], r[i, j], out[i, j]) for i, j, entry in triples)
+        return self.fits(triples, ref) and self.departs(triples, clean)
 
     def diagnose(self, triples: list[Triple], transposed: bool) -> tuple[str, ...]:
         """Every classic mistake that reproduces the step: single ones first, then pairs, then early rounding.
@@ -706,10 +720,10 @@ class _Grader:
 
     def line_fits(self, cells: list[Triple], ref: Reference, axis: int, source: int) -> bool:
         """Whether the answered cells of one row (axis 0) or column (axis 1) are row or column `source` of `ref`."""
-        t, r, out = ref
+        t, r, out = self.listed(ref)
         for i, j, entry in cells:
             a, b = (source, j) if axis == 0 else (i, source)
-            if np.isnan(t[a, b]) or not self.rule.agrees(entry, t[a, b], r[a, b], out[a, b]):
+            if math.isnan(t[a][b]) or not self.rule.agrees(entry, t[a][b], r[a][b], out[a][b]):
                 return False
         return True
 

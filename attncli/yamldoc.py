@@ -6,19 +6,22 @@ aliases without limit (an alias bomb). Building the document from the flat event
 stream avoids both: nesting is counted, and each alias adds the size of what it
 repeats to a budget. Both are checked in a first, lean pass over the events
 (about 1.2 µs a value), so that a document past them is refused before the far
-slower building starts. Only the plain YAML types are accepted; any tag such as
-`!!python/object` is refused before anything is constructed.
+slower building starts (a short text is parsed once, its events kept). Only the
+plain YAML types are accepted; any tag such as `!!python/object` is refused
+before anything is constructed.
 """
 
 from __future__ import annotations
 
+import collections
 import errno
+import functools
 import json
 import math
 import os
 import re
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar
 
@@ -34,6 +37,7 @@ FieldPath = tuple[str | int, ...]  # where a value sits: ("heads", 0, "keys") is
 MAX_DEPTH = 32
 MAX_VALUES = 250_000  # counted at about 1.2 µs each, a document past this is refused in well under a second
 MAX_BYTES = 64 * 2**20
+ONE_PASS_CHARS = 2**18  # a text this short is parsed once, its events kept for building (2 values a character at most)
 PLAIN_TAGS = {
     "tag:yaml.org,2002:str",
     "tag:yaml.org,2002:int",
@@ -110,8 +114,7 @@ def load(text: str, name: str) -> Document:
     """Parse `text`; any problem becomes an AttnError carrying `name` and the line."""
     document = Document(data=None, name=name)
     try:
-        _count_values(text)
-        _Builder(document).build(text)
+        _Builder(document).build(_counted_events(text))
     except AttnError as error:
         raise error.at(source=name) from None
     except yaml.reader.ReaderError as error:  # a character YAML does not allow, such as NUL
@@ -129,9 +132,22 @@ def load(text: str, name: str) -> Document:
     return document
 
 
-def _count_values(text: str) -> None:
-    """Refuse a document nested deeper than MAX_DEPTH or of more than MAX_VALUES values, an alias
-    counting as many values as it repeats.
+def _counted_events(text: str) -> Iterable[yaml.Event]:
+    """The document's events, once they are counted: parsed once and kept when the text is small (a homework
+    file), else counted in a lean first pass that keeps nothing, then parsed again as they are built."""
+    if len(text) > ONE_PASS_CHARS:
+        collections.deque(_count_values(yaml.parse(text, Loader=_Parser)), maxlen=0)
+        return yaml.parse(text, Loader=_Parser)
+    loader = _Parser(text)
+    try:
+        return list(_count_values(iter(loader.get_event, None)))
+    finally:
+        loader.dispose()
+
+
+def _count_values(events: Iterable[yaml.Event]) -> Iterator[yaml.Event]:
+    """Each event as it comes, refusing a document nested deeper than MAX_DEPTH or of more than MAX_VALUES
+    values, an alias counting as many values as it repeats.
 
     Building costs about 7 µs a value in Python; this pass does the least per event, so a refusal
     costs a fraction of building up to the limit (0.3 s instead of 1.7 s for 250,000 values).
@@ -139,7 +155,7 @@ def _count_values(text: str) -> None:
     counted = 0
     starts: list[tuple[str | None, int]] = []  # the anchor and the count at the start of each open collection
     sizes: dict[str, int] = {}  # anchor -> how many values it holds
-    for event in yaml.parse(text, Loader=_Parser):
+    for event in events:
         kind = type(event)
         if kind is yaml.ScalarEvent:
             counted += 1
@@ -158,13 +174,14 @@ def _count_values(text: str) -> None:
             counted += sizes.get(event.anchor, 0)  # an unknown anchor is the builder's to report
         if counted > MAX_VALUES:
             raise fail("yaml.too_large", limit=MAX_VALUES).at(line=event.start_mark.line + 1)
+        yield event
 
 
 class _Builder:
     """Builds `document` from PyYAML's flat event stream, checking tags and keys as they come.
 
     The document's depth and size have already been checked (`_count_values`), so no alias can make it
-    grow past the budget.
+    grow past the budget. One loop with the common cases inline: a homework file is mostly scalars in rows.
     """
 
     def __init__(self, document: Document) -> None:
@@ -173,38 +190,54 @@ class _Builder:
         self.anchors: dict[str, object] = {}
         self.documents = 0
 
-    def build(self, text: str) -> None:
-        handlers = {
-            yaml.DocumentStartEvent: self.start_document,
-            yaml.MappingStartEvent: self.open,
-            yaml.SequenceStartEvent: self.open,
-            yaml.MappingEndEvent: self.close,
-            yaml.SequenceEndEvent: self.close,
-            yaml.ScalarEvent: self.scalar,
-            yaml.AliasEvent: self.alias,
-        }
-        for event in yaml.parse(text, Loader=_Parser):
-            handler = handlers.get(type(event))
-            if handler is not None:
-                handler(event, event.start_mark.line + 1)
+    def build(self, events: Iterable[yaml.Event]) -> None:
+        lines, texts, stack = self.document.lines, self.document.texts, self.stack
+        scalar_event, alias_event = yaml.ScalarEvent, yaml.AliasEvent
+        mapping_start, sequence_start = yaml.MappingStartEvent, yaml.SequenceStartEvent
+        ends = (yaml.MappingEndEvent, yaml.SequenceEndEvent)
+        for event in events:
+            kind = type(event)
+            if kind is scalar_event:
+                line = event.start_mark.line + 1
+                tag = event.tag
+                if tag is not None and tag != "!" and tag not in PLAIN_TAGS:
+                    raise fail("yaml.tag", tag=tag).at(line=line)
+                parent = stack[-1] if stack else None
+                in_list = parent is not None and type(parent.value) is list
+                if not in_list and parent is not None and parent.pending_key is None:
+                    self.place(event.value, line)  # a key
+                    parent.merging = event.value == "<<" and not event.style  # libyaml says "" for plain
+                    continue
+                path = (*parent.path, len(parent.value)) if in_list else self.child_path()
+                lines[path] = line
+                texts[path] = event.value
+                value = _scalar(event, line)
+                if event.anchor:
+                    self.anchors[event.anchor] = value
+                if in_list:
+                    parent.value.append(value)
+                else:
+                    self.place(value, line)
+            elif kind is mapping_start or kind is sequence_start:
+                line = event.start_mark.line + 1
+                _check_tag(event.tag, line)
+                if self.awaiting_key():
+                    raise fail("yaml.key_not_text").at(line=line)
+                path = self.child_path()
+                lines[path] = line
+                stack.append(_Open({} if kind is mapping_start else [], path, anchor=event.anchor))
+            elif kind in ends:
+                self.close(event.start_mark.line + 1)
+            elif kind is alias_event:
+                self.alias(event, event.start_mark.line + 1)
+            elif kind is yaml.DocumentStartEvent:
+                self.documents += 1
+                if self.documents > 1:
+                    raise fail("yaml.several_documents").at(line=event.start_mark.line + 1)
         if self.document.data is None:
             raise fail("yaml.empty")
 
-    def start_document(self, event: yaml.DocumentStartEvent, line: int) -> None:
-        self.documents += 1
-        if self.documents > 1:
-            raise fail("yaml.several_documents").at(line=line)
-
-    def open(self, event: yaml.MappingStartEvent | yaml.SequenceStartEvent, line: int) -> None:
-        _check_tag(event.tag, line)
-        if self.awaiting_key():
-            raise fail("yaml.key_not_text").at(line=line)
-        path = self.child_path()
-        self.document.lines[path] = line
-        container: dict | list = {} if isinstance(event, yaml.MappingStartEvent) else []
-        self.stack.append(_Open(container, path, anchor=event.anchor))
-
-    def close(self, event: yaml.MappingEndEvent | yaml.SequenceEndEvent, line: int) -> None:
+    def close(self, line: int) -> None:
         closed = self.stack.pop()
         if isinstance(closed.value, dict):
             for key, value in closed.merged.items():
@@ -212,20 +245,6 @@ class _Builder:
         if closed.anchor:
             self.anchors[closed.anchor] = closed.value
         self.place(closed.value, line)
-
-    def scalar(self, event: yaml.ScalarEvent, line: int) -> None:
-        _check_tag(event.tag, line)
-        if self.awaiting_key():
-            self.place(event.value, line)
-            self.stack[-1].merging = event.value == "<<" and not event.style  # libyaml says "" for plain
-            return
-        path = self.child_path()
-        self.document.lines[path] = line
-        self.document.texts[path] = event.value
-        value = _scalar(event, line)
-        if event.anchor:
-            self.anchors[event.anchor] = value
-        self.place(value, line)
 
     def alias(self, event: yaml.AliasEvent, line: int) -> None:
         """A repeat of an anchored value, shared rather than copied (its values were counted again)."""
@@ -277,13 +296,14 @@ def _check_tag(tag: str | None, line: int) -> None:
 
 def _scalar(event: yaml.ScalarEvent, line: int) -> object:
     """The value of a scalar: text, or what its tag (written or resolved) says it is."""
-    tag = event.tag if event.tag not in (None, "!") else _resolver.resolve(ScalarNode, event.value, event.implicit)
     text = event.value
+    tag = event.tag if event.tag not in (None, "!") else _implicit_tag(text, event.implicit[0])
     try:
         if tag == _INT:
             return _integer(text, line)
         if tag == _FLOAT:
-            number = float(text.lower().replace(".inf", "inf").replace(".nan", "nan"))
+            spelt = text if "n" not in text and "N" not in text else text.lower().replace(".inf", "inf")
+            number = float(spelt.replace(".nan", "nan"))
             # 1e400 stays text, so the arithmetic reader reports the overflow with its field and row
             return text if math.isinf(number) and "inf" not in text.lower() else number
         if tag == _BOOL:
@@ -291,6 +311,12 @@ def _scalar(event: yaml.ScalarEvent, line: int) -> object:
     except (KeyError, ValueError):  # an explicit tag on the wrong text, such as `!!int ten`
         raise fail("yaml.bad_scalar", text=quote(text), tag=tag.rsplit(":", 1)[-1]).at(line=line) from None
     return None if tag == _NULL else text
+
+
+@functools.lru_cache(maxsize=4096)
+def _implicit_tag(text: str, plain: bool) -> str:
+    """The tag the core schema gives an untagged scalar, kept: a class's files repeat the same numbers."""
+    return _resolver.resolve(ScalarNode, text, (plain, not plain))
 
 
 def _integer(text: str, line: int) -> int:

@@ -473,7 +473,7 @@ class _Reader(FieldReader):
             raise self.error(path, "problem.not_number", got=kind_of(value))
         text = self.text_of(path, value)
         if (type(value) is float and math.isfinite(value)) or (type(value) is int and abs(value) < 2**53):  # most cells
-            return Entry(text, float(value), decimals(text))
+            return _number(text, float(value))
         if _is_not_answered(value):
             return None
         if is_mask_marker(value):
@@ -488,6 +488,12 @@ class _Reader(FieldReader):
         if isinstance(value, str) and _SPACED.fullmatch(value.strip()):
             raise self.error(path, "check.spaces", label, text=value.strip())
         return Entry(text, self.number(path, value, label), decimals(text))
+
+
+@functools.lru_cache(maxsize=8192)
+def _number(text: str, value: float) -> Entry:
+    """A plain number's entry, kept: a class writes the same few thousand numbers (an Entry is immutable)."""
+    return Entry(text, value, decimals(text))
 
 
 @functools.lru_cache(maxsize=4096)
