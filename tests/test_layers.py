@@ -24,6 +24,7 @@ from attncli.layers import StackSteps
 from attncli.problem import Stack
 from attncli.render import latex
 from tests.paths import SAMPLES, STACK_SAMPLES
+from tests.test_positions import REFERENCES
 
 TOLERANCE = 1e-12
 EPS = 1e-5
@@ -77,11 +78,20 @@ def torch_norm(torch: ModuleType, x: object, norm: dict | None) -> object:
 
 
 def torch_attention(torch: ModuleType, x: object, layer: dict, causal: bool) -> object:
-    """One layer's attention by SDPA: per head softmax(q·kᵀ/√d_k)·v, the heads side by side, then W_O."""
+    """One layer's attention by SDPA: per head softmax(q·kᵀ/√d_k)·v, the heads side by side, then W_O.
+
+    A layer with `positions: rope` has q and k turned first, by the published conventions (HF's rotate_half
+    for half, RoFormer's complex form for interleaved), token m by m·θ_i.
+    """
     F = torch.nn.functional
     outputs = []
+    rope = layer.get("positions")
     for head in layer["heads"]:
         q, k, v = (x @ torch.from_numpy(head[name]) for name in ("w_q", "w_k", "w_v"))
+        if rope is not None:
+            turn = REFERENCES[rope["style"]]
+            at = np.arange(q.shape[0], dtype=float)
+            q, k = (torch.from_numpy(turn(a.numpy(), at, rope["base"])) for a in (q, k))
         outputs.append(F.scaled_dot_product_attention(q, k, v, is_causal=causal))
     return torch.cat(outputs, dim=-1) @ torch.from_numpy(layer["w_o"])
 
@@ -125,6 +135,23 @@ def test_stack_against_torch(torch: ModuleType, norm: str, causal: bool) -> None
     errors = [float(np.abs(got.output - expected).max()) for got, expected in zip(steps.layers, want)]
     assert max(errors) <= TOLERANCE, errors
     assert np.abs(steps.output - want[-1]).max() <= TOLERANCE
+
+
+@pytest.mark.parametrize("style", ["half", "interleaved"])
+def test_rope_inside_every_layer_against_torch(torch: ModuleType, style: str) -> None:
+    """Two layers, each turning its own projected q and k by RoPE, causal, with a pre-norm: as torch's."""
+    rng = np.random.default_rng(31 if style == "half" else 32)
+    x = rng.normal(size=(6, 4))
+    stack = [random_layer(rng, 4, 2, 4, 2, NORMS["rms_pre"]) for _ in range(2)]
+    for layer, base in zip(stack, (10000.0, 50.0)):
+        layer["mask"] = "causal"
+        layer["positions"] = {"type": "rope", "style": style, "base": base}
+    steps = solve({"tokens": names(6), "x": x, "layers": stack})
+    want = torch_stack(torch, x, stack, causal=True)
+    errors = [float(np.abs(got.output - expected).max()) for got, expected in zip(steps.layers, want)]
+    assert max(errors) <= TOLERANCE, errors
+    unturned = solve({"tokens": names(6), "x": x, "layers": [{**layer, "positions": None} for layer in stack]})
+    assert np.abs(unturned.output - want[-1]).max() > 100 * TOLERANCE  # the turn is really applied
 
 
 def test_stack_by_multihead_attention(torch: ModuleType) -> None:
