@@ -238,7 +238,7 @@ class _Streams:
         """The layer with its norm placed the other way, fed what the student read."""
         other = "post" if self.place == "pre" else "pre"
         layer = self.truth.layer
-        return layers.through(dataclasses.replace(layer, norm=dataclasses.replace(layer.norm, place=other)), fed.input)
+        return layers.through(layer._replace(norm=layer.norm._replace(place=other)), fed.input)
 
 
 def normalise(rows: Carried, norm: Norm) -> Carried:

@@ -7,7 +7,6 @@ placed `post`, X_l + Attn(X_l) without one; X_1 = x.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -78,10 +77,9 @@ def feed(problem: Problem, x: np.ndarray) -> Problem:
         return Projection(x, operand.w) if isinstance(operand, Projection) else operand
 
     heads = tuple(
-        dataclasses.replace(head, queries=fed(head.queries), keys=fed(head.keys), values=fed(head.values))
-        for head in problem.heads
+        head._replace(queries=fed(head.queries), keys=fed(head.keys), values=fed(head.values)) for head in problem.heads
     )
-    return dataclasses.replace(problem, heads=heads)
+    return problem._replace(heads=heads)
 
 
 def normalise(rows: np.ndarray, norm: Norm) -> np.ndarray:

@@ -13,7 +13,6 @@ and field.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import os
 from collections.abc import Mapping, Sequence
@@ -123,7 +122,7 @@ def overview(problem: Problem, rows: Sequence[int], shape: tuple[int, int]) -> c
 
 def _rows_of(head: Head, rows: list[int]) -> Head:
     """`head` with queries `rows` only, projected: `core.attend` then works out just those rows."""
-    return dataclasses.replace(head, queries=core.project(head.queries)[rows])
+    return head._replace(queries=core.project(head.queries)[rows])
 
 
 def _on_kernel(problem: Problem, key_bins: np.ndarray | None = None) -> tuple[np.ndarray, list] | None:

@@ -10,7 +10,6 @@ Shapes: L queries, S keys, H heads, d_out the width of the final output.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -203,7 +202,7 @@ def ablate(steps: Steps, target: str) -> Intervention:
     for row, name in enumerate(problem.query_tokens):
         if not mask[row].any():
             raise fail("analysis.ablate_everything", name=name, target=target)
-    changed = core.compute(dataclasses.replace(problem, mask=mask))
+    changed = core.compute(problem._replace(mask=mask))
     return _measured(steps, "ablate", target, mask, _weights(changed), changed.output)
 
 

@@ -3,11 +3,16 @@
 Everything that receives a `Problem` (the numpy core, the renderers, the grader) can
 trust that matrices line up, that the mask leaves every query at least one key, and
 that every number is finite.
+
+The records are NamedTuples (`._replace` makes a changed copy): every run creates these
+classes as it starts, and a frozen dataclass costs about ten times as much to create.
+Score stays a dataclass for the check of its kind, which a NamedTuple cannot run.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -16,8 +21,7 @@ GIVEN = "given"  # the scores themselves are in the input: no queries, no keys
 KINDS = (*SCORE_KINDS, GIVEN)
 
 
-@dataclass(frozen=True)
-class Projection:
+class Projection(NamedTuple):
     """A matrix given as inputs times a learned projection, as in Q = X·W_Q."""
 
     x: np.ndarray  # (n, d)
@@ -48,8 +52,7 @@ class Score:
             raise ValueError(f"score kind {self.kind!r} is not one of {', '.join(KINDS)}")
 
 
-@dataclass(frozen=True)
-class Head:
+class Head(NamedTuple):
     name: str
     score: Score
     queries: Operand | None  # (L, d_q); None when scores are given
@@ -59,8 +62,7 @@ class Head:
     kv_head: int | None = None  # grouped-query attention: which of `kv_heads` gives keys and values
 
 
-@dataclass(frozen=True)
-class MaskRule:
+class MaskRule(NamedTuple):
     """The mask as the user said it, kept for display; `Problem.mask` is what is applied."""
 
     kind: str = "none"  # none | causal | matrix
@@ -68,8 +70,7 @@ class MaskRule:
     padding: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True)
-class Bias:
+class Bias(NamedTuple):
     """An additive term between the scaled scores and softmax, like SDPA's float attn_mask."""
 
     kind: str  # matrix | alibi
@@ -81,8 +82,7 @@ class Bias:
         return -self.slopes[head] * self.matrix if self.kind == "alibi" else self.matrix
 
 
-@dataclass(frozen=True)
-class PositionEncoding:
+class PositionEncoding(NamedTuple):
     """`positions:` where each query and key stands, and how that enters the calculation (attncli.positions).
 
     rope: queries and keys are turned after projection, in `core.attend`; sinusoidal: the encodings
@@ -100,14 +100,13 @@ class PositionEncoding:
     query_encoding: np.ndarray | None = None  # sinusoidal: PE of the query positions (L, d)
 
 
-@dataclass(frozen=True)
-class Problem:
+class Problem(NamedTuple):
     tokens: tuple[str, ...]  # S key/value positions
     query_tokens: tuple[str, ...]  # L query positions
     cross: bool  # queries come from another sequence
     heads: tuple[Head, ...]
     mask: np.ndarray  # (L, S) bool, True = may attend
-    mask_rule: MaskRule = field(default_factory=MaskRule)
+    mask_rule: MaskRule = MaskRule()
     w_o: np.ndarray | None = None  # (Σ d_v, d_out)
     bias: Bias | None = None
     positions: PositionEncoding | None = None
@@ -126,8 +125,7 @@ NORM_KINDS = ("layer", "rms")
 NORM_PLACES = ("pre", "post")
 
 
-@dataclass(frozen=True)
-class Norm:
+class Norm(NamedTuple):
     """How a layer normalises each token's row: LayerNorm or RMSNorm, before attention or after the residual sum.
 
     Without `gain` and `shift` nothing is learned, as torch's layer_norm without weight and bias.
@@ -140,8 +138,7 @@ class Norm:
     shift: np.ndarray | None = None  # (d,) then added (LayerNorm only); `bias:` in a problem file
 
 
-@dataclass(frozen=True)
-class Layer:
+class Layer(NamedTuple):
     """One attention layer of a stack: its attention as a problem of its own, and its normalisation.
 
     The heads' projections in `attention` multiply the stack's `x`; `attncli.layers.compute` feeds
@@ -153,8 +150,7 @@ class Layer:
     norm: Norm | None = None
 
 
-@dataclass(frozen=True)
-class Stack:
+class Stack(NamedTuple):
     """Layers stacked with residual connections: layer 1 reads `x`, each next one x + the attention before it."""
 
     tokens: tuple[str, ...]  # S positions: self-attention throughout

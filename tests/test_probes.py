@@ -6,7 +6,6 @@ bank.yaml: scores 2, 1, 0, so α = (e², e, 1)/z with z = e² + e + 1; values [2
 from __future__ import annotations
 
 import copy
-import dataclasses
 import json
 import math
 import xml.etree.ElementTree as ET
@@ -89,7 +88,7 @@ def test_norms_through_w_o_with_two_heads_against_numpy() -> None:
 
 def test_several_heads_without_w_o_sum_in_separate_columns() -> None:
     steps = solve("two_heads.yaml")
-    steps = core.compute(dataclasses.replace(steps.problem, w_o=None))
+    steps = core.compute(steps.problem._replace(w_o=None))
     norms = probes.norms(steps)
     assert not norms.through_w_o
     expected = np.sqrt(sum(head.weighted**2 for head in norms.heads))  # the heads fill disjoint columns of concat

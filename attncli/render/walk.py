@@ -7,13 +7,14 @@ written out, softmax, weighted sum), the weight matrix whenever there are severa
 queries, and how the heads combine. It returns small frozen records whose numbers
 carry the way they are written (`Num`, `Vec`); the three backends only turn them
 into their syntax, so they cannot disagree on what is shown or on any number.
+The records are NamedTuples, not frozen dataclasses, which cost ten times as much to
+create when attncli starts.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, replace
 from typing import NamedTuple
 
 import numpy as np
@@ -62,8 +63,7 @@ FORMULAS = {
 }
 
 
-@dataclass(frozen=True)
-class View:
+class View(NamedTuple):
     """What the reader asked to see: how many decimals, and which queries in detail."""
 
     precision: int = 4
@@ -77,8 +77,7 @@ def condensed(problem: Problem) -> bool:
     return len(problem.tokens) > MAX_KEYS or len(problem.query_tokens) > MAX_QUERIES
 
 
-@dataclass(frozen=True)
-class Num:
+class Num(NamedTuple):
     """A number and how it is written: FIXED with `precision` decimals, ENTRY as an input (2, not 2.0000),
     EXP as e^s: scientific when fixed notation would show a tiny e^s as 0 or a huge one with 13 digits or more."""
 
@@ -99,8 +98,7 @@ class Num:
         return fixed(self.value, precision)
 
 
-@dataclass(frozen=True)
-class Vec:
+class Vec(NamedTuple):
     """A row of numbers written alike: [1, 0] or [1.4205, 0.5795]; condensed, [1, 2, ⋯, 9] (`gap`: where ⋯ goes).
     A row of style DOWN stands for the rows left out: ⋮."""
 
@@ -133,7 +131,7 @@ def rows(matrix: np.ndarray, style: str = FIXED, short: bool = False) -> tuple[V
     style = alike(matrix, style)
     out = [vec(matrix[i], style, short) for i in shown]
     if gap is not None:
-        out.insert(gap, replace(out[0], values=(0.0,) * len(out[0].values), style=DOWN))
+        out.insert(gap, out[0]._replace(values=(0.0,) * len(out[0].values), style=DOWN))
     return tuple(out)
 
 
@@ -164,16 +162,14 @@ def names_of(names: tuple[str, ...], short: bool, mark: str = GAPS[DOWN]) -> tup
 # The written-out compatibility of one query and one key, for each kind of score
 
 
-@dataclass(frozen=True)
-class Terms:
+class Terms(NamedTuple):
     """q·k term by term, the inputs as written: 1.4142×2 + 0×0 = 2.8284."""
 
     pairs: tuple[tuple[Num, Num], ...]
     value: Num
 
 
-@dataclass(frozen=True)
-class Cosine:
+class Cosine(NamedTuple):
     """cos(q, k) = q·k / (‖q‖×‖k‖): 2.0000 / (1.4142×2.0000) = 0.7071."""
 
     dot: Num
@@ -181,16 +177,14 @@ class Cosine:
     value: Num
 
 
-@dataclass(frozen=True)
-class Additive:
+class Additive(NamedTuple):
     """v·tanh(q·W_query + k·W_key) with the tanh written out: v·[0.7616, 0.0000] = 0.7616."""
 
     hidden: Vec
     value: Num
 
 
-@dataclass(frozen=True)
-class Plain:
+class Plain(NamedTuple):
     """The compatibility alone, when writing it out would not help (general scores, long dot products)."""
 
     value: Num
@@ -241,8 +235,7 @@ def arithmetic_text(written: Arithmetic, precision: int) -> str:
 # The records of the walk, in the order they come
 
 
-@dataclass(frozen=True)
-class Formula:
+class Formula(NamedTuple):
     """A head's score function: its kind, the factor, the widths; `root` is d_k when the factor is the usual 1/√d_k."""
 
     kind: str
@@ -258,8 +251,7 @@ class Formula:
         return f"{name}, {written} ({widths})" if written else f"{name} ({widths})"
 
 
-@dataclass(frozen=True)
-class Facts:
+class Facts(NamedTuple):
     """The problem in a few lines: tokens, queries, each head's score (head name None for a single head), mask."""
 
     title: str | None
@@ -274,8 +266,7 @@ class Facts:
     positions: str | None = None  # the position encoding in words, when there is one
 
 
-@dataclass(frozen=True)
-class Condensed:
+class Condensed(NamedTuple):
     """The note of a condensed walk: the problem's size, and that only the corners of its matrices are shown."""
 
     queries: int
@@ -288,15 +279,13 @@ class Condensed:
         return t("writeup.condensed", **size) + follow
 
 
-@dataclass(frozen=True)
-class HeadTitle:
+class HeadTitle(NamedTuple):
     """The start of one head's steps, when there are several."""
 
     name: str
 
 
-@dataclass(frozen=True)
-class Projected:
+class Projected(NamedTuple):
     """One of Q, K, V made from the inputs: name, its weight matrix's name, X, W, the result, the rows' tokens."""
 
     name: str
@@ -307,8 +296,7 @@ class Projected:
     tokens: tuple[str, ...]
 
 
-@dataclass(frozen=True)
-class Biased:
+class Biased(NamedTuple):
     """A score before its bias, and the bias added to it: the key's `score` is then s + b."""
 
     scaled: Num
@@ -341,8 +329,7 @@ def exp_label(query: Query, precision: int) -> str:
     return "e^s" if power == "s" else f"e^({power})"
 
 
-@dataclass(frozen=True)
-class Encoded:
+class Encoded(NamedTuple):
     """Sinusoidal positions: each row's position m, its x as given, PE(m), and x + PE(m), which the projections read."""
 
     name: str  # x or x_query
@@ -353,8 +340,7 @@ class Encoded:
     total: tuple[Vec, ...]
 
 
-@dataclass(frozen=True)
-class Turned:
+class Turned(NamedTuple):
     """One query or key under RoPE: its position m, the angles m·θ_i, the vector before the turn and after it."""
 
     token: str
@@ -364,8 +350,7 @@ class Turned:
     after: Vec
 
 
-@dataclass(frozen=True)
-class Rotary:
+class Rotary(NamedTuple):
     """RoPE in one head: which coordinates each pair turns (1-based) at what frequency θ_i, then each q and k."""
 
     style: str
@@ -375,8 +360,7 @@ class Rotary:
     keys: tuple[Turned, ...]
 
 
-@dataclass(frozen=True)
-class Relative:
+class Relative(NamedTuple):
     """RoPE's point for one key: q·R((n − m)·θ)·k, from the unturned q and k and the distance n − m alone."""
 
     key: str
@@ -384,8 +368,7 @@ class Relative:
     value: Num
 
 
-@dataclass(frozen=True)
-class KeyStep:
+class KeyStep(NamedTuple):
     """One key in a followed query's steps; masked keys (not `allowed`) have score −∞ and weight 0."""
 
     key: str
@@ -401,8 +384,7 @@ class KeyStep:
     relative: Relative | None = None  # with RoPE: the same compatibility from the distance alone
 
 
-@dataclass(frozen=True)
-class Query:
+class Query(NamedTuple):
     """One followed query from its scores to its output: q, each key's steps, and the sums."""
 
     name: str
@@ -416,8 +398,7 @@ class Query:
     output: Vec
 
 
-@dataclass(frozen=True)
-class WeightMatrix:
+class WeightMatrix(NamedTuple):
     """A head's weights for every query (None where masked) and every query's output."""
 
     head: HeadSteps  # and `problem`: what the terminal's shaded map (render.analysis.heatmap) reads
@@ -427,8 +408,7 @@ class WeightMatrix:
     outputs: tuple[tuple[str, Vec], ...]
 
 
-@dataclass(frozen=True)
-class Combination:
+class Combination(NamedTuple):
     """How the heads become one result: their outputs side by side, then W_O when there is one."""
 
     names: tuple[str, ...]
@@ -438,8 +418,7 @@ class Combination:
     output: tuple[Vec, ...]
 
 
-@dataclass(frozen=True)
-class StackFacts:
+class StackFacts(NamedTuple):
     """A stack in a few lines: title, tokens, the stream's width d, each layer's name and norm in words."""
 
     title: str | None
@@ -449,8 +428,7 @@ class StackFacts:
     layers: tuple[tuple[str, str], ...]
 
 
-@dataclass(frozen=True)
-class LayerTitle:
+class LayerTitle(NamedTuple):
     """The start of one layer's steps: number `number` of `count`, its name, its norm in words, its facts."""
 
     number: int
@@ -460,8 +438,7 @@ class LayerTitle:
     facts: Facts  # its heads' scores and its mask; the tokens are the stack's
 
 
-@dataclass(frozen=True)
-class Stream:
+class Stream(NamedTuple):
     """A matrix of the residual stream (S, d), one row per token: what a layer reads, normalises or leaves.
 
     `kind` is input, normed, residual or output; `formula` says how it was made (X₂ = X₁ + Attn(LN(X₁))),
@@ -476,8 +453,7 @@ class Stream:
     rows: tuple[Vec, ...]
 
 
-@dataclass(frozen=True)
-class Rollout:
+class Rollout(NamedTuple):
     """Attention rollout over the layers shown, beside the last one's raw weights (mean over its heads), (S, S) each."""
 
     tokens: tuple[str, ...]
@@ -776,8 +752,7 @@ ROOTS = (2, 3, 5, 6, 7)  # √n that a hand exercise uses (√d_k, √d_k/2)
 DENOMINATORS = (1, 2, 3, 4)
 
 
-@dataclass(frozen=True)
-class Given:
+class Given(NamedTuple):
     """A matrix the problem gives: its name (Q, K, V, X, W_Q, ...), its rows' names, and each number as it
     would be written by hand (`exact`)."""
 
@@ -787,8 +762,7 @@ class Given:
     rows: tuple[tuple[str, ...], ...]
 
 
-@dataclass(frozen=True)
-class Sheet:
+class Sheet(NamedTuple):
     """An exercise to hand out: the facts, each head's givens, and the grids to fill in (queries × keys)."""
 
     facts: Facts
@@ -836,7 +810,7 @@ def sheet(steps: Steps) -> Sheet:
         shared.append(_placed("m", problem.positions.key_at, problem.tokens))
         if problem.cross:
             shared.append(_placed("m (queries)", problem.positions.query_at, problem.query_tokens))
-    facts = replace(_facts(steps), notes=None)  # a generated exercise's notes are about its YAML answers
+    facts = _facts(steps)._replace(notes=None)  # a generated exercise's notes are about its YAML answers
     task = t("writeup.sheet_task") + (f" {t('writeup.sheet_task_w_o')}" if problem.w_o is not None else "")
     return Sheet(facts, task, tuple(inputs), heads, tuple(shared), problem.query_tokens, problem.tokens)
 
