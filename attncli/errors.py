@@ -6,6 +6,7 @@ one is refused (in a problem) or shown escaped (in a message, a report).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum
@@ -14,16 +15,8 @@ NAMES_SHOWN = 10  # a message lists at most this many token names, then how many
 # C0, DEL, C1, the Unicode line and paragraph separators, the bidirectional embeddings,
 # overrides and isolates (U+202A-U+202E, U+2066-U+2069), which can make text read backwards,
 # and lone surrogates: bytes of a command line that were not UTF-8, which no stream can encode.
-CONTROL_CODES = (
-    *range(0x20),
-    *range(0x7F, 0xA0),
-    0x2028,
-    0x2029,
-    *range(0x202A, 0x202F),
-    *range(0x2066, 0x206A),
-    *range(0xD800, 0xE000),
-)
-_ESCAPED = {code: ascii(chr(code))[1:-1] for code in CONTROL_CODES}
+CONTROL_RANGES = ((0x00, 0x1F), (0x7F, 0x9F), (0x2028, 0x2029), (0x202A, 0x202E), (0x2066, 0x2069), (0xD800, 0xDFFF))
+CONTROL_CODES = tuple(code for low, high in CONTROL_RANGES for code in range(low, high + 1))
 
 
 class ExitCode(IntEnum):
@@ -107,4 +100,10 @@ def listed(names: Sequence[str]) -> str:
 
 def printable(text: str) -> str:
     """`text` with every control character (CONTROL_CODES) written as its escape, \\x1b or \\u202e."""
-    return text.translate(_ESCAPED)
+    return text.translate(_escaped())
+
+
+@functools.cache
+def _escaped() -> dict[int, str]:
+    """The table `printable` translates with, made the first time a run has something to escape."""
+    return {code: ascii(chr(code))[1:-1] for code in CONTROL_CODES}

@@ -11,7 +11,6 @@ import contextlib
 import os
 import signal
 import sys
-import traceback
 import warnings
 from typing import TextIO
 
@@ -83,6 +82,8 @@ def ending(error: BaseException, debug: bool = False) -> int:
                 say(t("cli.usage", message=usage_message(error.format_message()), command=command))
             return ExitCode.BAD_INPUT
     if debug:
+        import traceback
+
         traceback.print_exception(error)
     say(t("cli.internal", error=f"{type(error).__name__}: {error}"))
     return ExitCode.INTERNAL

@@ -9,8 +9,6 @@ classes as it starts, and a frozen dataclass costs about ten times as much to cr
 Score stays a dataclass for the check of its kind, which a NamedTuple cannot run.
 """
 
-from __future__ import annotations
-
 from dataclasses import dataclass
 from typing import NamedTuple
 

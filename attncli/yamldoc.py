@@ -16,7 +16,6 @@ from __future__ import annotations
 import collections
 import errno
 import functools
-import json
 import math
 import os
 import re
@@ -418,7 +417,12 @@ def did_you_mean(name: str, known: Sequence[str]) -> Message | str:
 _PLAIN = re.compile(r"[A-Za-z][A-Za-z0-9_'-]*")
 _YAML_WORDS = {"true", "false", "null", "yes", "no", "on", "off", "y", "n"}  # words some YAML reader takes for values
 # json.dumps escapes C0 and quotes; these are the rest that YAML would take as a line break or refuse
-_IN_QUOTES = {code: f"\\u{code:04x}" for code in (*CONTROL_CODES, 0xFEFF, 0xFFFE, 0xFFFF) if code >= 0x20}
+
+
+@functools.cache
+def _in_quotes() -> dict[int, str]:
+    """The table `scalar` translates with, made the first time a run writes YAML."""
+    return {code: f"\\u{code:04x}" for code in (*CONTROL_CODES, 0xFEFF, 0xFFFE, 0xFFFF) if code >= 0x20}
 
 
 def scalar(text: str) -> str:
@@ -426,7 +430,9 @@ def scalar(text: str) -> str:
     control character, line break, bidirectional control and surrogate escaped."""
     if _PLAIN.fullmatch(text) and text.lower() not in _YAML_WORDS:
         return text
-    return json.dumps(text, ensure_ascii=False).translate(_IN_QUOTES)
+    import json  # only a run that writes YAML needs it
+
+    return json.dumps(text, ensure_ascii=False).translate(_in_quotes())
 
 
 def flow(items: Iterable[str]) -> str:

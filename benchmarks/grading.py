@@ -79,7 +79,7 @@ def in_process(key: Path, files: list[Path], grades: Path) -> float:
     """Seconds for `check --key` over every file, run as a command inside this process."""
     from typer.testing import CliRunner
 
-    from attncli.cli.app import app
+    from attncli.cli import app
 
     arguments = ["check", "--key", str(key), *map(str, files), "--format", "csv", "-o", str(grades)]
     start = time.perf_counter()

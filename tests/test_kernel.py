@@ -519,7 +519,7 @@ def test_compute_shows_a_large_problem_without_solving_it(tmp_path: Path, monkey
     from typer.testing import CliRunner
 
     from attncli import pipeline
-    from attncli.cli.app import app
+    from attncli.cli import app
 
     solved: list[object] = []
     every_step = pipeline.solve

@@ -1,31 +1,49 @@
-"""The command line: one module per command, all registered on the app in app.py."""
+"""The command line: one module per command (COMMANDS), each registering its command (attncli.cli.common).
 
-import copy
+`app`, the Typer application with every command (what the tests and a program embedding
+attncli run), is built when it is first asked for: importing this package imports no Typer.
+"""
+
+from __future__ import annotations
+
+import importlib
 import os
 import sys
+from typing import Any
 
-from typer.models import CommandInfo
-
-from attncli.cli import check, compare, compute, generate, practice, scaling, template  # noqa: F401  (registers the commands)
-from attncli.cli.app import app
+COMMANDS = ("check", "compare", "compute", "generate", "practice", "scaling", "template")  # command = module name
 
 
 def main() -> None:
-    """Run attncli, building only the command named on the command line.
+    """Run attncli, building no more of the command line than the run needs.
 
-    Typer turns the signature of every registered command into options at each
-    start; the one being run is all that a start-up needs. `attncli --help` and
-    shell completion still see every command.
+    A command given only the value of its argument (`attncli compute samples/bank.yaml`)
+    runs without Typer, which is a good part of a start-up: every option keeps the
+    default its declaration gives (`lean`). Any other command line of a command builds
+    Typer with that command alone, since Typer turns the signature of every command it
+    has into options at each start; `attncli --help`, shell completion and an unknown
+    command see them all.
     """
-    wanted = sys.argv[1] if len(sys.argv) > 1 else ""
-    only = [info for info in app.registered_commands if _name(info) == wanted]
-    if only and "_ATTNCLI_COMPLETE" not in os.environ:
-        single = copy.copy(app)
-        single.registered_commands = only
-        single()
-    else:
-        app()
+    arguments = sys.argv[1:]
+    name = arguments[0] if arguments else ""
+    lean = name in COMMANDS and "_ATTNCLI_COMPLETE" not in os.environ
+    if lean:
+        importlib.import_module(f"attncli.cli.{name}")
+        from attncli.cli.common import REGISTERED
+
+        command = REGISTERED[name].callback
+        options = command.lean(arguments[1:])
+        if options is not None:
+            sys.exit(command.run(options))
+    from attncli.cli.application import application
+
+    application(only=name if lean else None)()
 
 
-def _name(info: CommandInfo) -> str:
-    return info.name or info.callback.__name__.replace("_", "-")
+def __getattr__(name: str) -> Any:
+    if name != "app":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from attncli.cli.application import application
+
+    globals()["app"] = built = application()
+    return built

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
-from attncli.cli.app import Debug, Lang, NoColor, Output, boundary, choose, command, epilog, format_option, located
+from attncli.cli.common import Debug, Lang, NoColor, Output, boundary, choose, command, epilog, format_option, located
 from attncli.cli.environment import Environment
 from attncli.cli.output import output_format, print_human, write
 from attncli.errors import ExitCode, fail

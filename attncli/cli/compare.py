@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from attncli.cli.app import (
+from attncli.cli.common import (
     Debug,
     Lang,
     NoColor,

@@ -5,9 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Optional
 
-import typer
-
-from attncli.cli.app import (
+from attncli.cli.common import (
     SCORES,
     Debug,
     Lang,
@@ -29,6 +27,8 @@ from attncli.i18n import t
 from attncli.render import BINARY_FORMATS, CSV_LAYOUTS, DOCUMENT_FORMATS, HUMAN_FORMATS, refuse
 
 if TYPE_CHECKING:
+    import typer  # the annotations' typer.Option is read by attncli.cli.common.boundary, Typer only if needed
+
     from attncli.core import Steps
     from attncli.probes import Intervention, Norms
     from attncli.problem import Problem, Stack

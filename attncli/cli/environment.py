@@ -1,6 +1,6 @@
 """What a run may know of the world outside it, gathered once at the boundary and passed down.
 
-Nothing below the boundary (attncli.cli.app.boundary) reads sys.stdout, os.environ
+Nothing below the boundary (attncli.cli.common.boundary) reads sys.stdout, os.environ
 or the terminal itself: a test, or a program embedding attncli, can build an
 `Environment` of its own.
 """

@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from attncli.cli.app import SCORES, Debug, Lang, boundary, choose, command, completion, epilog, located
+from attncli.cli.common import SCORES, Debug, Lang, boundary, choose, command, completion, epilog, located
 from attncli.cli.environment import Environment
 from attncli.cli.output import write
 from attncli.errors import fail

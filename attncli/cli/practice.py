@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
-from attncli.cli.app import SCORES, Debug, Lang, NoColor, boundary, command, completion, epilog, located
+from attncli.cli.common import SCORES, Debug, Lang, NoColor, boundary, command, completion, epilog, located
 from attncli.cli.environment import Environment
 from attncli.cli.output import write
 from attncli.errors import ExitCode, fail

@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from attncli.cli import progress
-from attncli.cli.app import (
+from attncli.cli.common import (
     Debug,
     Lang,
     NoColor,

@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from attncli.cli.app import Debug, Lang, Output, boundary, command, epilog
+from attncli.cli.common import Debug, Lang, Output, boundary, command, epilog
 from attncli.cli.environment import Environment
 from attncli.cli.output import write
 from attncli.i18n import t

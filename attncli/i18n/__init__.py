@@ -5,7 +5,7 @@ kept in a context variable, so deep code can phrase messages without threading a
 language argument through every call, and a run leaves no language behind for the
 next one (a test, an embedding program). The program's entry point sets it before
 importing the commands, whose --help texts are built on import; each command run
-sets it again from its own --lang (attncli.cli.app.boundary).
+sets it again from its own --lang (attncli.cli.common.boundary).
 
 Errors are translated only when printed (`describe`): an AttnError carries a
 catalogue key and its parameters, and a parameter (a hint, what was found) or
@@ -14,16 +14,17 @@ the field itself may be a `Message`, translated with it.
 
 from __future__ import annotations
 
+import importlib
 import os
 import re
 from collections.abc import Mapping, Sequence
 from contextvars import ContextVar
 
 from attncli.errors import AttnError, Message, fail
-from attncli.i18n import en, es, foreign
+from attncli.i18n import en
 
-CATALOGUES: dict[str, Mapping[str, str]] = {"en": en.MESSAGES, "es": es.MESSAGES}
-LANGUAGES = tuple(CATALOGUES)
+LANGUAGES = ("en", "es")  # each the module of its catalogue, imported when a run first speaks it
+_CATALOGUES: dict[str, Mapping[str, str]] = {"en": en.MESSAGES}
 LANGUAGE: ContextVar[str] = ContextVar("attncli_language", default="en")
 QUOTED = 80  # characters of a name or value an error message repeats; longer ones are cut, the cut marked
 
@@ -39,7 +40,7 @@ def language_from_environment(environ: Mapping[str, str] = os.environ) -> str:
         value = environ.get(variable, "").strip()
         if value:
             code = re.split(r"[_.@-]", value, maxsplit=1)[0].lower()
-            return code if code in CATALOGUES else "en"
+            return code if code in LANGUAGES else "en"
     return "en"
 
 
@@ -66,7 +67,7 @@ def checked_language(lang: str | None, environ: Mapping[str, str] = os.environ) 
     """
     if lang is None:
         return language_from_environment(environ)
-    if lang.lower() not in CATALOGUES:
+    if lang.lower() not in LANGUAGES:
         from attncli.yamldoc import did_you_mean  # only on this error path
 
         hint = did_you_mean(lang.lower(), LANGUAGES)
@@ -84,11 +85,18 @@ def t(key: str, /, **params: object) -> str:
     `{count:row|rows}` is the word for `count`: the first form for exactly 1, the second
     for any other number, as in both English and Spanish ("1 row", "0 rows", "1 fila").
     """
-    template = CATALOGUES[LANGUAGE.get()].get(key) or en.MESSAGES[key]
+    template = catalogue(LANGUAGE.get()).get(key) or en.MESSAGES[key]
     if not params:
         return template
     template = PLURAL.sub(lambda found: _form(params[found.group(1)], found.group(2), found.group(3)), template)
     return template.format(**{name: _text(value) for name, value in params.items()})
+
+
+def catalogue(language: str) -> Mapping[str, str]:
+    """The messages of `language`, one of LANGUAGES."""
+    if language not in _CATALOGUES:
+        _CATALOGUES[language] = importlib.import_module(f"attncli.i18n.{language}").MESSAGES
+    return _CATALOGUES[language]
 
 
 PLURAL = re.compile(r"\{(\w+):([^{}|]*)\|([^{}]*)\}")
@@ -119,12 +127,16 @@ def describe(error: AttnError) -> str:
 def _said(text: str) -> str:
     """`text` in the current language when it is a sentence of the system's, PyYAML's or zipfile's we know;
     else (a name, a value from the user) `text` quoted at most QUOTED characters long."""
+    from attncli.i18n import foreign  # the patterns cost a start-up that prints no error
+
     found = foreign.reason(text)
     return t(found[0], **found[1]) if found else _short(text)
 
 
 def usage_message(message: str) -> str:
     """One of Typer's usage errors (a bad flag, a missing argument) in the current language."""
+    from attncli.i18n import foreign
+
     found = foreign.usage(message)
     if found is None:
         return message

@@ -16,11 +16,11 @@ from pathlib import Path
 import numpy as np
 
 from attncli import arrays
-from attncli.errors import CONTROL_CODES, AttnError, Message, fail, listed, phrase
+from attncli.errors import CONTROL_RANGES, AttnError, Message, fail, listed, phrase
 from attncli.yamldoc import Document, FieldPath, did_you_mean, field_name, finite_number, kind_of, unknown_field
 
 MAX_NAME = 200  # characters in a token name: a word, a subword or a phrase (wider than a page), never a file's worth
-_CONTROL = re.compile("[" + "".join(re.escape(chr(code)) for code in CONTROL_CODES) + "]")
+_CONTROL = re.compile("[" + "".join(f"{re.escape(chr(a))}-{re.escape(chr(b))}" for a, b in CONTROL_RANGES) + "]")
 
 
 @dataclass(frozen=True)

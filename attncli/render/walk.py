@@ -11,8 +11,6 @@ The records are NamedTuples, not frozen dataclasses, which cost ten times as muc
 create when attncli starts.
 """
 
-from __future__ import annotations
-
 import math
 from collections.abc import Callable, Iterator
 from typing import NamedTuple
@@ -303,32 +301,6 @@ class Biased(NamedTuple):
     bias: Num
 
 
-def score_cells(key: KeyStep, precision: int, masked: str) -> list[str]:
-    """A key's last cells in the score table: s, or with a bias s, b and s + b (`masked` where masked)."""
-    last = key.score.text(precision) if key.allowed else masked
-    if key.biased is None:
-        return [last]
-    return [key.biased.scaled.text(precision), key.biased.bias.text(precision), last]
-
-
-def score_headers(query: Query) -> list[str]:
-    """The headers of those cells: s, or s, b, s + b."""
-    return ["s", "b", "s + b"] if query.keys[0].biased is not None else ["s"]
-
-
-def exponent(query: Query) -> str:
-    """What softmax exponentiates: s, or s + b with a bias."""
-    return "s + b" if query.keys[0].biased is not None else "s"
-
-
-def exp_label(query: Query, precision: int) -> str:
-    """The exponential's header in text: e^s, e^(s + b), or with the shift e^(s − 2.0000)."""
-    power = exponent(query)
-    if query.shift.value != 0:
-        return f"e^({power} − {query.shift.text(precision)})"
-    return "e^s" if power == "s" else f"e^({power})"
-
-
 class Encoded(NamedTuple):
     """Sinusoidal positions: each row's position m, its x as given, PE(m), and x + PE(m), which the projections read."""
 
@@ -396,6 +368,32 @@ class Query(NamedTuple):
     weight_sum: Num
     best: int  # the key with the largest weight
     output: Vec
+
+
+def score_cells(key: KeyStep, precision: int, masked: str) -> list[str]:
+    """A key's last cells in the score table: s, or with a bias s, b and s + b (`masked` where masked)."""
+    last = key.score.text(precision) if key.allowed else masked
+    if key.biased is None:
+        return [last]
+    return [key.biased.scaled.text(precision), key.biased.bias.text(precision), last]
+
+
+def score_headers(query: Query) -> list[str]:
+    """The headers of those cells: s, or s, b, s + b."""
+    return ["s", "b", "s + b"] if query.keys[0].biased is not None else ["s"]
+
+
+def exponent(query: Query) -> str:
+    """What softmax exponentiates: s, or s + b with a bias."""
+    return "s + b" if query.keys[0].biased is not None else "s"
+
+
+def exp_label(query: Query, precision: int) -> str:
+    """The exponential's header in text: e^s, e^(s + b), or with the shift e^(s − 2.0000)."""
+    power = exponent(query)
+    if query.shift.value != 0:
+        return f"e^({power} − {query.shift.text(precision)})"
+    return "e^s" if power == "s" else f"e^({power})"
 
 
 class WeightMatrix(NamedTuple):

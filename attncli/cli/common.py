@@ -1,0 +1,264 @@
+"""What every command shares, without Typer: its registration, the boundary it runs inside, the common options.
+
+numpy, PyYAML and Rich are imported inside the commands, and Typer only where the
+command line is built (attncli.cli.application): `attncli compute FILE` runs without
+any of Typer (attncli.cli.main). The options are declared as Typer's (`typer.Option`,
+`typer.Argument`) and read as such when Typer builds a command; until then `declared`
+records them. Help texts come from the catalogue when the commands are imported, in
+the language attncli.launch has chosen.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import inspect
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, NamedTuple, Optional, TypeVar
+
+from attncli.cli.environment import Environment
+from attncli.errors import AttnError, ExitCode, Where, fail
+from attncli.i18n import LANGUAGE, LANGUAGES, language_from_environment, t
+from attncli.launch import ending
+
+if TYPE_CHECKING:
+    from types import ModuleType
+
+EXIT_CODES_HELP = t("help.exit_codes")
+Command = TypeVar("Command", bound=Callable[..., Any])
+
+
+class Registered(NamedTuple):
+    """A command as its module declares it: the function inside the boundary, its help and its epilog."""
+
+    callback: _Bounded
+    help: str
+    epilog: str
+
+
+REGISTERED: dict[str, Registered] = {}  # by command name; attncli.cli.application registers them on Typer
+
+
+def command(help: str, examples: str) -> Callable[[Command], Command]:
+    """Register a command with its help (one sentence) and the `epilog` of its examples."""
+
+    def register(callback: Command) -> Command:
+        REGISTERED[callback.__name__.replace("_", "-")] = Registered(callback, help, examples)  # type: ignore[arg-type]
+        return callback
+
+    return register
+
+
+class Declared(NamedTuple):
+    """A `typer.Option(...)` or `typer.Argument(...)` as a command's annotation writes it, not made yet.
+
+    Typer gets the real one (`made`) when it builds the command; until then nothing
+    imports Typer, and the lean start reads which parameter is the argument.
+    """
+
+    kind: str  # Option or Argument
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+
+    def made(self, typer: ModuleType) -> Any:
+        return getattr(typer, self.kind)(*self.args, **self.kwargs)
+
+
+class _Declarations:
+    """What `typer` stands for where the commands' annotations are read: its Option and Argument, recorded."""
+
+    @staticmethod
+    def Option(*args: Any, **kwargs: Any) -> Declared:  # Typer's names: the annotations read as Typer's
+        return Declared("Option", args, kwargs)
+
+    @staticmethod
+    def Argument(*args: Any, **kwargs: Any) -> Declared:
+        return Declared("Argument", args, kwargs)
+
+
+declared = _Declarations()
+
+
+def completion(*values: str) -> Callable[[str], list[str]]:
+    """Shell completion of an option's value: those of `values` that start with what is typed so far."""
+
+    def complete(incomplete: str) -> list[str]:
+        return [value for value in values if value.startswith(incomplete)]
+
+    return complete
+
+
+SCORES = ("scaled_dot", "dot", "cosine")  # the score functions a command-line option names
+Lang = Annotated[
+    Optional[str],
+    declared.Option(
+        "--lang",
+        metavar=t("help.metavar.lang"),
+        autocompletion=completion(*LANGUAGES),
+        help=t("help.lang", languages=", ".join(LANGUAGES)),
+    ),
+]
+Debug = Annotated[bool, declared.Option("--debug", help=t("help.debug"))]
+Precision = Annotated[int, declared.Option(min=0, max=17, help=t("help.precision"))]
+Output = Annotated[Optional[Path], declared.Option("--output", "-o", help=t("help.output"))]
+NoColor = Annotated[bool, declared.Option("--no-color", help=t("help.no_color"))]
+
+
+def format_option(formats: Sequence[str]) -> Any:
+    """The --format option of a command that offers `formats`."""
+    return Annotated[
+        str,
+        declared.Option(
+            "--format",
+            "-f",
+            metavar=t("help.metavar.format"),
+            autocompletion=completion(*formats),
+            help=t("help.format", formats=", ".join(formats)),
+        ),
+    ]
+
+
+def epilog(*lines: str, exit_codes: str = EXIT_CODES_HELP) -> str:
+    """A command's epilog: its examples (indented command lines, and notes), then its exit codes.
+
+    The help shows the examples before the options and the exit codes last. The example
+    command lines stay as they are in every language; only the notes around them come
+    from the catalogue.
+    """
+    return "\n".join(lines) + "\n\n" + exit_codes
+
+
+def choose(
+    value: str,
+    known: Sequence[str],
+    option: str,
+    message: str = "cli.bad_format",
+    elsewhere: Mapping[str, tuple[str, str]] = {},
+) -> str:
+    """`value` when it is one of `known`; otherwise the one-line usage error, in the user's language, with the
+    closest of `known` or, for a value another option gives (`-f svg`), that option: `elsewhere[value]` is
+    the option and the suffix of its FILE (`("--figure", ".png")`)."""
+    if value in known:
+        return value
+    from attncli.errors import phrase
+    from attncli.yamldoc import did_you_mean  # only on this error path
+
+    if value in elsewhere:
+        other, suffix = elsewhere[value]
+        hint: object = phrase("cli.other_option", option=other, file=t("help.metavar.file") + suffix)
+    else:
+        hint = did_you_mean(value, known)
+    raise fail(message, name=value, known=", ".join(known), hint=hint).at(source=option)
+
+
+@contextlib.contextmanager
+def located(option: str | None = None) -> Iterator[None]:
+    """Place an AttnError raised inside at a command-line option: `option`, or the one named like its field.
+
+    The library names its own parameters (`tokens`, `score`) and never a flag; the
+    command line knows which flag gave each value.
+    """
+    try:
+        yield
+    except AttnError as error:
+        where = error.where
+        if where.source is None and (option or where.field):
+            error.where = Where(option or f"--{where.field}", where.line, where.field if option else None)
+        raise
+
+
+def boundary(command: Command) -> Command:
+    """Run `command` with the run's `Environment` as its first argument, and end it through `ending`.
+
+    Typer sees the command's options without that first argument. The command must
+    take `lang` and `debug` (the Lang and Debug options); `no_color` and `format`,
+    when it has them, decide the colour.
+    """
+    return _Bounded(command)  # type: ignore[return-value]
+
+
+class _Bounded:
+    """A command inside the boundary. Its annotations are read only when a command line needs them: Typer's
+    when Typer builds this very command (evaluating them costs milliseconds per command), the declared ones
+    for the lean start."""
+
+    def __init__(self, command: Callable[..., Any]) -> None:
+        functools.update_wrapper(self, command, assigned=("__module__", "__name__", "__qualname__", "__doc__"))
+        self._command = command
+
+    @functools.cached_property
+    def declared(self) -> inspect.Signature:
+        """The options without the Environment, each annotation's `typer.Option(...)` a `Declared`."""
+        names = {**self._command.__globals__, "typer": declared}
+        signature = inspect.signature(self._command, globals=names, eval_str=True)
+        return signature.replace(parameters=tuple(signature.parameters.values())[1:])
+
+    @functools.cached_property
+    def __signature__(self) -> inspect.Signature:
+        """The options as Typer reads them: every `Declared` made."""
+        import typer
+
+        def made(annotation: Any) -> Any:
+            extras = getattr(annotation, "__metadata__", ())
+            if not any(isinstance(extra, Declared) for extra in extras):
+                return annotation
+            real = [extra.made(typer) if isinstance(extra, Declared) else extra for extra in extras]
+            return Annotated[(annotation.__origin__, *real)]
+
+        parameters = [p.replace(annotation=made(p.annotation)) for p in self.declared.parameters.values()]
+        return self.declared.replace(parameters=parameters)
+
+    @functools.cached_property
+    def __annotations__(self) -> dict[str, Any]:  # what typing.get_type_hints reads, for Typer
+        return {name: parameter.annotation for name, parameter in self.__signature__.parameters.items()}
+
+    def lean(self, arguments: Sequence[str]) -> dict[str, Any] | None:
+        """The options Typer would pass for `arguments` when they are one value of the command's only argument, a
+        text, and no option, so that every option keeps its default; None for any other command line."""
+        if len(arguments) != 1 or (arguments[0].startswith("-") and arguments[0] != "-"):
+            return None
+        parameters = list(self.declared.parameters.values())
+        made = [extra for parameter in parameters for extra in _extras(parameter) if isinstance(extra, Declared)]
+        if len(made) != len(parameters) or any(set(extra.kwargs) - _PLAIN for extra in made):
+            return None
+        positional = [p for p, extra in zip(parameters, made) if extra.kind == "Argument"]
+        if len(positional) != 1 or positional[0].annotation.__origin__ not in (str, Optional[str]):
+            return None
+        if any(p.default is inspect.Parameter.empty for p in parameters if p is not positional[0]):
+            return None
+        return {p.name: arguments[0] if p is positional[0] else p.default for p in parameters}
+
+    def run(self, options: dict[str, Any]) -> int:
+        """The command with `options`; the exit code: OK, or that of whatever ended it (`ending`)."""
+        language = LANGUAGE.set(language_from_environment())  # an unknown --lang is reported in this one
+        try:
+            plain = options.get("no_color", False) or options.get("format") == "text"
+            environment = Environment.of_process(options.get("lang"), plain)
+            LANGUAGE.set(environment.language)
+            from attncli.cli.output import all_or_nothing
+
+            with all_or_nothing():
+                self._command(environment, **options)
+            return ExitCode.OK
+        except BaseException as error:
+            return ending(error, debug=options.get("debug", False))
+        finally:
+            LANGUAGE.reset(language)
+
+    def __call__(self, **options: Any) -> None:
+        """The command as Typer calls it, ended by typer.Exit with the code of whatever ended it."""
+        code = self.run(options)
+        if code != ExitCode.OK:
+            import typer
+
+            raise typer.Exit(code)
+
+
+# What a declaration may say for the lean start to stand in for Typer: words for the help and completion,
+# and a range its default is in. Anything else (an environment variable, a callback, a prompt) needs Typer.
+_PLAIN = frozenset(("help", "metavar", "autocompletion", "min", "max", "show_default", "hidden"))
+
+
+def _extras(parameter: inspect.Parameter) -> tuple[Any, ...]:
+    return getattr(parameter.annotation, "__metadata__", ())
