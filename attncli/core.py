@@ -8,7 +8,7 @@ Z = softmax(Q·Kᵀ/√d_k)·V.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -25,8 +25,7 @@ KERNEL_SCORES = ("scaled_dot", "dot")  # q·kᵀ times a scale: what attncli.ker
 BIAS_MATRICES = 2  # ... and with a bias: the head's own (ALiBi's −m_h·|i − j|) and the scores plus it
 
 
-@dataclass(frozen=True)
-class Rotation:
+class Rotation(NamedTuple):
     """RoPE in one head: each pair's frequency θ_i, the angles m·θ_i, and the queries and keys once turned."""
 
     style: str  # half | interleaved: which coordinates each pair turns together
@@ -37,8 +36,7 @@ class Rotation:
     keys: np.ndarray  # (S, d) the keys turned
 
 
-@dataclass(frozen=True)
-class HeadSteps:
+class HeadSteps(NamedTuple):
     """Every number one head produces, from its vectors to its output."""
 
     spec: Head  # what the problem says of this head
@@ -57,8 +55,7 @@ class HeadSteps:
     rotation: Rotation | None = None  # RoPE: the queries and keys the scores use, turned by their positions
 
 
-@dataclass(frozen=True)
-class Steps:
+class Steps(NamedTuple):
     """The whole calculation of a problem: the record every output format renders."""
 
     problem: Problem
@@ -67,8 +64,7 @@ class Steps:
     output: np.ndarray  # (L, d_out) the final result
 
 
-@dataclass(frozen=True)
-class HeadOverview:
+class HeadOverview(NamedTuple):
     """What the summary of a large problem shows of one head: a few queries' rows, and a map."""
 
     name: str
@@ -77,8 +73,7 @@ class HeadOverview:
     blocks: np.ndarray  # (M, C) the mean weight over each block of queries × keys
 
 
-@dataclass(frozen=True)
-class Overview:
+class Overview(NamedTuple):
     """The summary's numbers: a few queries in full and each head's weights averaged over blocks, never (L, S)."""
 
     problem: Problem

@@ -10,6 +10,7 @@ import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum
+from typing import NamedTuple
 
 NAMES_SHOWN = 10  # a message lists at most this many token names, then how many there are
 # C0, DEL, C1, the Unicode line and paragraph separators, the bidirectional embeddings,
@@ -34,12 +35,11 @@ class Terminated(BaseException):
     """SIGTERM, raised where the program is so that it unwinds like Ctrl-C: temporary files removed."""
 
 
-@dataclass(frozen=True)
-class Message:
+class Message(NamedTuple):
     """A catalogue key and its parameters, translated only when printed: a part of an error's message, or its field."""
 
     key: str
-    params: dict[str, object] = field(default_factory=dict)
+    params: dict[str, object]
 
 
 @dataclass

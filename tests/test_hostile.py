@@ -8,7 +8,6 @@ math.hypot and hand calculations, never with attncli's own helpers.
 from __future__ import annotations
 
 import csv
-import dataclasses
 import io
 import json
 import math
@@ -251,7 +250,7 @@ class Terminal(io.StringIO):
 def test_the_progress_bar_shows_only_for_long_runs_on_a_terminal() -> None:
     process = Environment.of_process(None, plain=True)
     for stream, total, shown in ((Terminal(), 10**9, True), (Terminal(), 10, False), (io.StringIO(), 10**9, False)):
-        env = dataclasses.replace(process, stderr=stream, stderr_is_terminal=stream.isatty())
+        env = process._replace(stderr=stream, stderr_is_terminal=stream.isatty())
         with progress.bar(total, "Drawing", env) as advance:
             advance(total // 2)
             advance(total - total // 2)

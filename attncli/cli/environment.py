@@ -11,16 +11,14 @@ import os
 import shutil
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import TextIO
+from typing import NamedTuple, TextIO
 
 from attncli.i18n import checked_language
 
 FILE_WIDTH = 100  # the width of human output written to a file, whatever the terminal's
 
 
-@dataclass(frozen=True)
-class Environment:
+class Environment(NamedTuple):
     """The streams (None when the shell closed one: `>&-`), whether each is a terminal, the terminal's width,
     whether human output on stdout is in colour, and the language of every message."""
 

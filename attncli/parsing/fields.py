@@ -10,8 +10,8 @@ from __future__ import annotations
 import copy
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
@@ -23,8 +23,7 @@ MAX_NAME = 200  # characters in a token name: a word, a subword or a phrase (wid
 _CONTROL = re.compile("[" + "".join(f"{re.escape(chr(a))}-{re.escape(chr(b))}" for a, b in CONTROL_RANGES) + "]")
 
 
-@dataclass(frozen=True)
-class Written:
+class Written(NamedTuple):
     """A number and the text it was written as: `0.90` promises two decimals where `0.9` promises one."""
 
     value: float

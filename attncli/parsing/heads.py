@@ -6,8 +6,8 @@ top level for every head; `pick` is the one rule that decides between rival fiel
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from enum import Enum, IntEnum
+from typing import NamedTuple
 
 import numpy as np
 
@@ -49,8 +49,7 @@ def pick(first: Level, second: Level) -> Pick:
     return Pick.FIRST if first > second else Pick.SECOND
 
 
-@dataclass(frozen=True)
-class Inputs:
+class Inputs(NamedTuple):
     """The inputs X that projections multiply, for keys and values (`x`) and for queries (`x_query`)."""
 
     x: np.ndarray | None  # (S, d)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -16,8 +16,7 @@ CAUSAL = ("causal", "causal_lower_right")  # top-left aligned (query i sees 0..i
 RULES = ("none", *CAUSAL)  # masks named in words; anything else is a 0/1 matrix
 
 
-@dataclass(frozen=True)
-class Positions:
+class Positions(NamedTuple):
     """Where each query and key stands, for causal and window masks."""
 
     tokens: tuple[str, ...]

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
@@ -57,8 +56,7 @@ def cautioned_once(lines: Sequence[Line]) -> list[Line]:
 # Heatmaps
 
 
-@dataclass(frozen=True)
-class _Grid:
+class _Grid(NamedTuple):
     """One way to lay the heatmap out: decimals per cell (None: bars only), numbered columns, the gap."""
 
     decimals: int | None

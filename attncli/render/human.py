@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from attncli import core
 from attncli.core import Steps
 from attncli.i18n import t
-from attncli.layers import StackSteps
 from attncli.render import analysis, summary, walk
 from attncli.render.layout import BLANK, Line, bar, line, table
 from attncli.render.numbers import MASKED, fixed
 from attncli.render.walk import View
+
+if TYPE_CHECKING:
+    from attncli.layers import StackSteps
 
 BAR_WIDTH = 20
 

@@ -13,16 +13,18 @@ create when attncli starts.
 
 import math
 from collections.abc import Callable, Iterator
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
 from attncli import positions
 from attncli.core import HeadSteps, Steps, row_norms
 from attncli.i18n import t
-from attncli.layers import LayerSteps, StackSteps, mean_weights
 from attncli.problem import Head, Norm, Operand, PositionEncoding, Problem, Projection
 from attncli.render.numbers import entry, fixed
+
+if TYPE_CHECKING:  # stacked layers: attncli.layers is imported only for them
+    from attncli.layers import LayerSteps, StackSteps
 
 AUTO_FOLLOW = 3  # every query in detail up to this many; beyond, the weight matrix and the outputs
 MAX_KEYS = 16  # more keys than this, or more queries than MAX_QUERIES, and the walk is condensed (`condensed`)
@@ -864,7 +866,7 @@ NORM_SHORT = {"layer": "LN", "rms": "RMS"}
 
 
 def stack_items(
-    steps: StackSteps, view: View, layer: int | None = None, rollout: np.ndarray | None = None
+    steps: "StackSteps", view: View, layer: int | None = None, rollout: np.ndarray | None = None
 ) -> list[Item]:
     """Everything a human format shows of a stack: its facts; per layer (only number `layer` when given)
     its title, the stream it reads, its attention as `items` shows it, the residual sum; then `rollout`
@@ -881,6 +883,8 @@ def stack_items(
         out += _streams(record, number, stack.tokens, shown)
     if rollout is not None:
         last = layer or count
+        from attncli.layers import mean_weights
+
         raw = mean_weights(steps.layers[last - 1].attention)
         out.append(Rollout(stack.tokens, last, raw, rollout))
     return out
@@ -893,7 +897,7 @@ class Expr(NamedTuple):
     latex: str
 
 
-def _streams(record: LayerSteps, number: int, tokens: tuple[str, ...], shown: list[Item]) -> list[Item]:
+def _streams(record: "LayerSteps", number: int, tokens: tuple[str, ...], shown: list[Item]) -> list[Item]:
     """A layer's input (normalised with a norm placed pre), its attention's records `shown`, what it leaves."""
     norm = record.layer.norm
     place = None if norm is None else norm.place
