@@ -13,12 +13,15 @@ attncli run stands on), `attncli compute samples/bank.yaml` with its output pipe
 Printed: the minimum and median of each, and the median of each round's ratio to the floor.
 Targets: compute ≤ 1.15, --help ≤ 1.0. `--here` skips the venv (this interpreter, `python -m
 attncli` from the checkout) and `--quick` runs two rounds: the test suite's check of the script.
+`--instructions` also counts the instructions each program executes once, under valgrind's
+callgrind: slow (a minute), but the same on a busy machine as on a quiet one, where times are not.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import re
 import shutil
 import statistics
 import subprocess
@@ -81,6 +84,24 @@ def rounds(programs: dict[str, list[str]], count: int, cwd: str, env: dict[str, 
     return times
 
 
+def instructions(programs: dict[str, list[str]], cwd: str, env: dict[str, str]) -> dict[str, int]:
+    """The instructions each program executes, as valgrind's callgrind counts them (hash seed fixed)."""
+    counts = {}
+    for name, command in programs.items():
+        counting = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", *command]
+        done = subprocess.run(counting, capture_output=True, text=True, cwd=cwd, env={**env, "PYTHONHASHSEED": "0"})
+        counts[name] = collected(done.stderr)
+    return counts
+
+
+def collected(stderr: str) -> int:
+    """The count in callgrind's summary line, `==12== Collected : 636606963`."""
+    found = re.search(r"Collected : (\d+)", stderr)
+    if found is None:
+        raise SystemExit(f"callgrind printed no count:\n{stderr[-500:]}")
+    return int(found.group(1))
+
+
 def report(times: dict[str, list[float]]) -> list[tuple[str, float, float, str]]:
     """(name, minimum, median, note) rows: each program's times, then each round's ratio to the floor."""
     rows = [(f"{name} (s)", min(values), statistics.median(values), "") for name, values in times.items()]
@@ -96,6 +117,7 @@ def main(argv: list[str] | None = None) -> list[tuple[str, float, float, str]]:
     parser.add_argument("--venv", type=Path, help="where to make (or find) the venv; default a temporary folder")
     parser.add_argument("--here", action="store_true", help="no venv: this interpreter and the checkout")
     parser.add_argument("--quick", action="store_true", help="two rounds, to check the script")
+    parser.add_argument("--instructions", action="store_true", help="also count instructions (valgrind)")
     args = parser.parse_args(argv)
     count = 2 if args.quick else max(args.rounds, 1)
     env = _clean_env()
@@ -104,12 +126,16 @@ def main(argv: list[str] | None = None) -> list[tuple[str, float, float, str]]:
             python, env["PYTHONPATH"] = Path(sys.executable), str(ROOT)
         else:
             python = install(args.venv.resolve() if args.venv else Path(folder) / "venv")
-        times = rounds(commands(python, args.here), count, folder, env)
+        programs = commands(python, args.here)
+        times = rounds(programs, count, folder, env)
+        counts = instructions(programs, folder, env) if args.instructions else {}
     rows = report(times)
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(f"{'measure':<34} {'min':>8} {'median':>8}  note   ({count} rounds, load {load:.2f})")
     for name, low, middle, note in rows:
         print(f"{name:<34} {low:>8.4g} {middle:>8.4g}  {note}")
+    for name, count in counts.items():
+        print(f"{name + ' instructions (callgrind)':<34} {count:>17,}  {count / counts['baseline']:.3f} × baseline")
     return rows
 
 

@@ -151,3 +151,15 @@ def test_the_lean_start_takes_only_a_lone_argument() -> None:
 def test_every_command_module_registers_its_command_on_the_app() -> None:
     assert sorted(app.registered_commands[i].callback.__name__ for i in range(len(COMMANDS))) == sorted(COMMANDS)
     assert set(COMMANDS) <= set(REGISTERED)
+
+
+def test_the_benchmark_reads_callgrinds_count() -> None:
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import startup
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    summary = "==41== Events    : Ir\n==41== Collected : 636606963\n==41==\n==41== I   refs:      636,606,963\n"
+    assert startup.collected(summary) == 636_606_963
+    with pytest.raises(SystemExit):
+        startup.collected("valgrind: command not found")
