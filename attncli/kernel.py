@@ -13,6 +13,7 @@ so the cores are not asked for twice over.
 
 from __future__ import annotations
 
+import functools
 import os
 import queue
 import threading
@@ -162,7 +163,7 @@ class _Head:
         float, the shift and the pass that finds the maximum are skipped; the result is the
         same softmax, rounded no worse.
         """
-        safe = 0.7 * np.log(np.finfo(q.dtype).max)  # e^±safe is a normal float of this dtype
+        safe = _safe_exponent(q.dtype)
         bound = np.sqrt(_largest_square(q, factor) * _largest_square(k))  # ≥ every |q·k|
         self.shift = not (bound < safe and (mask is None or mask.dtype == np.bool_))  # subtract each row's maximum
         self.q = q  # (L, E), as given: a block's rows are scaled into the thread's buffer, never all of q at once
@@ -176,14 +177,23 @@ class _Head:
         self.sums = sums  # (L, C) the weights summed over each bin
 
 
+@functools.cache
+def _safe_exponent(dtype: np.dtype) -> np.floating:
+    """e^±safe is a normal float of `dtype` (np.finfo and a log cost more than the rest of a small call)."""
+    return 0.7 * np.log(np.finfo(dtype).max)
+
+
 def _largest_square(rows: np.ndarray, factor: np.floating | None = None) -> np.floating:
     """max_i Σ_j (factor·x_ij)², a chunk of rows at a time: no temporary the size of `rows`.
 
     Each row's sum is the one (x * x).sum(axis=1) would give, so the bound, and with it the
     choice to shift, are those of scaling the whole of q first.
     """
-    largest = rows.dtype.type(0)
     step = max(1, BLOCK_CELLS // max(rows.shape[1], 1))
+    if 0 < rows.shape[0] <= step:  # one chunk: the same sums, without the loop's calls
+        part = rows if factor is None else rows * factor
+        return (part * part).sum(axis=1).max()
+    largest = rows.dtype.type(0)
     for start in range(0, rows.shape[0], step):
         part = rows[start : start + step] if factor is None else rows[start : start + step] * factor
         largest = np.maximum(largest, (part * part).sum(axis=1).max())  # NaN stays NaN, and then shifts

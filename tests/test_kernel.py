@@ -238,6 +238,21 @@ def test_benchmark_script_runs_in_quick_mode() -> None:
     assert all(row.median == row.median for row in rows if not row.missing)  # no NaN but what is not installed
 
 
+def test_benchmark_takes_turns_in_a_turning_order_and_takes_each_rounds_ratio() -> None:
+    """bench.interleaved runs A, B, C then B, C, A ...; bench.ratio is of the minima and the median of the
+    rounds' own ratios (made-up times: a slow round slows both contenders, and its ratio stays 1)."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import bench
+    finally:
+        sys.path.pop(0)
+    ran: list[str] = []
+    times = bench.interleaved({name: lambda name=name: ran.append(name) for name in "ABC"}, 3, 0.0)
+    assert ran == list("ABCBCACAB") and all(len(found) == 3 for found in times.values())
+    row = bench.ratio("r", [2.0, 20.0, 3.0], [2.0, 20.0, 1.0])
+    assert (row.minimum, row.median) == (2.0, 1.0)  # rounds 1, 1, 3; the ratio of medians would be 3 / 2
+
+
 def test_calls_from_several_threads_at_once_each_get_their_own_result() -> None:
     """The helper threads and the BLAS limit are shared: four callers at once, each result as if alone,
     and BLAS back at its own number of threads afterwards."""
