@@ -8,6 +8,8 @@ same weights, the norms with F.layer_norm (no affine) and F.rms_norm.
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import subprocess
 from pathlib import Path
@@ -235,6 +237,38 @@ def test_every_stack_sample_in_every_format_carries_the_numbers(sample: str) -> 
         assert "Capa 1 de" in spanish.stdout, fmt
 
 
+@pytest.mark.parametrize("sample", sorted(STACK_SAMPLES))
+def test_a_stack_in_csv_holds_every_layers_numbers_as_json_does(sample: str) -> None:
+    """Long CSV and wide TSV of a stack: each layer's streams and weights to the last bit, as JSON gives them."""
+    path = str(SAMPLES / sample)
+    runner = CliRunner()
+    doc = json.loads(runner.invoke(app, ["compute", path, "-f", "json"]).stdout)
+    table = list(csv.DictReader(io.StringIO(runner.invoke(app, ["compute", path, "-f", "csv"]).stdout)))
+    assert list(table[0]) == ["layer", "step", "head", "query", "key", "index", "value"]
+    tokens = doc["tokens"]
+    for number, layer in enumerate(doc["layers"]):
+        mine = [row for row in table if row["layer"] == str(number)]
+        for step, name in (("input", "input"), ("normed", "normed"), ("residual", "residual"), ("stream", "output")):
+            cells = {(row["query"], int(row["index"])): float(row["value"]) for row in mine if row["step"] == step}
+            expected = (
+                {}
+                if layer[name] is None
+                else {(tokens[i], j): x for i, r in enumerate(layer[name]) for j, x in enumerate(r)}
+            )
+            assert cells == expected, (number, step)
+        for h, head in enumerate(layer["attention"]["heads"]):
+            weights = [row for row in mine if row["step"] == "weights" and row["head"] == str(h)]
+            assert [float(row["value"]) for row in weights] == [w for r in head["weights"] for w in r]
+    last = [row for row in table if row["layer"] == str(len(doc["layers"]) - 1) and row["step"] == "stream"]
+    assert [float(row["value"]) for row in last] == [x for r in doc["output"] for x in r]
+    wide = runner.invoke(app, ["compute", path, "-f", "tsv", "--csv-layout", "wide"]).stdout
+    first = wide.split("\n\n", 1)[0].splitlines()
+    assert first[0] == "layer\t0\tinput" and first[1].split("\t")[0] == "query"
+    assert [[float(x) for x in line.split("\t")[1:]] for line in first[2:]] == doc["layers"][0]["input"]
+    blocks = wide.split("\n\n")
+    assert sum(block.startswith("layer\t") for block in blocks) == len(blocks)
+
+
 @pytest.mark.skipif(__import__("shutil").which("pdflatex") is None, reason="pdflatex is not installed")
 def test_the_stack_latex_compiles(tmp_path: Path) -> None:
     """The LaTeX of a stack, with the rollout, compiles with pdflatex (only Latin-1, math where it is math)."""
@@ -269,8 +303,7 @@ def test_layer_focus_and_rollout_in_the_view() -> None:
     [
         (["--layer", "3"], "--layer 3: the problem has layers 1 to 2"),
         (["--layer", "0"], "--layer 0: the problem has layers 1 to 2"),
-        (["-f", "csv"], "csv does not show stacked layers yet"),
-        (["-f", "tsv"], "tsv does not show stacked layers yet"),
+        (["-f", "npz"], "npz does not show stacked layers yet"),
         (["--figure", "f.svg"], "not computed for stacked layers yet"),
         (["--norms"], "not computed for stacked layers yet"),
         (["--mask", "causal"], "--mask: mask: belongs to each layer under layers:"),

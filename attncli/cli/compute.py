@@ -152,7 +152,8 @@ def compute(
     if isinstance(parsed, Stack):
         shape = {"precision": precision, "follow": tuple(follow) if follow else None, "heatmap": heatmap}
         pictures = (svg, html, no_color)
-        _stack(env, parsed, format, output, quiet, shape, layer, rollout, analyses or figure is not None, pictures)
+        found = (layer, rollout, analyses or figure is not None)
+        _stack(env, parsed, format, output, quiet, shape, found, pictures, csv_layout)
         return
     for option, given in (("--layer", layer is not None), ("--rollout", rollout)):
         if given:
@@ -210,14 +211,15 @@ def _stack(
     output: Path | None,
     quiet: bool,
     shape: dict,
-    layer: int | None,
-    rollout: bool,
-    analyses: bool,
+    asked: tuple[int | None, bool, bool],
     pictures: tuple[Path | None, Path | None, bool],
+    csv_layout: str,
 ) -> None:
-    """`compute` of stacked layers: the walk layer by layer (or `layer` alone), JSON's `layers`, the output as npy."""
+    """`compute` of stacked layers: the walk layer by layer (or `asked`'s layer alone, and the rollout when asked),
+    JSON's `layers`, CSV's rows by layer, the output as npy; `asked`'s last: analyses, which stacks do not take."""
     from attncli import layers, pipeline, render
 
+    layer, rollout, analyses = asked
     svg, html, no_color = pictures
     if analyses:
         raise fail("cli.no_layer_analyses")
@@ -238,7 +240,7 @@ def _stack(
         return
     if format in DOCUMENT_FORMATS:
         shown = {"precision": shape["precision"], "follow": shape["follow"], "layer": layer, "rollout": flow}
-        write(render.stack_document(steps, format, **shown), output, env)
+        write(render.stack_document(steps, format, **shown, csv_layout=csv_layout), output, env)
     else:
         print_human(build, output, env)
 

@@ -26,9 +26,18 @@ HUMAN_FORMATS = ("rich", "text")
 DOCUMENT_FORMATS = ("json", "csv", "tsv", "npy", "npz", "markdown", "latex")
 BINARY_FORMATS = ("npy", "npz")
 CSV_LAYOUTS = ("long", "wide")
+DELIMITERS = {"csv": ",", "tsv": "\t"}
 ANALYSIS_FORMATS = (*HUMAN_FORMATS, "json")  # the formats that show norms and interventions
 CONDENSED_FORMATS = ("markdown", "latex")  # write-ups of a large problem show the corners (walk.condensed)
-STACK_FORMATS = (*HUMAN_FORMATS, "json", "npy", "markdown", "latex")  # the formats that show stacked layers
+STACK_FORMATS = (
+    *HUMAN_FORMATS,
+    "json",
+    "csv",
+    "tsv",
+    "npy",
+    "markdown",
+    "latex",
+)  # the formats that show stacked layers
 MAX_DOCUMENT_CELLS = 2_000_000  # (query, key) cells over all heads that text formats print, a few at each
 
 
@@ -145,12 +154,17 @@ def stack_document(
     follow: tuple[str, ...] | None = None,
     layer: int | None = None,
     rollout: np.ndarray | None = None,
+    csv_layout: str = "long",
 ) -> str | Callable[[BinaryIO], None]:
     """A stack in format `fmt`, one of STACK_FORMATS but the human ones; `rollout` joins when asked for."""
     if fmt == "json":
         from attncli.render import json_doc
 
         return json_doc.stack_document(steps, rollout)
+    if fmt in ("csv", "tsv"):
+        from attncli.render import long_table
+
+        return (long_table.wide_stack if csv_layout == "wide" else long_table.render_stack)(steps, DELIMITERS[fmt])
     if fmt == "npy":
         return npy(steps.output)
     from attncli.render import latex, markdown
@@ -181,8 +195,7 @@ def document(
     if fmt in ("csv", "tsv"):
         from attncli.render import long_table
 
-        delimiter = "," if fmt == "csv" else "\t"
-        return (long_table.wide if csv_layout == "wide" else long_table.render)(steps, delimiter)
+        return (long_table.wide if csv_layout == "wide" else long_table.render)(steps, DELIMITERS[fmt])
     if fmt == "npy":
         return npy(steps.output)
     if fmt == "npz":

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import csv
 import io
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -20,9 +20,11 @@ import numpy as np
 from attncli.core import Steps
 
 if TYPE_CHECKING:
+    from attncli.layers import LayerSteps, StackSteps
     from attncli.probes import Comparison
 
 HEADER = ("step", "head", "query", "key", "index", "value")
+STACK_HEADER = ("layer", *HEADER)  # a stack's rows: the layer (from 0, as JSON's) first
 Row = tuple[str, str, str, str, str, str]
 
 
@@ -42,6 +44,32 @@ def render(steps: Steps, delimiter: str = ",") -> str:
     return buffer.getvalue()
 
 
+def render_stack(steps: StackSteps, delimiter: str = ",") -> str:
+    """A stack in long format: every layer's rows after its `layer` column, its attention's as `rows` gives them
+    and its streams by token (in the query column): `input`, `normed` (a norm placed pre), then after the
+    attention `residual` (input + attention) and `stream` (what the layer passes on; the last one's is the output).
+    """
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, delimiter=delimiter, lineterminator="\n")
+    writer.writerow(STACK_HEADER)
+    for number, layer in enumerate(steps.layers):
+        tokens = steps.stack.tokens
+        before, after = _streams(layer)
+        layer_rows = [
+            *(row for step, matrix in before for row in _vectors(step, "", tokens, matrix, by="query")),
+            *rows(layer.attention),
+            *(row for step, matrix in after for row in _vectors(step, "", tokens, matrix, by="query")),
+        ]
+        writer.writerows((str(number), *row) for row in layer_rows)
+    return buffer.getvalue()
+
+
+def _streams(layer: LayerSteps) -> tuple[list[tuple[str, np.ndarray]], list[tuple[str, np.ndarray]]]:
+    """The layer's streams (S, d) before its attention and after it, by the names `answers:` gives them."""
+    before = [("input", layer.input)] + ([("normed", layer.normed)] if layer.normed is not None else [])
+    return before, [("residual", layer.residual), ("stream", layer.output)]
+
+
 def wide(steps: Steps, delimiter: str = ",") -> str:
     """One block per step and head, as a spreadsheet shows a matrix, blocks apart by an empty line.
 
@@ -49,9 +77,34 @@ def wide(steps: Steps, delimiter: str = ",") -> str:
     then a header row: `query\\key` and the key tokens for (query, key) steps, `query` or `key` and the
     coordinates 0, 1, ... for vectors; then one row per query (or key) token. Same numbers as `render`.
     """
+    return _blocks_text(blocks(steps), delimiter)
+
+
+def wide_stack(steps: StackSteps, delimiter: str = ",") -> str:
+    """`wide` for a stack: each block's title starts `layer,N` (from 0); the streams are blocks by token too."""
+    return _blocks_text(
+        (
+            (("layer", str(number), *title), corner, names, columns, matrix)
+            for number, layer in enumerate(steps.layers)
+            for title, corner, names, columns, matrix in _layer_blocks(layer, steps.stack.tokens)
+        ),
+        delimiter,
+    )
+
+
+def _layer_blocks(layer: LayerSteps, tokens: Sequence[str]) -> Iterator[Block]:
+    before, after = _streams(layer)
+    for step, matrix in before:
+        yield (step,), "query", tokens, [str(i) for i in range(matrix.shape[1])], matrix
+    yield from blocks(layer.attention)
+    for step, matrix in after:
+        yield (step,), "query", tokens, [str(i) for i in range(matrix.shape[1])], matrix
+
+
+def _blocks_text(every: Iterable[Block], delimiter: str) -> str:
     buffer = io.StringIO()
     writer = csv.writer(buffer, delimiter=delimiter, lineterminator="\n")
-    for number, (title, corner, names, columns, matrix) in enumerate(blocks(steps)):
+    for number, (title, corner, names, columns, matrix) in enumerate(every):
         if number:
             writer.writerow(())
         writer.writerow(title)
