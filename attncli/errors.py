@@ -15,8 +15,17 @@ from typing import NamedTuple
 NAMES_SHOWN = 10  # a message lists at most this many token names, then how many there are
 # C0, DEL, C1, the Unicode line and paragraph separators, the bidirectional embeddings,
 # overrides and isolates (U+202A-U+202E, U+2066-U+2069), which can make text read backwards,
-# and lone surrogates: bytes of a command line that were not UTF-8, which no stream can encode.
-CONTROL_RANGES = ((0x00, 0x1F), (0x7F, 0x9F), (0x2028, 0x2029), (0x202A, 0x202E), (0x2066, 0x2069), (0xD800, 0xDFFF))
+# lone surrogates: bytes of a command line that were not UTF-8, which no stream can encode; and the
+# noncharacters U+FFFE, U+FFFF, which YAML does not allow anywhere, even in a comment.
+CONTROL_RANGES = (
+    (0x00, 0x1F),
+    (0x7F, 0x9F),
+    (0x2028, 0x2029),
+    (0x202A, 0x202E),
+    (0x2066, 0x2069),
+    (0xD800, 0xDFFF),
+    (0xFFFE, 0xFFFF),
+)
 CONTROL_CODES = tuple(code for low, high in CONTROL_RANGES for code in range(low, high + 1))
 
 
