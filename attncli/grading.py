@@ -95,16 +95,17 @@ ACTS = {  # the stages at which each field of a Mistake changes the calculation
     "weights_of": ("output",),
     "order": ("concat",),
     "w_o": ("final",),
+    "shift": ("weights",),
 }
-EARLY_ACTS = {  # rounded_early at one step: where its rounding happens (e^s is also taken unshifted then)
-    "queries": ("inputs", "dot", "weights"),
-    "keys": ("inputs", "dot", "weights"),
-    "values": ("inputs", "weights"),
-    "dot": ("dot", "weights"),
-    "scores": ("scores", "weights"),
+EARLY_ACTS = {  # rounded_early at one step: where its rounding happens (its e^s unshifted is the field `shift`)
+    "queries": ("inputs", "dot"),
+    "keys": ("inputs", "dot"),
+    "values": ("inputs",),
+    "dot": ("dot",),
+    "scores": ("scores",),
     "exp": ("weights",),
     "weights": ("weights",),
-    "output": ("weights", "output"),
+    "output": ("output",),
 }
 Key = tuple[str, int | None]  # (step, head); head None for concat and final
 Stage = tuple[str, int | None]  # (one of STAGES, head); head None for concat and final
@@ -191,6 +192,18 @@ class Mistake:
     w_o: bool = True  # False: forgot_w_o, the concatenation given as the final output
     decimals: int | None = None  # rounded_early: carried with this many decimals ...
     where: str | None = None  # ... at this step of CARRIED_STEPS only (None: at every one)
+    shift: bool = True  # False: e^s taken as it is, as a student who rounds early does (not e^(s − m))
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_hash", hash(tuple(getattr(self, name) for name in _MISTAKE_FIELDS)))
+
+    def __hash__(self) -> int:
+        """The fields' hash, made once: a replay is looked up by its Mistake hundreds of times a file."""
+        return self._hash  # type: ignore[attr-defined]
+
+
+_MISTAKE_FIELDS = tuple(f.name for f in fields(Mistake))
+NO_MISTAKE = Mistake()  # the calculation as it should be
 
 
 @dataclass(frozen=True)
@@ -262,8 +275,7 @@ def grade(
         next(c for c in (carry, answers.carry, CARRY) if c is not None),
         min_decimals if min_decimals is not None else answers.min_decimals,
     )
-    given = {(a.step, a.head): _student(a, rule.carry) for a in answers.steps if a.written is None}
-    replays = _Replays(steps, given, rule.carry)
+    replays = _Replays(steps, [a for a in answers.steps if a.written is None], rule.carry)
     reports: dict[Key, StepReport] = {}
     coarse_steps: dict[Key, bool] = {}
     for answer in answers.steps:
@@ -316,6 +328,12 @@ def _depends(key: Key, heads: int) -> list[Key]:
         return [(dep, head) for dep in DEPENDS[step]]
     every_head = [(dep, h) for h in range(heads) for dep in HEAD_STEPS]
     return every_head if step == "concat" else [*every_head, ("concat", None)]
+
+
+def _complete(answer: Answer, shape: tuple[int, ...]) -> bool:
+    """Whether every cell of a step of this `shape` is answered."""
+    cells = answer.cells
+    return (len(cells), len(cells[0]) if cells else 0) == shape and all(e is not None for row in cells for e in row)
 
 
 def _student(answer: Answer, carry: int) -> Carried:
@@ -385,7 +403,7 @@ class _Solved:
                 for name in _changed(mistake)
                 if any(self.first.get(kind, index + 1) <= index for kind in _acts(mistake, name))
             }
-            found = self.prefixes[(mistake, index)] = Mistake(**kept)
+            found = self.prefixes[(mistake, index)] = Mistake(**kept) if kept else NO_MISTAKE
         return found
 
     def run(self, mistake: Mistake, index: int, given: Mapping[Key, Carried], memo: dict) -> _Pass:
@@ -403,7 +421,7 @@ class _Solved:
         found = self.cuts.get((mistake, at, cut))
         if found is None:
             dropped = {
-                name: getattr(Mistake(), name)
+                name: getattr(NO_MISTAKE, name)
                 for name in _changed(mistake)
                 if all(STAGES.index(kind) <= cut for kind in _acts(mistake, name) if STAGES.index(kind) <= at)
             }
@@ -426,9 +444,9 @@ class _Solved:
     def differs(self, mistake: Mistake) -> bool:
         """Whether `mistake` gives another number anywhere, or leaves out other cells: replayed as far as it must be."""
         for index in range(len(self.stages)):
-            if self.prefix(mistake, index) == Mistake():
+            if self.prefix(mistake, index) == NO_MISTAKE:
                 continue  # the same replay as the truth so far
-            replay, truth = self.whole_to(mistake, index), self.whole_to(Mistake(), index)
+            replay, truth = self.whole_to(mistake, index), self.whole_to(NO_MISTAKE, index)
             if _differs(replay, truth, [key for key in truth.computed if self.stage(key) == index]):
                 return True
         return False
@@ -437,14 +455,20 @@ class _Solved:
 class _Replays:
     """Every replay one file's grading needs, computed only when asked for: most steps need only two."""
 
-    def __init__(self, steps: Steps, given: Mapping[Key, Carried], carry: int) -> None:
+    def __init__(self, steps: Steps, answered: Sequence[Answer], carry: int) -> None:
         self.solved = _Solved.of(steps, carry)
-        self.given = given
+        self.answered = answered
+        self.carry = carry
         self.passes: dict[tuple[Mistake, int], _Pass] = {}  # fed the student's numbers
         self.references: dict[tuple[Mistake, bool, Key], Reference] = {}
         self.cuts: dict[Key, int | None] = {}
-        truth = self.solved.whole(Mistake()).computed
-        self.full = {k for k, num in given.items() if num.t.shape == truth[k].t.shape and not np.isnan(num.t).any()}
+        truth = self.solved.whole(NO_MISTAKE).computed
+        self.full = {(a.step, a.head) for a in answered if _complete(a, truth[(a.step, a.head)].t.shape)}
+
+    @functools.cached_property
+    def given(self) -> dict[Key, Carried]:
+        """The student's numbers by step, made when a replay first needs them (a right file needs none)."""
+        return {(a.step, a.head): _student(a, self.carry) for a in self.answered}
 
     def reference(self, mistake: Mistake, own: bool, key: Key) -> Reference:
         """Step `key` under `mistake`, from the problem alone or (`own`) fed the student's numbers.
@@ -500,7 +524,7 @@ class _Grader:
         self.rule = rule
         self.answer = answer
         self.key = (answer.step, answer.head)
-        self.truth = self.reference(Mistake(), False)
+        self.truth = self.reference(NO_MISTAKE, False)
         self.judged: dict[int, bool] = {}  # id of a replay's reference (held by `replays`) -> whether it explains
         self.lists: dict[int, tuple[Reference, Listed]] = {}  # id of a reference -> (it, as lists)
 
@@ -541,24 +565,32 @@ class _Grader:
         return step(WRONG, self.diagnose(triples, transposed=False) if explain else ())
 
     def cells(self) -> list[Cell]:
-        """Every cell judged against the truth and, only where it is not right, against the student's own inputs."""
+        """Every answered cell and every unanswered one the mask lets through, judged against the truth and, only
+        where it is not right, against the student's own inputs."""
         t, r, excluded = self.listed(self.truth)
         own: Listed | None = None
         rule = self.rule
+        fewest, fixed = rule.min_decimals, rule.tolerance is not None
         cells = []
-        for i, j, entry in _cells(self.answer, self.truth[2]):
-            if entry is None:
-                status = NOT_ANSWERED
-            elif rule.min_decimals is not None and entry.decimals is not None and entry.decimals < rule.min_decimals:
-                status = TOO_FEW_DECIMALS
-            elif rule.agrees(entry, t[i][j], r[i][j], excluded[i][j]):
-                status = RIGHT
-            else:
-                own = own or self.listed(self.reference(Mistake(), True))
-                status = CARRIED if rule.agrees(entry, own[0][i][j], own[1][i][j], own[2][i][j]) else WRONG
-            half = 0.0 if entry is None else rule.own(entry)
-            carried_in = 0.0 if rule.tolerance is not None or not math.isfinite(r[i][j]) else r[i][j]
-            cells.append(Cell(i, j, entry, t[i][j], excluded[i][j], status, half, carried_in))
+        for i, row in enumerate(self.answer.cells):
+            values, radii, out = t[i], r[i], excluded[i]
+            for j, entry in enumerate(row):
+                if entry is None:
+                    if out[j]:
+                        continue
+                    status, half = NOT_ANSWERED, 0.0
+                else:
+                    if fewest is not None and entry.decimals is not None and entry.decimals < fewest:
+                        status = TOO_FEW_DECIMALS
+                    elif rule.agrees(entry, values[j], radii[j], out[j]):
+                        status = RIGHT
+                    else:
+                        own = own or self.listed(self.reference(NO_MISTAKE, True))
+                        status = CARRIED if rule.agrees(entry, own[0][i][j], own[1][i][j], own[2][i][j]) else WRONG
+                    half = rule.own(entry)
+                radius = radii[j]
+                carried_in = 0.0 if fixed or not math.isfinite(radius) else radius
+                cells.append(Cell(i, j, entry, values[j], out[j], status, half, carried_in))
         return cells
 
     def listed(self, ref: Reference) -> Listed:
@@ -576,13 +608,14 @@ class _Grader:
 
     def fits(self, triples: list[Triple], ref: Reference) -> bool:
         """Whether `ref` gives every answered number (cells it leaves undefined must be right ones)."""
-        t, r, out = self.listed(ref)
+        t, r, out = ref  # indexed, not listed: most replays are judged once, and fail at their first cell
         truth_t, truth_r, truth_out = self.listed(self.truth)
         for i, j, entry in triples:
-            if math.isnan(t[i][j]):
+            value = float(t[i, j])
+            if math.isnan(value):
                 if not self.rule.agrees(entry, truth_t[i][j], truth_r[i][j], truth_out[i][j]):
                     return False
-            elif not self.rule.agrees(entry, t[i][j], r[i][j], out[i][j]):
+            elif not self.rule.agrees(entry, value, float(r[i, j]), bool(out[i, j])):
                 return False
         return True
 
@@ -591,7 +624,7 @@ class _Grader:
         anything for a mistake to explain."""
         found = []
         for own in (False, True):
-            clean = self.reference(Mistake(), own)
+            clean = self.reference(NO_MISTAKE, own)
             if self.departs(triples, clean):
                 found.append((own, clean))
         return found
@@ -689,7 +722,7 @@ class _Grader:
         for (own, clean), decimals, where in itertools.product(
             self.departures(triples), EARLY_DECIMALS, (None, *CARRIED_STEPS)
         ):
-            mistake = Mistake(("rounded_early",), decimals=decimals, where=where)
+            mistake = Mistake(("rounded_early",), decimals=decimals, where=where, shift=False)
             if decimals < self.rule.carry and self.reproduces(triples, mistake, own, clean):
                 return ["rounded_early"]
         return []
@@ -732,11 +765,11 @@ class _Grader:
         step, head = self.key
         if head is None:
             return
-        truth = self.replays.solved.whole(Mistake()).computed
+        truth = self.replays.solved.whole(NO_MISTAKE).computed
         for other in range(len(self.steps.heads)):
             key = (step, other)
             if other != head and key in truth and truth[key].t.shape == self.truth[0].shape:
-                yield self.reference(Mistake(), own, key)
+                yield self.reference(NO_MISTAKE, own, key)
 
     def shaped(self) -> tuple[str, ...]:
         """Diagnoses for a step written in a shape that fits neither orientation."""
@@ -746,7 +779,7 @@ class _Grader:
         if self.answer.step != "final" or self.steps.concat is None or not grid:
             return ()
         for own in (False, True):
-            concat = self.reference(Mistake(), own, ("concat", None))
+            concat = self.reference(NO_MISTAKE, own, ("concat", None))
             for transposed, ref in ((False, concat), (True, _transpose(concat))):
                 shaped = (len(written), width) == ref[0].shape and all(len(row) == width for row in written)
                 if shaped and self.fits_written(grid, ref):
@@ -766,14 +799,6 @@ def _sorted(codes: Sequence[str]) -> tuple[str, ...]:
 
 def _transpose(ref: Reference) -> Reference:
     return ref[0].T, ref[1].T, ref[2].T
-
-
-def _cells(answer: Answer, excluded: np.ndarray) -> Iterator[tuple[int, int, Entry | None]]:
-    """Every answered cell, and every cell left unanswered that the mask does not exclude."""
-    for i, row in enumerate(answer.cells):
-        for j, entry in enumerate(row):
-            if entry is not None or not excluded[i, j]:
-                yield i, j, entry
 
 
 def _differs(replay: _Pass, truth: _Pass, keys: Iterable[Key]) -> bool:
@@ -805,7 +830,7 @@ def _pair(a: Mistake, b: Mistake) -> Mistake | None:
 @functools.lru_cache(maxsize=4096)
 def _changed(mistake: Mistake) -> frozenset[str]:
     """The fields in which `mistake` departs from the right calculation (asked for every replay: kept)."""
-    default = Mistake()
+    default = NO_MISTAKE
     names = (f.name for f in fields(Mistake) if f.name != "codes")
     return frozenset(name for name in names if getattr(mistake, name) != getattr(default, name))
 
@@ -1046,9 +1071,9 @@ def _norms(vectors: Carried) -> Carried:
 def _normalise(scores: Carried, mistake: Mistake, keep: Callable[[str, Carried], Carried]) -> Carried:
     """Scores to weights: softmax over each query's keys, or one of the slips students make there.
 
-    A student who rounds early rounds e^s itself; the others are covered by the shifted e^(s − m).
+    A student who rounds early rounds e^s itself (`shift` False); the others are covered by the shifted e^(s − m).
     """
-    shift = mistake.decimals is None
+    shift = mistake.shift
     if not mistake.exp:
         e = rounding.where(np.isneginf(scores.t), rounding.exact(np.zeros(scores.t.shape)), scores)
     elif mistake.axis == "none":
@@ -1079,6 +1104,8 @@ def _exp(scores: Carried, shift: bool) -> Carried:
 def _mask(kind: str, mask: np.ndarray, problem: Problem) -> np.ndarray:
     """The mask as a slip applies it; causal_shifted moves a causal mask's diagonal by one; causal_upper_left
     aligns a decoding mask to the first key instead of the last (query i sees keys 0..i, padding kept)."""
+    if kind == "true":
+        return mask
     if kind == "upper_left":
         padded = np.isin(np.array(problem.tokens, dtype=object), np.array(problem.mask_rule.padding, dtype=object))
         return np.tri(*mask.shape, dtype=bool) & ~padded[None, :]

@@ -12,6 +12,7 @@ the student divided by their own sum. Pure numpy, no I/O.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -30,8 +31,9 @@ class Carried:
     g: np.ndarray  # (*t.shape, n): how the student's number moves with each rounding ε_k ∈ [−1, 1]
     e: np.ndarray  # (*t.shape): a bound on the rest
 
-    @property
+    @functools.cached_property
     def radius(self) -> np.ndarray:
+        """|g|·1 + e, made once: every operation on a carried number asks for it."""
         return np.abs(self.g).sum(axis=-1) + self.e
 
 

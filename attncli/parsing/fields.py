@@ -110,7 +110,8 @@ class FieldReader:
 
     def text_of(self, path: FieldPath, value: object) -> str:
         """The text a scalar was written as in the file ("" for a missing value)."""
-        return self.document.texts.get(self.full(path), "" if value is None else str(value))
+        text = self.document.texts.get(self.full(path))
+        return text if text is not None else "" if value is None else str(value)
 
     def written(self, path: FieldPath, value: object, field: str | None = None) -> Written:
         """A number together with the text it was written as."""
