@@ -40,7 +40,40 @@ def _causal(p: Problem) -> bool:
 
 
 def _unmasked(p: Problem) -> bool:
-    return not p.causal
+    """No mask, every query a token: the mistakes that move whole rows or transpose a square step."""
+    return not p.causal and not p.lower_right
+
+
+def _rope(p: Problem) -> bool:
+    return p.rope is not None
+
+
+def _pairings_differ(p: Problem) -> bool:
+    """With d_k 2 there is one pair, and both pairings are the same turn."""
+    return _rope(p) and all(h.score != "given" and _width(h, "keys", "w_k") >= 4 for h in p.heads)
+
+
+def _decoding(p: Problem) -> bool:
+    """Fewer queries than keys under causal_lower_right: a top-left mask shows."""
+    return p.lower_right and len(p.queries) < p.n
+
+
+def _width(h, name: str, w: str) -> int:
+    given = getattr(h, name)
+    return given.shape[1] if given is not None else getattr(h, w).shape[1]
+
+
+def _rope_slip(sign: float, other_pairing: bool) -> Slip:
+    """The dot products of queries and keys turned the wrong way round, or paired the other way."""
+
+    def slip(c: Context) -> np.ndarray:
+        rope = c.work.problem.rope
+        assert rope is not None
+        style = {"half": "interleaved", "interleaved": "half"}[rope.style] if other_pairing else None
+        head = c.work.problem.heads[c.head or 0]
+        return c.work.compatibility(head, *c.work.turned(c.own["queries"], c.own["keys"], sign, style))
+
+    return slip
 
 
 def _any(p: Problem) -> bool:
@@ -89,11 +122,7 @@ def _swap(a: np.ndarray, axis: int) -> np.ndarray:
 
 
 def _same_width(p: Problem) -> bool:
-    def width(h, name: str, w: str) -> int:
-        given = getattr(h, name)
-        return given.shape[1] if given is not None else getattr(h, w).shape[1]
-
-    return all(h.score != "given" and width(h, "keys", "w_k") == width(h, "values", "w_v") for h in p.heads)
+    return all(h.score != "given" and _width(h, "keys", "w_k") == _width(h, "values", "w_v") for h in p.heads)
 
 
 def _keys_as_values(c: Context) -> np.ndarray:
@@ -230,20 +259,37 @@ CATALOGUE: tuple[Mistake, ...] = (
         _causal,
         what="strict lower triangle: the first query's weights masked, its output not answered (?)",
     ),
+    Mistake(
+        "causal_upper_left",
+        ("causal_upper_left",),
+        "scores",
+        lambda c: _mask(c, np.tri(*c.own["dot"].shape, dtype=bool)),
+        _decoding,
+        what="decoding with the top-left mask: query i sees keys 0..i",
+    ),
+    Mistake("rope_reversed", ("rope_reversed",), "dot", _rope_slip(-1.0, False), _rope, what="q and k turned by −m·θ"),
+    Mistake(
+        "rope_pairing",
+        ("rope_pairing",),
+        "dot",
+        _rope_slip(1.0, True),
+        _pairings_differ,
+        what="the other pairing (half for interleaved, or the reverse)",
+    ),
     Mistake("keys_as_values", ("keys_as_values",), "output", _keys_as_values, _same_width),
     Mistake(
         "values_as_keys",
         ("values_as_keys",),
         "dot",
         lambda c: c.work.r(c.own["queries"] @ c.own["values"].T),
-        lambda p: _same_width(p) and all(h.score in ("scaled_dot", "dot") for h in p.heads),
+        lambda p: _same_width(p) and all(h.score in ("scaled_dot", "dot") for h in p.heads) and not _rope(p),
     ),
     Mistake(
         "not_transposed",
         ("not_transposed",),
         "dot",
         lambda c: c.work.r(c.own["queries"] @ c.own["keys"]),
-        _square_keys,
+        lambda p: _square_keys(p) and not _rope(p),
         what="Q·K",
     ),
     Mistake("transposed", ("transposed",), "dot", lambda c: c.careful().T, _unmasked, what="K·Qᵀ"),

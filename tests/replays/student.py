@@ -23,6 +23,7 @@ MASKED = np.nan  # a masked cell in a student's matrix
 _BINARY = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv}
 _BINARY[ast.Pow] = operator.pow
 _FUNCTIONS = {"sqrt": math.sqrt}
+_CONSTANTS = {"pi": math.pi}
 
 
 def number(text: object) -> float:
@@ -39,6 +40,8 @@ def number(text: object) -> float:
             return _BINARY[type(node.op)](value(node.left), value(node.right))
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _FUNCTIONS:
             return _FUNCTIONS[node.func.id](*(value(a) for a in node.args))
+        if isinstance(node, ast.Name) and node.id in _CONSTANTS:
+            return _CONSTANTS[node.id]
         raise ValueError(f"not a number the student can read: {text!r}")
 
     return value(ast.parse(str(text).replace("^", "**"), mode="eval").body)
@@ -76,23 +79,43 @@ class Head:
 
 
 @dataclass(frozen=True)
+class Rope:
+    """RoPE as the problem states it: each pair of coordinates turned by position × base^(−2i/d)."""
+
+    base: float
+    style: str  # half: pairs (i, i + d/2); interleaved: pairs (2i, 2i + 1)
+    at: np.ndarray  # each token's position
+
+
+@dataclass(frozen=True)
 class Problem:
-    """Self-attention over `tokens` with an optional causal mask, one or more heads and an optional W_O."""
+    """Attention over `tokens` with an optional causal mask, one or more heads and an optional W_O; when decoding,
+    only the last tokens ask (`query_tokens`) and the causal mask is aligned to the last key."""
 
     tokens: tuple[str, ...]
     causal: bool
     heads: tuple[Head, ...]
     w_o: np.ndarray | None
     several: bool  # answers go under `heads:` (the problem lists heads)
+    query_tokens: tuple[str, ...] = ()  # decoding: the tokens that ask, the last ones (empty: every token)
+    lower_right: bool = False  # mask: causal_lower_right, query i sees keys j ≤ i + n − L
+    rope: Rope | None = None
 
     @property
     def n(self) -> int:
         return len(self.tokens)
 
     @property
+    def queries(self) -> tuple[str, ...]:
+        return self.query_tokens or self.tokens
+
+    @property
     def allowed(self) -> np.ndarray:
         """Which keys each query may attend to."""
-        full = np.ones((self.n, self.n), dtype=bool)
+        asking = len(self.queries)
+        if self.lower_right:
+            return np.tri(asking, self.n, k=self.n - asking, dtype=bool)
+        full = np.ones((asking, self.n), dtype=bool)
         return np.tril(full) if self.causal else full
 
 
@@ -109,13 +132,19 @@ def read(text: str) -> Problem:
     data = yaml.safe_load(text)
     tokens = tuple(str(t) for t in data["tokens"])
     mask = data.get("mask", "none")
-    if mask not in ("none", "causal"):
+    if mask not in ("none", "causal", "causal_lower_right"):
         raise ValueError(f"mask {mask!r} is not one the student knows")
+    asking = tuple(str(t) for t in data.get("query_tokens", ()))
+    rows = asking or tokens
 
     def head(part: Mapping[str, Any]) -> Head:
         merged = {**{k: v for k, v in data.items() if k != "heads"}, **part}
         score, additive = _score_of(part, data.get("score"))
-        given = {name: matrix(merged[name], tokens) for name in ("queries", "keys", "values", "x") if name in merged}
+        given = {
+            name: matrix(merged[name], rows if name == "queries" else tokens)
+            for name in ("queries", "keys", "values", "x")
+            if name in merged
+        }
         weights = {name: matrix(merged[name], ()) for name in ("w_q", "w_k", "w_v") if name in merged}
         scores = matrix(part["scores"], tokens) if "scores" in part else None
         return Head(
@@ -128,7 +157,28 @@ def read(text: str) -> Problem:
 
     heads = tuple(head(h) for h in data["heads"]) if "heads" in data else (head({}),)
     w_o = matrix(data["w_o"], ()) if "w_o" in data else None
-    return Problem(tokens, mask == "causal", heads, w_o, "heads" in data)
+    rope = None
+    positions = data.get("positions")
+    if positions is not None:
+        if not isinstance(positions, Mapping) or positions.get("type") != "rope":
+            raise ValueError(f"positions {positions!r} are not ones the student knows")
+        at = np.array([number(x) for x in data.get("position_ids", range(len(tokens)))], dtype=float)
+        rope = Rope(number(positions.get("base", 10000)), str(positions.get("style", "half")), at)
+    return Problem(tokens, mask == "causal", heads, w_o, "heads" in data, asking, mask == "causal_lower_right", rope)
+
+
+def rotate(vectors: np.ndarray, at: np.ndarray, base: float, style: str) -> np.ndarray:
+    """Each row turned pair by pair by its position × θ_i, θ_i = base^(−2i/d):
+    (a, b) → (a·cos − b·sin, b·cos + a·sin), as RoFormer writes it."""
+    d = vectors.shape[1]
+    turns = at[:, None] * base ** (-np.arange(0, d, 2) / d)[None, :]
+    first = np.arange(d // 2) if style == "half" else np.arange(0, d, 2)
+    second = first + d // 2 if style == "half" else first + 1
+    out = np.empty_like(vectors, dtype=float)
+    a, b = vectors[:, first], vectors[:, second]
+    out[:, first] = a * np.cos(turns) - b * np.sin(turns)
+    out[:, second] = b * np.cos(turns) + a * np.sin(turns)
+    return out
 
 
 # --- the work -------------------------------------------------------------------------------------
@@ -179,6 +229,20 @@ class Work:
         return np.asarray(x, dtype=float) if self.digits is None else np.round(x, self.digits) + 0.0
 
     # the single operations, reused by the slips
+    def turned(
+        self, q: np.ndarray, k: np.ndarray, sign: float = 1.0, style: str | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """RoPE's turn of the queries and keys, each kept to `digits` (the queries are the last tokens); as they
+        are without RoPE. `sign` −1 turns them the wrong way round; `style` another pairing."""
+        rope = self.problem.rope
+        if rope is None:
+            return q, k
+        used = style or rope.style
+        return (
+            self.r(rotate(q, sign * rope.at[len(rope.at) - len(q) :], rope.base, used)),
+            self.r(rotate(k, sign * rope.at, rope.base, used)),
+        )
+
     def compatibility(self, head: Head, q: np.ndarray, k: np.ndarray) -> np.ndarray:
         """q·k for every query and key (all cells: the mask comes at the scores)."""
         if head.score == "cosine":
@@ -246,7 +310,9 @@ class Work:
                 self._step((h, "scores"), own, lambda head=head: self.masked(head.given, p.allowed))
             else:
                 self._step(
-                    (h, "dot"), own, lambda head=head, own=own: self.compatibility(head, own["queries"], own["keys"])
+                    (h, "dot"),
+                    own,
+                    lambda head=head, own=own: self.compatibility(head, *self.turned(own["queries"], own["keys"])),
                 )
                 d_k = own["queries"].shape[1]
                 self._step(
@@ -281,9 +347,15 @@ def _rows(problem: Problem, key: Key, written: Written, digits: int) -> str:
     """
     unknown = "masked" if key[1] in MASKABLE else '"?"'
     text = written.text or [[text_of(x, digits, unknown) for x in row] for row in written.values]
-    if len(text) != problem.n:
+    names = problem.tokens if key[1] in ("keys", "values") else problem.queries
+    if len(text) != len(names):
         return "\n".join(f"  - [{', '.join(row)}]" for row in text)
-    return "\n".join(f"  {token}: [{', '.join(row)}]" for token, row in zip(problem.tokens, text))
+    return "\n".join(f"  {_name(token)}: [{', '.join(row)}]" for token, row in zip(names, text))
+
+
+def _name(token: str) -> str:
+    """A token as a YAML key: quoted when it is not a plain word ("." say)."""
+    return token if token.isidentifier() else '"' + token + '"'
 
 
 def answers_yaml(work: Work, steps: Sequence[Key] | None = None) -> str:

@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 import yaml
 
+from tests.replays import layers
 from tests.replays.mistakes import CATALOGUE, Mistake, NotApplicable
 from tests.replays.student import HEAD_ORDER, SHARED, Key, Problem, Work, Written, answers_yaml, read, text_of
 
@@ -53,15 +54,25 @@ SETS = (
     ExerciseSet("cosine", ("--score", "cosine"), 5, 601),
     ExerciseSet("dot-causal", ("--score", "dot", "--mask", "causal"), 5, 701),
     ExerciseSet("square", ("--tokens", "3", "--dk", "3"), 4, 801),
+    ExerciseSet("rope-half", ("--rope", "half", "--dk", "4"), 3, 901),
+    ExerciseSet(
+        "rope-interleaved", ("--rope", "interleaved", "--dk", "4", "--tokens", "4", "--mask", "causal"), 3, 951
+    ),
 )
-OWN = {"additive": 5, "given": 3}  # problems this suite writes itself (generate has neither)
+OWN = {"additive": 5, "given": 3, "decoding": 4}  # problems this suite writes itself (generate has none of them)
+# Stacked layers (their students are tests/replays/layers.py): each slip at every layer, named at that layer
+STACKS = (
+    ExerciseSet("layers-pre", ("--layers", "2", "--norm", "layer"), 2, 1001),
+    ExerciseSet("layers-post", ("--layers", "2", "--norm", "rms:post", "--tokens", "2"), 2, 1101),
+)
+STACK_CODES = ("residual_forgotten", "norm_misplaced")
 
 
 @dataclass(frozen=True, repr=False)
 class Exercise:
     id: str  # set/NN
     text: str  # the problem as the student gets it (the sheet)
-    problem: Problem
+    problem: Problem | None  # None for a stack of layers (its students are tests/replays/layers.py)
     key: Path  # a key file for `check --key`: the problem, with or without answers
 
 
@@ -69,14 +80,15 @@ class Exercise:
 class Case:
     id: str  # exercise id / what the student did
     exercise: Exercise
-    kind: str  # careful, mistake, rounding
-    work: Work
+    kind: str  # careful, mistake, rounding, decimals, stack (a slip of a stacked layer)
+    work: Work | None  # None for a stack's students, whose work is `stack`
     code: str = ""  # the catalogue's codes joined by "+" (mistake cases)
     mistake: Mistake | None = None
     step: Key | None = None  # where the mistake or wrong rounding is
     path: Path | None = None
     form: str = "self"  # self: problem and answers in one file; key: answers alone (--keys); carry3: --carry 3
     result: dict | None = None  # the file's JSON object from `check`
+    stack: tuple[layers.Work, str] | None = None  # a stack's student: their work and their answers file
 
     def __repr__(self) -> str:  # short: pytest shows it in failures
         return f"Case({self.id!r})"
@@ -100,10 +112,10 @@ def env() -> dict[str, str]:
 # --- exercises ------------------------------------------------------------------------------------
 
 
-def _generate(directory: Path) -> list[Exercise]:
-    """Every set at once (the calls run side by side), read back from the written sheets."""
+def _generate(directory: Path, sets: Sequence[ExerciseSet] = SETS) -> list[tuple[ExerciseSet, Path]]:
+    """Every set written at once (the calls run side by side): each set and its folder."""
     running = []
-    for s in SETS:
+    for s in sets:
         out = directory / "sets" / s.name
         command = ["generate", *s.options, "--count", str(s.count), "--seed", str(s.seed), "-o", str(out)]
         process = subprocess.Popen(
@@ -114,11 +126,17 @@ def _generate(directory: Path) -> list[Exercise]:
             text=True,
         )
         running.append((s, out, process))
-    exercises = []
-    for s, out, process in running:
+    for s, _, process in running:
         _, stderr = process.communicate()
         if process.returncode != 0:
             raise RuntimeError(f"attncli generate {' '.join(s.options)} failed: {stderr.strip()}")
+    return [(s, out) for s, out, _ in running]
+
+
+def _exercises(written: Sequence[tuple[ExerciseSet, Path]]) -> list[Exercise]:
+    """The exercises of every set, read back from the written sheets."""
+    exercises = []
+    for s, out in written:
         for number in range(1, s.count + 1):
             sheet = out / f"exercise-{number:02d}.yaml"
             text = sheet.read_text(encoding="utf-8")
@@ -126,6 +144,20 @@ def _generate(directory: Path) -> list[Exercise]:
                 Exercise(f"{s.name}/{number:02d}", text, read(text), out / f"exercise-{number:02d}-key.yaml")
             )
     return exercises
+
+
+def _stack_cases(written: Sequence[tuple[ExerciseSet, Path]]) -> list[Case]:
+    """A careful student of each stacked exercise and each of the stack's slips at each layer (self-check files)."""
+    cases = []
+    for s, out in written:
+        for number in range(1, s.count + 1):
+            key = out / f"exercise-{number:02d}-key.yaml"
+            sheet = (out / f"exercise-{number:02d}.yaml").read_text(encoding="utf-8")
+            exercise = Exercise(f"{s.name}/{number:02d}", sheet, None, key)
+            for name, work, text in layers.students(str(key)):
+                kind = "stack" if work.slip is not None else "careful"
+                cases.append(Case(f"{exercise.id}/{name}", exercise, kind, None, work.slip or "", stack=(work, text)))
+    return cases
 
 
 def _ints(rng: np.random.Generator, shape: tuple[int, ...], low: int = -1, high: int = 2) -> list:
@@ -162,6 +194,18 @@ def _own_problems(directory: Path) -> list[Exercise]:
         texts.append(
             ("given", {"tokens": tokens, "values": _ints(rng, (3, 2)), "heads": heads, "w_o": _ints(rng, (4, 2), 0, 1)})
         )
+    rng = np.random.default_rng(11)
+    for i in range(OWN["decoding"]):
+        asking = 1 + i % 2  # one new token, or two
+        data = {
+            "tokens": ["fisherman", "net", "bank", "river"],
+            "query_tokens": ["bank", "river"][2 - asking :],
+            "queries": _ints(rng, (asking, 2)),
+            "keys": _ints(rng, (4, 2)),
+            "values": _ints(rng, (4, 2)),
+            "mask": "causal_lower_right",
+        }
+        texts.append(("decoding", data))
     exercises = []
     for i, (name, data) in enumerate(texts, start=1):
         ident = {"exercise": f"{name}-{i:02d}"}  # = exercise_id of the Exercise below
@@ -234,7 +278,7 @@ def _mistake_cases(exercises: Sequence[Exercise], suite: Suite, per_mistake: int
 def _careful_cases(exercise: Exercise) -> list[Case]:
     """The careful student; on masked exercises also one who writes `masked` in dot and 0 in weights."""
     cases = [Case(f"{exercise.id}/careful", exercise, "careful", Work(exercise.problem))]
-    if exercise.problem.causal:
+    if exercise.problem.causal or exercise.problem.lower_right:
         work = Work(exercise.problem)
         hidden = ~exercise.problem.allowed
         for key, written in work.steps.items():
@@ -304,22 +348,26 @@ def build(
     `--keys`; students carrying 3 decimals are graded with `--carry 3`; weights written right with 2
     decimals with `--min-decimals 3`. The `check` runs go side by side.
     """
-    suite = Suite(exercises=_generate(directory) + _own_problems(directory))
+    written = _generate(directory, (*SETS, *STACKS))
+    suite = Suite(exercises=_exercises(written[: len(SETS)]) + _own_problems(directory))
     careful = [c for e in suite.exercises for c in _careful_cases(e)]
     wrong = _mistake_cases(suite.exercises, suite, per_mistake)
+    stacked = _stack_cases(written[len(SETS) :])
+    wrong += [c for c in stacked if c.kind == "stack"]
     rounded = _interleaved(suite.exercises)[:roundings]
     wrong += [c for i, e in enumerate(rounded) for c in _rounding_cases(e, i, suite)]
+    stacked_careful = [c for c in stacked if c.kind == "careful"]
     keyed = [Case(c.id + "-key", c.exercise, c.kind, c.work, form="key") for c in careful]
     coarse = [
         Case(f"{e.id}/careful-3", e, "careful", Work(e.problem, digits=3), form="carry3") for e in suite.exercises
     ]
     short = [_two_decimals(e) for e in _interleaved(suite.exercises)[:min_decimals]]
-    batches: dict[str, tuple[Sequence[Case], list[str]]] = {"careful": (careful, [])}
+    batches: dict[str, tuple[Sequence[Case], list[str]]] = {"careful": (careful + stacked_careful, [])}
     batches |= {f"mistakes:{i}": (wrong[i::2], []) for i in range(2)}  # two runs: two cores
     batches["key"] = (keyed, ["--keys", str(_one_folder_of_keys(directory, suite.exercises))])
     batches["carry3"] = (coarse, ["--carry", "3"])
     batches["min_decimals"] = (short, ["--min-decimals", "3"])
-    suite.cases = careful + wrong + keyed + coarse + short
+    suite.cases = careful + stacked_careful + wrong + keyed + coarse + short
     files = directory / "files"
     files.mkdir()
     for i, case in enumerate(suite.cases):
@@ -356,6 +404,9 @@ def _one_folder_of_keys(directory: Path, exercises: Sequence[Exercise]) -> Path:
 
 def student_file(case: Case) -> str:
     """Problem and answers (self-check), or the answers alone (and the exercise id) for `check --key`."""
+    if case.stack is not None:
+        return case.exercise.text.rstrip("\n") + "\n" + case.stack[1]
+    assert case.work is not None
     answers = answers_yaml(case.work)
     if case.form != "key":
         return case.exercise.text.rstrip("\n") + "\n" + answers
@@ -417,6 +468,8 @@ def verdict(case: Case) -> tuple[str, str]:
     steps = _steps(result)
     if case.kind == "decimals":
         return _too_few_decimals(case, result, steps)
+    if case.kind == "stack":
+        return _stack_verdict(case, result)
     if case.kind == "careful":
         if file_ok(result):
             return GOOD, ""
@@ -444,6 +497,27 @@ def verdict(case: Case) -> tuple[str, str]:
             ("carried",) if differs(written, truth.steps[key].values, limit) > 1 else ("right", "carried")
         ):
             return NOT_CARRIED, f"{key[1]}@{key[0]} is {status}"
+    return GOOD, ""
+
+
+def _stack_verdict(case: Case, result: dict) -> tuple[str, str]:
+    """A stack's slip at layer `at`: the file wrong, every wrong step at that layer naming the slip, every earlier
+    layer right (the later ones are worked from the slipped stream: carried or right, never wrong)."""
+    assert case.stack is not None
+    work = case.stack[0]
+    wrong = [s for s in result.get("steps", []) if s["status"] == "wrong"]
+    if file_ok(result) or not wrong:
+        return MISSED, "no step wrong"
+    elsewhere = [s for s in wrong if s.get("layer") != work.at]
+    if elsewhere:
+        return FALSE_ALARM, ", ".join(f"{s['step']}@layer {s.get('layer')}" for s in elsewhere)
+    unnamed = [s for s in wrong if work.slip not in (s.get("diagnosis") or [])]
+    if unnamed:
+        named = [code for s in unnamed for code in s.get("diagnosis") or []]
+        return (MISNAMED if named else UNNAMED), f"named {named} at {[s['step'] for s in unnamed]}"
+    earlier = [s for s in result.get("steps", []) if (s.get("layer") or 0) < (work.at or 0) and s["status"] != "right"]
+    if earlier:
+        return FALSE_ALARM, ", ".join(f"{s['step']}@layer {s.get('layer')}: {s['status']}" for s in earlier)
     return GOOD, ""
 
 
