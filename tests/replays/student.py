@@ -262,9 +262,17 @@ class Work:
     def masked(self, scores: np.ndarray, allowed: np.ndarray) -> np.ndarray:
         return np.where(allowed, scores, MASKED)
 
-    def exp(self, scores: np.ndarray) -> np.ndarray:
-        """e^s of every unmasked score, rounded; 0 where masked."""
-        return np.where(np.isnan(scores), 0.0, self.r(np.exp(np.nan_to_num(scores, nan=0.0))))
+    def exp(self, scores: np.ndarray, shift: bool = False) -> np.ndarray:
+        """e^s of every unmasked score, rounded; 0 where masked. With `shift` (for the softmax), a row whose e^s
+        all round to 0 (one key seen, its score −12) is taken as e^(s − m), m its largest score, as a person does
+        to get any weight at all."""
+        shown = ~np.isnan(scores)
+        s = np.nan_to_num(scores, nan=0.0)
+        e = np.where(shown, self.r(np.exp(s)), 0.0)
+        vanished = shift & shown.any(axis=1, keepdims=True) & (e.sum(axis=1, keepdims=True) == 0)
+        top = np.where(shown, s, -np.inf).max(axis=1, keepdims=True, initial=-np.inf)
+        shifted = np.where(shown, self.r(np.exp(s - np.where(np.isfinite(top), top, 0.0))), 0.0)
+        return np.where(vanished, shifted, e)
 
     def normalize(self, e: np.ndarray, mask_like: np.ndarray, axis: int = 1) -> np.ndarray:
         """Each e^s over the (exact) sum of the rounded e^s along `axis`; masked where `mask_like` is."""
@@ -273,7 +281,7 @@ class Work:
             return np.where(np.isnan(mask_like), MASKED, self.r(e / total))
 
     def softmax(self, scores: np.ndarray, axis: int = 1) -> np.ndarray:
-        return self.normalize(self.exp(scores), scores, axis)
+        return self.normalize(self.exp(scores, shift=axis == 1), scores, axis)
 
     def weighted(self, weights: np.ndarray, values: np.ndarray) -> np.ndarray:
         """Σ α·v per query; unknown (NaN) for a query whose weights are all masked (it saw no key)."""
