@@ -81,6 +81,7 @@ PAIRABLE = ("scale", "applied", "mask", "compat", "exp", "axis", "mix")  # the s
 # A replay goes stage by stage: each head's inputs, dot, scores and weights, then every head's output, concat, final.
 STAGES = ("inputs", "dot", "scores", "weights", "output", "concat", "final")
 HEAD_STAGES = STAGES[:4]
+STAGE_INDEX = {kind: i for i, kind in enumerate(STAGES)}
 SCREENS = ("dot", "scores", "weights")  # a step that, answered in full, hands on the student's numbers alone
 ACTS = {  # the stages at which each field of a Mistake changes the calculation
     "compat": ("dot",),
@@ -370,6 +371,7 @@ class _Solved:
         self.stages += [("output", h) for h in range(len(steps.heads))]
         self.stages += [("concat", None)] * (steps.concat is not None) + [("final", None)]
         self.first = {kind: min(i for i, (k, _) in enumerate(self.stages) if k == kind) for kind, _ in self.stages}
+        self.stage_of: dict[Key, int] = {}
         self.passes: dict[tuple[Mistake, int], _Pass] = {}
         self.prefixes: dict[tuple[Mistake, int], Mistake] = {}
         self.cuts: dict[tuple[Mistake, int, int], Mistake] = {}
@@ -390,9 +392,12 @@ class _Solved:
 
     def stage(self, key: Key) -> int:
         """The stage that computes step `key`."""
-        step, head = key
-        kind = "inputs" if step in ("queries", "keys", "values") else step
-        return self.stages.index((kind, head))
+        found = self.stage_of.get(key)
+        if found is None:
+            step, head = key
+            kind = "inputs" if step in ("queries", "keys", "values") else step
+            found = self.stage_of[key] = self.stages.index((kind, head))
+        return found
 
     def prefix(self, mistake: Mistake, index: int) -> Mistake:
         """`mistake` as far as the stages up to `index` can tell: the fields acting later set right, no codes."""
@@ -494,7 +499,7 @@ class _Replays:
         cut = self.cut(key)
         if cut is None or (head is not None and mistake.weights_of is not None):
             return mistake
-        return self.solved.before(mistake, STAGES.index(step), cut)
+        return self.solved.before(mistake, STAGE_INDEX[step], cut)
 
     def cut(self, key: Key) -> int | None:
         """The last stage before step `key` that, answered in full, hands on only the student's numbers to it."""

@@ -12,7 +12,6 @@ the student divided by their own sum. Pure numpy, no I/O.
 
 from __future__ import annotations
 
-import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -31,10 +30,15 @@ class Carried:
     g: np.ndarray  # (*t.shape, n): how the student's number moves with each rounding ε_k ∈ [−1, 1]
     e: np.ndarray  # (*t.shape): a bound on the rest
 
-    @functools.cached_property
+    @property
     def radius(self) -> np.ndarray:
-        """|g|·1 + e, made once: every operation on a carried number asks for it."""
-        return np.abs(self.g).sum(axis=-1) + self.e
+        """|g|·1 + e, made once: every operation on a carried number asks for it (kept without a lock, unlike
+        functools.cached_property in Python 3.11)."""
+        found = self.__dict__.get("_radius")
+        if found is None:
+            found = np.abs(self.g).sum(axis=-1) + self.e
+            object.__setattr__(self, "_radius", found)
+        return found
 
 
 class Noise:
@@ -76,14 +80,15 @@ def carry(num: Carried, decimals: int, noise: Noise) -> Carried:
 def carry_by(num: Carried, half: np.ndarray, noise: Noise) -> Carried:
     """`num` moved by a new rounding of up to `half` in each cell where that is not 0."""
     moved = half > 0
-    count = int(moved.sum())
+    count = int(np.count_nonzero(moved))
     if count == 0:
         return num
     if num.t.size * (noise.count + count) > BUDGET:
         return Carried(num.t, num.g, num.e + half)
     before = max(num.g.shape[-1], noise.count)  # the new columns come after every rounding made so far
     g = np.zeros((num.t.size, before + count))
-    g[:, : num.g.shape[-1]] = num.g.reshape(num.t.size, -1)
+    if num.g.shape[-1]:
+        g[:, : num.g.shape[-1]] = num.g.reshape(num.t.size, -1)
     g[np.flatnonzero(moved), before + np.arange(count)] = half[moved]
     noise.count += count
     return Carried(num.t, g.reshape((*num.t.shape, before + count)), num.e)

@@ -465,14 +465,19 @@ class _Reader(FieldReader):
             return [self.entry((*path, name), cell, step, label) for name, cell in row.items()]
         if not isinstance(row, list):
             return [self.entry(path, row, step, label)]
-        return [self.entry((*path, j), cell, step, label) for j, cell in enumerate(row)]
+        texts, where = self.document.texts, self.full(path)
+        cells: list[Entry | None] = []
+        for j, cell in enumerate(row):
+            text = texts.get((*where, j)) if _plain(cell) else None
+            cells.append(_number(text, float(cell)) if text is not None else self.entry((*path, j), cell, step, label))
+        return cells
 
     def entry(self, path: FieldPath, value: object, step: str, label: str | None = None) -> Entry | None:
         """One cell: a number, a masked mark, or None when left as `?`."""
         if isinstance(value, (list, dict)):
             raise self.error(path, "problem.not_number", got=kind_of(value))
         text = self.text_of(path, value)
-        if (type(value) is float and math.isfinite(value)) or (type(value) is int and abs(value) < 2**53):  # most cells
+        if _plain(value):  # most cells
             return _number(text, float(value))
         if _is_not_answered(value):
             return None
@@ -488,6 +493,11 @@ class _Reader(FieldReader):
         if isinstance(value, str) and _SPACED.fullmatch(value.strip()):
             raise self.error(path, "check.spaces", label, text=value.strip())
         return Entry(text, self.number(path, value, label), decimals(text))
+
+
+def _plain(value: object) -> bool:
+    """A finite YAML number, exactly a float: what most cells are."""
+    return (type(value) is float and math.isfinite(value)) or (type(value) is int and abs(value) < 2**53)
 
 
 @functools.lru_cache(maxsize=8192)
