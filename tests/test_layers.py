@@ -11,7 +11,6 @@ from __future__ import annotations
 import csv
 import io
 import json
-import subprocess
 from pathlib import Path
 from types import ModuleType
 
@@ -27,6 +26,7 @@ from attncli.problem import Stack
 from attncli.render import latex
 from tests.paths import SAMPLES, STACK_SAMPLES
 from tests.test_positions import REFERENCES
+from tests.test_writeups import compile_log
 
 TOLERANCE = 1e-12
 EPS = 1e-5
@@ -275,15 +275,7 @@ def test_the_stack_latex_compiles(tmp_path: Path) -> None:
     steps = pipeline.solve(pipeline.load(SAMPLES / "layers.yaml"))
     source = latex.render_stack(steps, 4, None, None, layers.rollout(steps.layers))
     assert all(ord(char) < 256 for char in source)
-    (tmp_path / "stack.tex").write_text(source, encoding="utf-8")
-    done = subprocess.run(
-        ["pdflatex", "-interaction=nonstopmode", "-halt-on-error", "stack.tex"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stdout[-2000:]
+    compile_log(tmp_path, source)
 
 
 def test_layer_focus_and_rollout_in_the_view() -> None:

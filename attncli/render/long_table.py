@@ -94,11 +94,13 @@ def wide_stack(steps: StackSteps, delimiter: str = ",") -> str:
 
 def _layer_blocks(layer: LayerSteps, tokens: Sequence[str]) -> Iterator[Block]:
     before, after = _streams(layer)
-    for step, matrix in before:
-        yield (step,), "query", tokens, [str(i) for i in range(matrix.shape[1])], matrix
+
+    def stream(step: str, matrix: np.ndarray) -> Block:
+        return (step,), "query", tokens, [str(i) for i in range(matrix.shape[1])], matrix
+
+    yield from (stream(*each) for each in before)
     yield from blocks(layer.attention)
-    for step, matrix in after:
-        yield (step,), "query", tokens, [str(i) for i in range(matrix.shape[1])], matrix
+    yield from (stream(*each) for each in after)
 
 
 def _blocks_text(every: Iterable[Block], delimiter: str) -> str:
