@@ -205,3 +205,37 @@ def test_help_in_a_real_terminal_fits_it(columns: int, tmp_path: Path) -> None:
     assert [line.rstrip() for line in lines if line.strip()] == [
         line.rstrip() for line in expected.splitlines() if line.strip()
     ]
+
+
+def attncli(*args: str, lang: str = "C") -> subprocess.CompletedProcess[str]:
+    """attncli as a program, its locale `lang`."""
+    clean = {key: value for key, value in os.environ.items() if key not in NO_LOCALE}
+    environ = {**clean, "LANG": lang, "COLUMNS": "80"}
+    return subprocess.run(
+        [sys.executable, "-m", "attncli", *args], capture_output=True, text=True, env=environ, cwd=ROOT
+    )
+
+
+@pytest.mark.parametrize(
+    "args", [["--lang", "es"], ["--lang=es"], ["--lang", "ES"], ["--lang", "es", "--help"], ["-h", "--lang", "es"]]
+)
+def test_lang_without_a_command_prints_the_help_in_that_language(args: list[str]) -> None:
+    """`attncli --lang es` is bare `attncli` in Spanish: the help the Spanish locale prints, on stdout, exit 0."""
+    spanish = attncli(lang="es_ES.UTF-8")
+    assert spanish.stdout.startswith("Uso: attncli [OPCIONES] ORDEN")
+    done = attncli(*args)
+    assert (done.returncode, done.stderr, done.stdout) == (0, "", spanish.stdout)
+    english = attncli("--lang", "en", lang="es_ES.UTF-8")
+    assert (english.returncode, english.stdout) == (0, attncli().stdout)
+
+
+def test_lang_before_the_command_is_the_commands() -> None:
+    done = attncli("--lang", "es", "compute", "samples/bank.yaml")
+    assert (done.returncode, done.stderr) == (0, "")
+    assert done.stdout == (ROOT / "tests" / "golden" / "bank.es.txt").read_text(encoding="utf-8")
+
+
+def test_an_unknown_lang_without_a_command_is_a_usage_error() -> None:
+    done = attncli("--lang", "xx")
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr.count("\n") == 1 and "--lang" in done.stderr and "xx" in done.stderr

@@ -132,6 +132,7 @@ def test_language_from_environment(environ: dict[str, str], expected: str) -> No
         (["compute", "a.yaml", "--lang", "es"], "es"),
         (["compute", "--lang=es", "--help"], "es"),
         (["--lang", "en"], "en"),
+        (["compute", "--lang=ES", "--help"], "es"),  # as checked_language reads it
         (["compute", "--lang", "xx"], None),  # unknown: checked_language reports it when the command runs
         (["compute", "--lang"], None),
         (["compute", "--tokens", "es"], None),

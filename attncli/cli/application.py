@@ -17,9 +17,9 @@ from typer.core import TyperCommand, TyperGroup
 
 from attncli import __version__
 from attncli.cli import COMMANDS
-from attncli.cli.common import REGISTERED
+from attncli.cli.common import REGISTERED, Lang
 from attncli.errors import ExitCode
-from attncli.i18n import LANGUAGE, language_from_environment, language_in_arguments, t
+from attncli.i18n import LANGUAGE, checked_language, language_from_environment, language_in_arguments, t
 from attncli.launch import ending
 
 EXAMPLES = "\n".join(  # the top-level help's: one of each thing attncli is for
@@ -102,7 +102,15 @@ def _main(
     version: Annotated[
         Optional[bool], typer.Option("--version", callback=_version, is_eager=True, help=t("help.version"))
     ] = None,
+    lang: Annotated[Optional[str], Lang.__metadata__[0].made(typer)] = None,
 ) -> None:
-    """The options of attncli itself. Run bare, attncli prints its help (clig.dev: no arguments ask for help)."""
+    """The options of attncli itself. Run bare, attncli prints its help (clig.dev: no arguments ask for help).
+
+    `--lang` before the command is the command's own, unless the command is given one too;
+    with no command it is the language of the help (chosen at launch, checked here).
+    """
+    if lang is not None and ctx.invoked_subcommand is not None:
+        ctx.default_map = {ctx.invoked_subcommand: {"lang": lang}}
     if ctx.invoked_subcommand is None and not ctx.resilient_parsing:
+        checked_language(lang)
         typer.echo(ctx.get_help())

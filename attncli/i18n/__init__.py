@@ -45,7 +45,8 @@ def language_from_environment(environ: Mapping[str, str] = os.environ) -> str:
 
 
 def language_in_arguments(arguments: Sequence[str]) -> str | None:
-    """The --lang value among command-line arguments, if it is a language we speak.
+    """The --lang value among command-line arguments, if it is a language we speak (in any case, as
+    `checked_language` takes it).
 
     Read before Typer parses anything: the help texts are built in this language
     when the commands are imported, and a usage error may stop parsing early.
@@ -54,8 +55,8 @@ def language_in_arguments(arguments: Sequence[str]) -> str | None:
         value = argument.partition("=")[2] if argument.startswith("--lang=") else None
         if argument == "--lang" and index + 1 < len(arguments):
             value = arguments[index + 1]
-        if value in LANGUAGES:
-            return value
+        if value is not None and value.lower() in LANGUAGES:
+            return value.lower()
     return None
 
 
