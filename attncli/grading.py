@@ -300,7 +300,7 @@ def _coarse(report: StepReport, carry: int) -> bool:
 
 
 def _head_name(steps: Steps, head: int | None) -> str | None:
-    return steps.heads[head].spec.name if head is not None and len(steps.heads) > 1 else None
+    return steps.heads[head].spec.label if head is not None and len(steps.heads) > 1 else None
 
 
 def _order(steps: Steps) -> list[Key]:

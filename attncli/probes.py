@@ -82,7 +82,7 @@ def norms(steps: Steps) -> Norms:
     for head, alpha, f in zip(steps.heads, weights, transformed):
         length = _finite(core.row_norms(f), "norms", problem.source)  # (S,)
         weighted = alpha * length[None, :]  # (L, S): α ≥ 0, so ‖α·f‖ = α·‖f‖
-        heads.append(HeadNorms(head.spec.name, length, weighted, _ranking(alpha, weighted, mask)))
+        heads.append(HeadNorms(head.spec.label, length, weighted, _ranking(alpha, weighted, mask)))
     if len(heads) == 1:
         summed = heads[0].weighted  # one head: nothing to sum
     elif w_o is None:  # each head fills its own columns of the concatenation: the squares add up

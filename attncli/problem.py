@@ -14,6 +14,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from attncli.i18n import t
+
 SCORE_KINDS = ("scaled_dot", "dot", "cosine", "general", "additive")  # what a problem file may ask for
 GIVEN = "given"  # the scores themselves are in the input: no queries, no keys
 KINDS = (*SCORE_KINDS, GIVEN)
@@ -51,13 +53,21 @@ class Score:
 
 
 class Head(NamedTuple):
-    name: str
+    name: str  # its `name:`, else "head h" ("head" when it is the only one): what JSON calls it, in every language
     score: Score
     queries: Operand | None  # (L, d_q); None when scores are given
     keys: Operand | None  # (S, d_k); None when scores are given
     values: Operand  # (S, d_v)
     scores: np.ndarray | None = None  # (L, S), given directly
     kv_head: int | None = None  # grouped-query attention: which of `kv_heads` gives keys and values
+    unnamed: int | None = None  # without `name:`, its number h (0 when it is the only head)
+
+    @property
+    def label(self) -> str:
+        """What a person reads for the head: its `name:`, else "head h" in the run's language (JSON keeps `name`)."""
+        if self.unnamed is None:
+            return self.name
+        return t("render.head_unnamed", number=self.unnamed) if self.unnamed else t("render.head_only")
 
 
 class MaskRule(NamedTuple):
@@ -108,10 +118,15 @@ class Problem(NamedTuple):
     w_o: np.ndarray | None = None  # (Σ d_v, d_out)
     bias: Bias | None = None
     positions: PositionEncoding | None = None
-    kv_names: tuple[str, ...] = ()  # the shared key/value heads' names, when `kv_heads:` is given
+    kv_names: tuple[str, ...] = ()  # the shared key/value heads' names, when `kv_heads:` is given ("kv head g": JSON's)
+    kv_unnamed: tuple[int, ...] = ()  # the kv heads without `name:`, by index
     title: str | None = None
     notes: str | None = None
     source: str = "-"
+
+    def kv_label(self, group: int) -> str:
+        """What a person reads for kv head `group`: its `name:`, else "kv head g" in the run's language."""
+        return t("render.kv_head_unnamed", number=group + 1) if group in self.kv_unnamed else self.kv_names[group]
 
     @property
     def rope(self) -> PositionEncoding | None:

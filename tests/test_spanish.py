@@ -9,6 +9,7 @@ is a field name of the problem file, so a hit is always English prose that escap
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -150,6 +151,66 @@ def test_every_help_speaks_spanish(name: str) -> None:
         check=True,
     )
     assert english(result.stdout) == []
+
+
+UNNAMED = """title: Dos cabezas sin nombre
+tokens: [pescador, red, banco]
+query_tokens: [banco]
+values: [[2, 0], [0, 2], [1, 1]]
+heads:
+  - queries: [[sqrt(2), 0]]
+    keys: [[2, 0], [1, 1], [0, 1]]
+  - scores: [[1, 2, 0]]
+"""
+GROUPED = """title: Cabezas que comparten claves y valores
+tokens: [pescador, red, banco]
+query_tokens: [banco]
+kv_heads:
+  - keys: [[2, 0], [1, 1], [0, 1]]
+    values: [[2, 0], [0, 2], [1, 1]]
+heads:
+  - queries: [[sqrt(2), 0]]
+  - queries: [[0, sqrt(2)]]
+"""
+ANSWERS = "answers:\n  heads:\n    - weights: [0.5, 0.2447, 0.0900]\n    - weights: [0.2447, 0.6652, 0.0900]\n"
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["compute", "{problem}"],
+        ["compute", "{problem}", "--format", "markdown"],
+        ["compute", "{problem}", "--format", "latex"],
+        ["compute", "{problem}", "--format", "text", "--norms", "--ablate-head", "2"],
+        ["compute", "{grouped}"],
+        ["compare", "{problem}", "{problem}"],
+        ["check", "{answered}"],
+        ["practice", "{problem}"],
+    ],
+)
+def test_a_head_without_a_name_is_a_cabeza(args: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """What README.es.md calls a head (cabeza), numbered as the English "head 1", "head 2"."""
+    monkeypatch.chdir(tmp_path)  # the files named without the test's folder, whose name says "head"
+    Path("problem.yaml").write_text(UNNAMED, encoding="utf-8")
+    Path("answered.yaml").write_text(UNNAMED + ANSWERS, encoding="utf-8")
+    Path("grouped.yaml").write_text(GROUPED, encoding="utf-8")
+    paths = [arg.format(problem="problem.yaml", answered="answered.yaml", grouped="grouped.yaml") for arg in args]
+    code, stdout, stderr = es(*paths, stdin="2*sqrt(2)\n" if args[0] == "practice" else None)
+    assert code in (0, 1), stderr
+    assert english(stdout) == [] and "head" not in stdout
+    assert "cabeza 2" in stdout or "Cabeza 2" in stdout
+    assert "cabeza kv 1" in stdout or "grouped" not in args[1]
+
+
+def test_json_names_a_head_without_a_name_in_english_in_every_language(tmp_path: Path) -> None:
+    """JSON is for scripts: "head 1", "head 2" whatever the language of the run."""
+    path = tmp_path / "problem.yaml"
+    path.write_text(UNNAMED, encoding="utf-8")
+    spanish = es("compute", str(path), "--format", "json")
+    english_run = CliRunner().invoke(app, ["compute", str(path), "--format", "json", "--lang", "en"], env=SPANISH)
+    assert spanish[0] == english_run.exit_code == 0
+    assert spanish[1] == english_run.stdout
+    assert [head["name"] for head in json.loads(spanish[1])["heads"]] == ["head 1", "head 2"]
 
 
 @pytest.mark.parametrize(

@@ -208,6 +208,9 @@ MESSAGES: dict[str, str] = {
     "core.overflow": "a result passes the range of floating-point numbers (about ±1.8e308); use smaller numbers",
     # Human output
     "render.head_title": " {name} ",
+    "render.head_unnamed": "head {number}",
+    "render.head_only": "head",
+    "render.kv_head_unnamed": "kv head {number}",
     "render.head_reads": "{name}: keys and values of {kv} (shared)",
     "render.tokens": "Tokens (keys and values)",
     "render.queries": "Queries",
@@ -404,6 +407,7 @@ MESSAGES: dict[str, str] = {
     "practice.tokens": "Tokens: {tokens}",
     "practice.query_tokens": "Queries: {tokens}",
     "practice.head": "Head {name}",
+    "practice.head_unnamed": "Head {number}",
     "practice.score": "Score: {name} ({widths})",
     "practice.projected": "  {name} = x·{weight}, from:",
     "practice.masked": "  The mask hides from '{query}' the keys {keys}: score −∞, weight 0.",

@@ -212,6 +212,9 @@ MESSAGES: dict[str, str] = {
     "core.overflow": "un resultado supera el rango de los números de coma flotante (unos ±1.8e308); usa números más pequeños",
     # Salida para personas
     "render.head_title": " {name} ",
+    "render.head_unnamed": "cabeza {number}",
+    "render.head_only": "cabeza",
+    "render.kv_head_unnamed": "cabeza kv {number}",
     "render.head_reads": "{name}: claves y valores de {kv} (compartidos)",
     "render.tokens": "Tokens (claves y valores)",
     "render.queries": "Consultas",
@@ -466,6 +469,7 @@ MESSAGES: dict[str, str] = {
     "practice.tokens": "Tokens: {tokens}",
     "practice.query_tokens": "Consultas: {tokens}",
     "practice.head": "Cabeza {name}",
+    "practice.head_unnamed": "Cabeza {number}",
     "practice.score": "Puntuación: {name} ({widths})",
     "practice.projected": "  {name} = x·{weight}, a partir de:",
     "practice.masked": "  La máscara oculta a '{query}' las claves {keys}: puntuación −∞, peso 0.",

@@ -117,8 +117,9 @@ class Heads:
     def head(self, index: int, tokens: tuple[str, ...], query_tokens: tuple[str, ...], inputs: Inputs) -> Head:
         """Head `index`: its values, and its given scores or the queries and keys they come from."""
         path, fields = self.fields[index]
-        default_name = f"head {index + 1}" if len(self) > 1 else "head"
-        name = self.reader.optional_text(fields, "name", path) or default_name
+        given = self.reader.optional_text(fields, "name", path)
+        unnamed = None if given else (index + 1 if len(self) > 1 else 0)
+        name = given or (f"head {index + 1}" if len(self) > 1 else "head")  # English in every language: JSON's
         group = self.kv_head(index)
         if group is None:
             values = self.operand(index, "values", "w_v", tokens, inputs.x, "x")
@@ -128,9 +129,8 @@ class Heads:
             raise self.reader.error(path, "problem.missing", name="values", alternative="w_v")
         vectors = max(self.level(index, field) for field in VECTORS)
         if pick(self.level(index, "scores"), vectors) in (Pick.FIRST, Pick.BOTH):
-            return Head(
-                name, Score(GIVEN, 1.0), None, None, values[1], scores=self.given_scores(index, tokens, query_tokens)
-            )
+            given_scores = self.given_scores(index, tokens, query_tokens)
+            return Head(name, Score(GIVEN, 1.0), None, None, values[1], scores=given_scores, unnamed=unnamed)
         queries = self.operand(index, "queries", "w_q", query_tokens, inputs.x_query, inputs.query_field)
         if group is None:
             keys = self.operand(index, "keys", "w_k", tokens, inputs.x, "x")
@@ -141,7 +141,7 @@ class Heads:
         score = scores.read(
             self.reader, self.lookup(index, "score"), top_scale, width(queries[1]), width(keys[1]), keys[0]
         )
-        return Head(name, score, queries[1], keys[1], values[1], kv_head=group)
+        return Head(name, score, queries[1], keys[1], values[1], kv_head=group, unnamed=unnamed)
 
     def shared(
         self, group: int, tokens: tuple[str, ...], inputs: Inputs
@@ -161,6 +161,12 @@ class Heads:
         """What the view calls kv head `group`: its `name:`, else "kv head g"."""
         path, fields = self.kv[group]
         return self.reader.optional_text(fields, "name", path) or f"kv head {group + 1}"
+
+    def kv_unnamed(self) -> tuple[int, ...]:
+        """The kv heads without `name:`: a person reads them in the run's language (`Problem.kv_label`)."""
+        return tuple(
+            g for g, (path, fields) in enumerate(self.kv) if not self.reader.optional_text(fields, "name", path)
+        )
 
     def given_scores(self, index: int, tokens: tuple[str, ...], query_tokens: tuple[str, ...]) -> np.ndarray:
         """The (L, S) scores a head gives instead of vectors."""

@@ -113,14 +113,14 @@ def check_heads(reader: FieldReader, encoding: PositionEncoding, heads: tuple[He
         if encoding.kind == SINUSOIDAL:
             given = next((name for name, part in _operands(head) if not isinstance(part, Projection)), None)
             if given is not None:
-                raise reader.error(("positions",), "problem.sinusoidal_given", head=head.name, name=given)
+                raise reader.error(("positions",), "problem.sinusoidal_given", head=head.label, name=given)
             continue
         if head.score.kind == GIVEN:
             raise reader.error(("positions",), "problem.rope_given_scores")
         if head.score.kind not in SAME_WIDTH:
             raise reader.error(("positions",), "problem.rope_score", kind=head.score.kind)
         if width(head.keys) % 2:
-            raise reader.error(("positions",), "problem.rope_odd", head=head.name, width=width(head.keys))
+            raise reader.error(("positions",), "problem.rope_odd", head=head.label, width=width(head.keys))
 
 
 def _operands(head: Head) -> list[tuple[str, object]]:

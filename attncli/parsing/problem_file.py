@@ -94,6 +94,7 @@ class Builder:
             positions=encoding,
             w_o=w_o,
             kv_names=tuple(self.heads.kv_name(group) for group in range(len(self.heads.kv))),
+            kv_unnamed=self.heads.kv_unnamed(),
             title=self.reader.optional_text(self.data, "title"),
             notes=self.reader.optional_text(self.data, "notes"),
             source=self.reader.document.name,

@@ -46,7 +46,9 @@ def intro(session: Session) -> list[Line]:
     for head in steps.heads:
         spec = head.spec
         if len(steps.heads) > 1:
-            out.append(line((t("practice.head", name=spec.name), "bold")))
+            unnamed = spec.unnamed is not None  # several heads: numbered from 1
+            named = t("practice.head_unnamed", number=spec.unnamed) if unnamed else t("practice.head", name=spec.name)
+            out.append(line((named, "bold")))
         widths = f"d_v = {head.values.shape[1]}" if head.keys is None else f"d_k = {head.keys.shape[1]}"
         out.append(line(t("practice.score", name=t(f"writeup.score_{spec.score.kind}"), widths=widths)))
         for name, operand, matrix, tokens in (
@@ -117,7 +119,7 @@ def ask(session: Session, prompt: Prompt) -> str:
 def _of_head(session: Session, prompt: Prompt) -> str:
     if prompt.head is None or len(session.steps.heads) == 1:
         return ""
-    return t("practice.of_head", name=session.steps.heads[prompt.head].spec.name)
+    return t("practice.of_head", name=session.steps.heads[prompt.head].spec.label)
 
 
 def _score_formula(session: Session, h: int) -> str:

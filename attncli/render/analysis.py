@@ -244,11 +244,11 @@ def interventions(records: tuple[Intervention, ...], steps: Steps, precision: in
     several = len(steps.heads) > 1
     out: list[Line] = []
     for record in records:
-        out.append(line((_describe(record), "bold reverse")))
+        out.append(line((_describe(record, steps), "bold reverse")))
         for i, query in enumerate(problem.query_tokens):
             headers = [t("render.key")]
             for head in steps.heads:
-                prefix = f"{head.spec.name}: " if several else ""
+                prefix = f"{head.spec.label}: " if several else ""
                 headers += [prefix + t("analysis.before"), prefix + t("analysis.after")]
             rows = []
             for j, key in enumerate(problem.tokens):
@@ -262,7 +262,7 @@ def interventions(records: tuple[Intervention, ...], steps: Steps, precision: in
             before, after = vector(steps.output[i], p), vector(record.output[i], p)
             out.append(line((t("analysis.output_change"), "bold"), f"{before} → ", (after, "bold green")))
             tv = ", ".join(
-                (f"{head.spec.name}: " if several else "") + fixed(float(record.tv[h, i]), p)
+                (f"{head.spec.label}: " if several else "") + fixed(float(record.tv[h, i]), p)
                 for h, head in enumerate(steps.heads)
             )
             out.append(line(t("analysis.change_line", delta=fixed(float(record.delta[i]), p), tv=tv)))
@@ -270,10 +270,14 @@ def interventions(records: tuple[Intervention, ...], steps: Steps, precision: in
     return [*out, _caution("analysis.caution_interventions"), BLANK]
 
 
-def _describe(record: Intervention) -> str:
+def _describe(record: Intervention, steps: Steps) -> str:
+    """The intervention in words; a zeroed head by its label, where JSON's `target` has its name."""
     if record.kind == "weights":
         kind, _, seed = record.target.partition(":")
         return t(f"analysis.kind_{kind}", seed=seed)
+    if record.kind == "ablate_head":
+        label = next(head.spec.label for head in steps.heads if head.spec.name == record.target)
+        return t("analysis.kind_ablate_head", target=label)
     return t(f"analysis.kind_{record.kind}", target=record.target)
 
 
@@ -288,7 +292,7 @@ def compare(record: Comparison, precision: int, width: int) -> list[Line]:
     several = len(record.a.heads) > 1 or len(record.b.heads) > 1
     for query in record.queries:
         out.append(line((t("render.query_heading", name=query.query), "bold reverse")))
-        for pair in query.heads:
+        for pair, head_a, head_b in zip(query.heads, record.a.heads, record.b.heads):
             rows = []
             for j in range(max(len(a.tokens), len(b.tokens))):
                 cells: list[Cell] = [str(j + 1)]
@@ -299,7 +303,7 @@ def compare(record: Comparison, precision: int, width: int) -> list[Line]:
                 rows.append(cells)
             headers = [t("summary.position"), "A", "α (A)", "B", "α (B)", "α (B) − α (A)"]
             title = (
-                t("analysis.compare_weights", a=pair.name_a, b=pair.name_b)
+                t("analysis.compare_weights", a=head_a.spec.label, b=head_b.spec.label)
                 if several
                 else t("analysis.compare_weights_one")
             )

@@ -92,7 +92,7 @@ def panels(steps: Steps, norms: Norms | None) -> list[list[Panel]]:
     several = len(steps.heads) > 1
     grid = []
     for h, head in enumerate(steps.heads):
-        name = head.spec.name if several else t("figure.weights")
+        name = head.spec.label if several else t("figure.weights")
         row = [Panel(name, *shape, np.where(masked, np.nan, head.weights), weight)]
         if norms is not None:
             row.append(Panel(f"{name}: {norm}", *shape, np.where(masked, np.nan, norms.heads[h].weighted), norm))

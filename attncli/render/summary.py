@@ -86,9 +86,9 @@ def render(found: Overview, follow: tuple[str, ...] | None, precision: int, widt
     )
     out.append(line((t("summary.why", limit=MAX_DOCUMENT_CELLS), "dim")))
     out.append(BLANK)
-    for head in found.heads:
+    for head, spec in zip(found.heads, problem.heads):
         if len(found.heads) > 1:
-            out.append(line((t("render.head_title", name=head.name), "bold reverse")))
+            out.append(line((t("render.head_title", name=spec.label), "bold reverse")))
         for row in rows:
             out += _top_keys(head, problem, place[row], row, precision, width)
         out += _map(head.blocks, len(problem.query_tokens))

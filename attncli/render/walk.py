@@ -508,8 +508,8 @@ def items(steps: Steps, view: View) -> list[Item]:
 def head_title(head: HeadSteps, problem: Problem) -> str:
     """A head's name, and with grouped-query attention the shared keys and values it reads."""
     if head.spec.kv_head is None:
-        return head.spec.name
-    return t("render.head_reads", name=head.spec.name, kv=problem.kv_names[head.spec.kv_head])
+        return head.spec.label
+    return t("render.head_reads", name=head.spec.label, kv=problem.kv_label(head.spec.kv_head))
 
 
 def followed(problem: Problem, follow: tuple[str, ...] | None) -> list[int]:
@@ -665,7 +665,7 @@ def _facts(steps: Steps, short: bool = False) -> Facts:
         tokens=names_of(problem.tokens, short, GAPS[ACROSS]),
         query_tokens=names_of(problem.query_tokens, short, GAPS[ACROSS]),
         cross=problem.cross,
-        scores=tuple((head.spec.name if several else None, formula(head)) for head in steps.heads),
+        scores=tuple((head.spec.label if several else None, formula(head)) for head in steps.heads),
         mask="; ".join(parts),
         access=tuple(tuple(bool(ok) for ok in row) for row in problem.mask) if masked and not short else None,
         bias=None if bias is None else bias_words,
@@ -738,7 +738,7 @@ def weight_grid(
 def _combination(steps: Steps, short: bool = False) -> Combination:
     problem = steps.problem
     return Combination(
-        names=tuple(head.spec.name for head in steps.heads),
+        names=tuple(head.spec.label for head in steps.heads),
         query_tokens=names_of(problem.query_tokens, short),
         concat=rows(steps.concat, FIXED, short),
         w_o=None if problem.w_o is None else rows(problem.w_o, ENTRY, short),
@@ -802,7 +802,7 @@ def sheet(steps: Steps) -> Sheet:
             given = _given("X", operand.x, names) if isinstance(operand, Projection) else None
             if given is not None and given not in inputs:
                 inputs.append(given)
-    heads = tuple((head.spec.name if several else None, tuple(_givens(head.spec, problem))) for head in steps.heads)
+    heads = tuple((head.spec.label if several else None, tuple(_givens(head.spec, problem))) for head in steps.heads)
     shared = [] if problem.w_o is None else [_given("W_O", problem.w_o)]
     if problem.bias is not None and problem.bias.kind == "matrix":
         shared.append(_given("B", problem.bias.matrix, problem.query_tokens))
