@@ -38,6 +38,7 @@ CODES = (
     "missing_scale",
     "wrong_scale",
     "scale_not_applicable",
+    "bias_forgotten",
     "no_exp",
     "unnormalized",
     "not_normalized",
@@ -89,6 +90,7 @@ ACTS = {  # the stages at which each field of a Mistake changes the calculation
     "mask": ("dot", "scores"),
     "scale": ("scores",),
     "applied": ("scores",),
+    "bias": ("scores",),
     "exp": ("weights",),
     "axis": ("weights",),
     "mix": ("output",),
@@ -181,6 +183,7 @@ class Mistake:
     codes: tuple[str, ...] = ()  # () for the calculation as it should be
     scale: str = "true"  # true | none | d_k | sqrt_d_v | sqrt_d_model | sqrt_keys | sqrt_queries | times_sqrt_d_k
     applied: float | None = None  # scale_not_applicable: the 1/√d applied to a score that takes none
+    bias: bool = True  # False: bias_forgotten, the scaled scores taken without the problem's bias
     mask: str = "true"  # true | none | inverted | transposed | strict | wide | upper_left
     rope: str = "true"  # true | reversed (turned by −m·θ) | pairing (the other of half and interleaved)
     compat: str = "true"  # true | not_transposed | values | no_norm | no_tanh
@@ -851,6 +854,7 @@ def _singles(steps: Steps) -> list[Mistake]:
             for scale in ("d_k", "sqrt_d_v", "sqrt_d_model", "sqrt_keys", "sqrt_queries", "times_sqrt_d_k")
         ),
         *(Mistake(("scale_not_applicable",), applied=factor) for factor in _inapplicable_scales(steps)),
+        *([Mistake(("bias_forgotten",), bias=False)] if steps.problem.bias is not None else []),
         Mistake(("no_exp",), exp=False),
         Mistake(("unnormalized",), axis="none"),
         Mistake(("wrong_axis",), axis="queries"),
@@ -994,7 +998,7 @@ def _advance(
         settle(("dot", h), compat, ~mask)
     elif kind == "scores":
         scores = rounding.times(passed[("dot", h)], _scale_carried(_scale(mistake, steps, h), mistake, carry, noise))
-        if problem.bias is not None:  # added to the scaled scores before the mask, as in the core
+        if problem.bias is not None and mistake.bias:  # added to the scaled scores before the mask, as in the core
             scores = rounding.add(scores, rounding.exact(problem.bias.of(h)))
         scores = rounding.where(mask, scores, rounding.exact(np.full(mask.shape, -np.inf)))
         settle(("scores", h), scores, ~mask)

@@ -292,6 +292,25 @@ def test_additive_without_tanh_is_named() -> None:
     assert report.steps[1].status == grading.CARRIED
 
 
+@pytest.mark.parametrize("sample", ["bias.yaml", "alibi.yaml"])
+def test_a_forgotten_bias_is_named(sample: str) -> None:
+    """samples/bias.yaml (b = [−1, 0, 1]) and samples/alibi.yaml (−m_h·|i − j|, each head) worked without the
+    bias: q·kᵀ/√d_k written to 4 decimals, and the weights carried on from those scores."""
+    steps = core.compute(problem_file.parse(yamldoc.read(str(SAMPLES / sample))))
+    written: dict[Key, Matrix] = {}
+    for h, head in enumerate(steps.problem.heads):
+        dot = written[("dot", h)] = r4(head.queries @ head.keys.T)
+        scores = written[("scores", h)] = np.where(
+            steps.problem.mask, r4(dot * r4(np.array(head.score.scale))), -np.inf
+        )
+        written[("weights", h)] = r4(softmax(scores))
+    report = grade(steps, written)
+    assert [(s.step, s.head, s.diagnosis) for s in report.wrong_steps] == [
+        ("scores", h, ("bias_forgotten",)) for h in range(len(steps.heads))
+    ]
+    assert {s.status for s in report.steps if s.step == "weights"} == {grading.CARRIED}
+
+
 def test_forgot_w_o_is_named_from_a_final_as_wide_as_the_concatenation() -> None:
     steps = exercise(TWO_HEADS, 3)
     written = work(steps, None)
@@ -349,4 +368,5 @@ def test_every_code_has_a_diagnosis_and_a_hint_in_both_languages() -> None:
 def test_every_code_is_named_by_a_replayed_mistake() -> None:
     named = {code for slip in [*SLIPS, *PAIRS] for code in slip.code.split("+")}
     replayed_in_positions = {"causal_upper_left", "rope_reversed", "rope_pairing"}  # tests/test_positions.py
-    assert named | {"additive_no_tanh", "too_few_decimals"} | replayed_in_positions == set(grading.CODES)
+    alone = {"additive_no_tanh", "bias_forgotten", "too_few_decimals"}  # each replayed by a test of its own here
+    assert named | alone | replayed_in_positions == set(grading.CODES)

@@ -22,12 +22,13 @@ import termios
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 from typer.testing import CliRunner
 
 from attncli import exercises, pipeline
 from attncli.cli import app
-from attncli.i18n import LANGUAGE
+from attncli.i18n import LANGUAGE, en, es
 from attncli.practice import record, session
 from tests import reference
 from tests.paths import ROOT, SAMPLES
@@ -170,6 +171,40 @@ def test_spanish_throughout_with_the_article_s_terms() -> None:
     assert "Resumen" in out and "16 de 16 pasos bien." in out
     assert "a la primera" in out and "al segundo" in out
     assert "--lang es" in out
+
+
+def unbiased_scores(sample: str, head: int = 0) -> tuple[np.ndarray, np.ndarray, float]:
+    """q·k, and the scaled scores of `head` as a student who forgets the bias writes them (4 decimals),
+    replayed in numpy from the problem's vectors; and the scale."""
+    spec = pipeline.load(str(SAMPLES / sample)).heads[head]
+    dots = np.asarray(spec.queries) @ np.asarray(spec.keys).T
+    return dots, np.round(dots * spec.score.scale, 4), spec.score.scale
+
+
+@pytest.mark.parametrize(("lang", "said"), [("en", "✗ not right: "), ("es", "✗ no es correcto: ")])
+def test_the_tutor_names_a_forgotten_bias(lang: str, said: str) -> None:
+    """samples/bias.yaml: the right q·k and scale, then the scores without b = [−1, 0, 1]."""
+    dots, scores, scale = unbiased_scores("bias.yaml")
+    lines = [", ".join(four(x) for x in dots[0]), four(scale), ", ".join(four(x) for x in scores[0])]
+    result = practise([str(SAMPLES / "bias.yaml"), "--level", "3", "--lang", lang], lines)
+    catalogue = {"en": en.MESSAGES, "es": es.MESSAGES}[lang]
+    assert said + catalogue["check.diagnosis.bias_forgotten"] in result.stdout
+    assert f"bias_forgotten ×1: {catalogue['check.diagnosis.bias_forgotten']}" in result.stdout  # the summary
+    assert verdicts(result.stdout) == ["✓", "✓", "✗"]
+
+
+def test_the_tutor_names_a_forgotten_alibi_in_each_head() -> None:
+    """samples/alibi.yaml, causal, two heads with slopes 1/16 and 1/256: each head's scores without −m_h·|i − j|."""
+    steps = pipeline.solve(pipeline.load(str(SAMPLES / "alibi.yaml")))
+    tutor = session.Session(steps, level=3)
+    for head in (0, 1):
+        dots, scores, scale = unbiased_scores("alibi.yaml", head)
+        for line in (", ".join(four(x) for x in dots[0]), four(scale)):
+            assert tutor.respond(line).kind == session.RIGHT
+        forgot = tutor.respond(", ".join(four(x) for x in scores[0]))
+        assert (forgot.kind, forgot.codes) == (session.WRONG, ("bias_forgotten",))
+        while tutor.current is not None and tutor.current.head == head:
+            tutor.respond("skip")
 
 
 def test_a_decimal_comma_is_refused_in_english_with_the_point_to_write() -> None:

@@ -351,6 +351,8 @@ MESSAGES: dict[str, str] = {
     "check.hint.missing_scale": "These are the raw dot products q·k. Scaled dot-product attention divides each one by √d_k, the square root of the number of coordinates of a key, before the softmax.",
     "check.diagnosis.wrong_scale": "scaled by the wrong factor",
     "check.hint.wrong_scale": "The scale is 1/√d_k: divide each q·k by the square root of d_k, the width of the keys, not by d_k itself nor by the square root of another size; these scores look multiplied by √d_k or divided by another factor.",
+    "check.diagnosis.bias_forgotten": "forgot to add the bias",
+    "check.hint.bias_forgotten": "These are the scores without the bias: this problem adds its bias b to each scaled score before the softmax (with ALiBi, b = −m_h·|i − j|), so add each key's b.",
     "check.diagnosis.no_exp": "normalised without e^s",
     "check.hint.no_exp": "Softmax first raises e to each score: weight = e^s / Σ e^s. Dividing the scores themselves by their sum is not softmax.",
     "check.diagnosis.unnormalized": "forgot to divide by the sum",

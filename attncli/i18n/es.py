@@ -413,6 +413,8 @@ MESSAGES: dict[str, str] = {
     "check.hint.missing_scale": "Son los productos escalares q·k sin más. La atención por producto escalar escalado divide cada uno entre √d_k, la raíz cuadrada del número de coordenadas de una clave, antes de softmax.",
     "check.diagnosis.wrong_scale": "escalado con un factor equivocado",
     "check.hint.wrong_scale": "La escala es 1/√d_k: divide cada q·k entre la raíz cuadrada de d_k, el ancho de las claves, no entre d_k ni entre la raíz de otro tamaño; estas puntuaciones parecen multiplicadas por √d_k o divididas entre otro factor.",
+    "check.diagnosis.bias_forgotten": "falta sumar el sesgo",
+    "check.hint.bias_forgotten": "Son las puntuaciones sin el sesgo: este problema suma su sesgo b a cada puntuación escalada antes de softmax (con ALiBi, b = −m_h·|i − j|); suma la b de cada clave.",
     "check.diagnosis.no_exp": "normalizado sin e^s",
     "check.hint.no_exp": "Softmax eleva primero e a cada puntuación: peso = e^s / Σ e^s. Dividir las puntuaciones entre su suma no es softmax.",
     "check.diagnosis.unnormalized": "falta dividir entre la suma",
