@@ -2,8 +2,9 @@
 
 It follows PyTorch's scaled_dot_product_attention (boolean masks True = may attend, additive
 float masks, causal top-left or bottom-right, grouped-query heads, scale 1/√E by default) and
-works on blocks of query rows. The
-every-step path the CLI shows is attncli.core.attend; its docstring says how the two relate.
+works on blocks of query rows, each over tiles of keys, the softmax gathered tile by tile as in
+FlashAttention (Dao et al., 2022, "FlashAttention: Fast and Memory-Efficient Exact Attention").
+The every-step path the CLI shows is attncli.core.attend; its docstring says how the two relate.
 
 The blocks are shared among the caller's thread and helper threads kept between calls, one
 per core: numpy lets go of the GIL inside its matrix products and ufuncs, so one thread
@@ -26,7 +27,10 @@ import numpy as np
 if TYPE_CHECKING:
     from threadpoolctl import LibController
 
-BLOCK_CELLS = 1 << 20  # scores per block of query rows: a few MiB, so a block stays in cache
+BLOCK_CELLS = 1 << 18  # scores per block: 1 MiB in float32, so a tile of scores stays in a core's L2 cache
+# Query rows per block when the keys are many: BLAS repacks a tile of keys for every block, and with
+# few rows the repacking costs as much as the product (n = 32768: 8 rows took 2.2× as long as 64).
+BLOCK_ROWS = 256
 # Multiply-adds in all above which OpenBLAS would run its own threads: the blocks go to ours instead.
 # (Under load, OpenBLAS's spinning threads make a 0.3 ms call take 80 ms; ours wait without spinning.)
 PARALLEL_WORK = 1 << 19
@@ -47,6 +51,7 @@ def attention(
     return_weights: bool = False,
     key_bins: np.ndarray | None = None,
     block_rows: int | None = None,
+    block_keys: int | None = None,
     threads: int | None = None,
 ) -> np.ndarray | tuple[np.ndarray, ...]:
     """softmax(q·kᵀ·scale + mask)·v, like torch's scaled_dot_product_attention, in O(L + S) memory.
@@ -59,16 +64,19 @@ def attention(
     q (..., H, L, E) meets k, v (..., G, S, E): query head h reads key/value head ⌊h·G/H⌋,
     as SDPA's enable_gqa=True. The scale defaults to 1/√E. The dtype of the inputs is
     kept: float32 in, float32 out.
-    Queries are processed a block of rows at a time (`block_rows`, by default as many as
-    make BLOCK_CELLS scores), so the (L, S) score matrix is never built unless
-    `return_weights` asks for it. `key_bins`, the first key of each of a few bins of keys
-    (increasing, from 0), also returns each query's weights summed over each bin, (..., L, bins),
-    after the weights if those are asked for: an attention map drawn to scale in the same pass.
+    Queries are processed a block of rows at a time (`block_rows`), and each block a tile of
+    keys at a time (`block_keys`), the softmax gathered over the tiles as FlashAttention's is;
+    by default a block holds about BLOCK_CELLS scores. The (L, S) score matrix is never built
+    unless `return_weights` asks for it (a block then takes whole rows of keys). `key_bins`,
+    the first key of each of a few bins of keys (increasing, from 0), also returns each
+    query's weights summed over each bin, (..., L, bins), after the weights if those are
+    asked for: an attention map drawn to scale in the same pass.
     `threads` defaults to the cores this process may use once a problem is big enough
     (SERIAL_WORK; below it the caller's thread alone, BLAS held at one thread, and below
     PARALLEL_WORK BLAS left as it is); `threads=1` is a plain loop that leaves BLAS as it is.
-    A float64 result does not depend on either to the last bit; in float32 OpenBLAS's
-    sgemm may round a last bit differently with a block's rows and its own threads.
+    A float64 result does not depend on the threads or a block's rows to the last bit; in
+    float32 OpenBLAS's sgemm may round a last bit differently with a block's rows and its own
+    threads. Tiles of another size add the same terms in another order.
     """
     q, k, v = np.asarray(q), np.asarray(k), np.asarray(v)
     dtype = np.result_type(q.dtype, k.dtype, v.dtype, np.float16)
@@ -79,7 +87,8 @@ def attention(
         raise ValueError(f"q, k and v need the same number (≥ 2) of dimensions, got {q.ndim}, {k.ndim}, {v.ndim}")
     if enable_gqa and q.ndim >= 3 and (q.shape[-3], v.shape[-3]) != (k.shape[-3],) * 2:
         options = {"causal": causal, "scale": scale, "return_weights": return_weights, "key_bins": key_bins}
-        return _grouped(q, k, v, mask, options | {"block_rows": block_rows, "threads": threads})
+        blocks = {"block_rows": block_rows, "block_keys": block_keys, "threads": threads}
+        return _grouped(q, k, v, mask, options | blocks)
     batch = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
     (n_q, d), (n_k, d_k), (n_v, d_v) = q.shape[-2:], k.shape[-2:], v.shape[-2:]
     if d != d_k or n_k != n_v:
@@ -110,9 +119,9 @@ def attention(
     work = len(heads) * n_q * n_k * (d + d_v)  # multiply-adds
     own = threads == 1 or (threads is None and work <= PARALLEL_WORK)  # one thread, BLAS left as it is
     cores = 1 if own or (threads is None and work <= SERIAL_WORK) else threads or _cores()
-    rows = block_rows or max(1, min(n_q, BLOCK_CELLS // max(n_k, 1), -(-n_q // cores)))
+    rows, keys = _block_shape(n_q, n_k, cores, return_weights, block_rows, block_keys)
     blocks = [(head, start, min(n_q, start + rows)) for head in heads for start in range(0, n_q, rows)]
-    call = _Call(blocks, causal, lambda: _Scratch(rows, n_k, d, d_v, dtype, causal))
+    call = _Call(blocks, causal, lambda: _Scratch(rows, keys, d, d_v, dtype, causal))
     if own:
         call.work()
     else:
@@ -127,6 +136,17 @@ def attention(
     return (out, *extra) if extra else out
 
 
+def _block_shape(
+    n_q: int, n_k: int, cores: int, whole_rows: bool, block_rows: int | None, block_keys: int | None
+) -> tuple[int, int]:
+    """Query rows and keys per block: every core a share of the rows, about BLOCK_CELLS scores a block."""
+    fit = max(1, BLOCK_CELLS // max(n_k, 1))  # rows whose every key fits in BLOCK_CELLS
+    rows = block_rows or min(n_q, -(-n_q // cores), fit if whole_rows else max(fit, BLOCK_ROWS))
+    if whole_rows:
+        return rows, max(n_k, 1)
+    return rows, max(1, block_keys or min(n_k, BLOCK_CELLS // rows))
+
+
 def _bins(key_bins: np.ndarray, n_k: int) -> np.ndarray:
     """`key_bins` checked: integers from 0, increasing, each below S."""
     bins = np.asarray(key_bins)
@@ -138,12 +158,12 @@ def _bins(key_bins: np.ndarray, n_k: int) -> np.ndarray:
 
 
 class _Head:
-    """One (L, S) problem, ready for its blocks: `q` to be scaled a block at a time, `v` with a column of ones.
+    """One (L, S) problem, ready for its blocks: `q` to be scaled a block at a time, and whether to shift.
 
     A plain class: a dataclass is built, at some cost, by every start of the command line.
     """
 
-    __slots__ = ("bins", "factor", "k", "mask", "out", "q", "shift", "sums", "v_ones", "weights")
+    __slots__ = ("bins", "factor", "k", "mask", "out", "q", "shift", "sums", "v", "weights")
 
     def __init__(
         self,
@@ -169,7 +189,7 @@ class _Head:
         self.q = q  # (L, E), as given: a block's rows are scaled into the thread's buffer, never all of q at once
         self.factor = factor  # the scale, of q's dtype
         self.k = k  # (S, E)
-        self.v_ones = np.concatenate([v, np.ones((v.shape[0], 1), dtype=v.dtype)], axis=1)  # (S, E_v + 1): Σ weights
+        self.v = v  # (S, E_v)
         self.mask = mask  # (L, S)
         self.out = out  # (L, E_v)
         self.weights = weights  # (L, S)
@@ -240,12 +260,17 @@ def _grouped(
 
 
 class _Scratch:
-    """One thread's buffers, allocated once per call: a block's scaled queries, its scores and its weighted sums."""
+    """One thread's buffers, allocated once per call: a block's scaled queries, a tile's scores, and what
+    the block gathers over its tiles (Σ e^s·v goes straight into the output's rows)."""
 
-    def __init__(self, rows: int, n_k: int, d: int, d_v: int, dtype: np.dtype, causal: int | None) -> None:
+    def __init__(self, rows: int, keys: int, d: int, d_v: int, dtype: np.dtype, causal: int | None) -> None:
+        self.keys = keys  # per tile
         self._queries = np.empty(rows * d, dtype=dtype)
-        self._scores = np.empty(rows * n_k, dtype=dtype)
-        self._mixed = np.empty(rows * (d_v + 1), dtype=dtype)
+        self._scores = np.empty(rows * keys, dtype=dtype)
+        self._mixed = np.empty(rows * d_v, dtype=dtype)
+        self._totals = np.empty((2, rows), dtype=dtype)
+        self._tops = np.empty((2, rows), dtype=dtype)
+        self.ones = np.ones(keys, dtype=dtype)  # Σ e^s as a product: a third of the time of .sum(axis=1)
         self.d, self.d_v = d, d_v
         # above[r, c]: key c is after query r within a diagonal block
         self.above = np.triu(np.ones((rows, rows), dtype=bool), 1) if causal is not None else None
@@ -257,50 +282,103 @@ class _Scratch:
         return self._scores[: rows * width].reshape(rows, width)  # contiguous, as BLAS writes it
 
     def mixed(self, rows: int) -> np.ndarray:
-        return self._mixed[: rows * (self.d_v + 1)].reshape(rows, self.d_v + 1)
+        return self._mixed[: rows * self.d_v].reshape(rows, self.d_v)
+
+    def totals(self, rows: int) -> tuple[np.ndarray, np.ndarray]:
+        """Σ e^s over the tiles so far, and over this tile."""
+        return self._totals[0, :rows], self._totals[1, :rows]
+
+    def tops(self, rows: int) -> tuple[np.ndarray, np.ndarray]:
+        """Each row's largest score over the tiles so far, and what e^s is taken from (0 while it is −∞)."""
+        return self._tops[0, :rows], self._tops[1, :rows]
 
 
 def _attend_block(head: _Head, start: int, stop: int, causal: int | None, scratch: _Scratch) -> None:
-    """Query rows start..stop of `head`, into its `out` (and `weights`).
+    """Query rows start..stop of `head`, into its `out` (and `weights`, `sums`), a tile of keys at a time.
 
-    With a causal mask row r sees keys up to r + `causal` (`_diagonal`): keys past
-    `stop - 1 + causal` are not computed, and keys before `start + causal` are visible to
-    every row of the block: only the square on the diagonal needs a mask.
+    Each tile adds its e^s·v and Σ e^s to the block's. With the shift, a tile that raises a
+    row's largest score first scales what the row has gathered by e^(old − new): the online
+    softmax of FlashAttention (Dao et al., 2022), exact up to rounding. With a causal mask row r
+    sees keys up to r + `causal` (`_diagonal`): keys past `stop - 1 + causal` are not computed,
+    and keys before `start + causal` are visible to every row: only the square on the diagonal
+    needs a mask.
     """
+    rows = stop - start
     width = head.k.shape[0] if causal is None else max(0, min(head.k.shape[0], stop + causal))
     if width == 0:
-        _check_rows(np.zeros(stop - start, dtype=bool), start)
-    q = np.multiply(head.q[start:stop], head.factor, out=scratch.queries(stop - start))  # (B, E)
-    s = np.matmul(q, head.k[:width].T, out=scratch.scores(stop - start, width))  # (B, S')
-    diagonal = start + (causal or 0)  # the last key block row 0 sees
-    low = max(diagonal, 0)
-    if causal is not None and low < width:
-        np.copyto(s[:, low:width], -np.inf, where=scratch.above[: stop - start, low - diagonal : width - diagonal])
+        _check_rows(np.zeros(rows, dtype=bool), start)
+    q = np.multiply(head.q[start:stop], head.factor, out=scratch.queries(rows))  # (B, E)
+    out = head.out[start:stop]  # (B, E_v) Σ e^s·v until divided by Σ e^s
+    total, part = scratch.totals(rows)  # (B,), (B,)
+    top, base = scratch.tops(rows)  # (B,), (B,)
+    sums = None if head.sums is None else head.sums[start:stop]  # (B, C)
+    if sums is not None:
+        sums[:] = 0
+    for first in range(0, width, scratch.keys):
+        last = min(width, first + scratch.keys)
+        s = np.matmul(q, head.k[first:last].T, out=scratch.scores(rows, last - first))  # (B, T)
+        _mask_tile(head, s, start, first, last, causal, scratch)
+        if head.shift:
+            if first:
+                np.copyto(part, top)  # (B,) the largest scores before this tile
+                np.maximum(top, s.max(axis=1), out=top)
+            else:
+                s.max(axis=1, out=top)  # (B,)
+            np.copyto(base, top)
+            base[np.isneginf(top)] = 0  # a row that has seen only masked keys: its e^s are 0 whatever the base
+            s -= base[:, None]
+            if first:  # what earlier tiles gathered, moved to the new base: e^(old − new) ≤ 1, 0 from −∞
+                np.exp(np.subtract(part, base, out=part), out=part)
+                out *= part[:, None]
+                total *= part
+                if sums is not None:
+                    sums *= part[:, None]
+        np.exp(s, out=s)  # (B, T) unnormalised weights
+        if first:
+            out += np.matmul(s, head.v[first:last], out=scratch.mixed(rows))  # (B, E_v)
+            total += np.matmul(s, scratch.ones[: last - first], out=part)  # (B,)
+        else:
+            np.matmul(s, head.v[:last], out=out)  # (B, E_v)
+            np.matmul(s, scratch.ones[:last], out=total)  # (B,)
+        if sums is not None:
+            _add_bin_sums(head.bins, s, first, last, sums)
+        if head.weights is not None:  # whole rows: one tile
+            head.weights[start:stop, :last] = s
+    if head.shift:
+        _check_rows(np.isfinite(top), start)
+    _check_rows(total > 0, start)
+    out /= total[:, None]  # (B, E_v)
+    if head.weights is not None:
+        head.weights[start:stop, :width] /= total[:, None]
+        head.weights[start:stop, width:] = 0
+    if sums is not None:
+        sums /= total[:, None]
+
+
+def _mask_tile(
+    head: _Head, s: np.ndarray, start: int, first: int, last: int, causal: int | None, scratch: _Scratch
+) -> None:
+    """−∞ on the scores of keys first..last that rows start.. may not see: the causal diagonal, then `mask`."""
+    diagonal = start + (causal or 0)  # the last key the block's first row sees
+    low = max(diagonal, first)
+    if causal is not None and low < last:
+        where = scratch.above[: s.shape[0], low - diagonal : last - diagonal]
+        np.copyto(s[:, low - first :], -np.inf, where=where)
     if head.mask is not None:
-        block = head.mask[start:stop, :width]  # (B, S')
+        block = head.mask[start : start + s.shape[0], first:last]  # (B, T)
         if block.dtype == np.bool_:
             np.copyto(s, -np.inf, where=~block)
         else:
             s += block
-    if head.shift:
-        top = s.max(axis=1, keepdims=True)  # (B, 1)
-        _check_rows(np.isfinite(top[:, 0]), start)
-        s -= top
-    np.exp(s, out=s)  # (B, S') unnormalised weights
-    mixed = np.matmul(s, head.v_ones[:width], out=scratch.mixed(stop - start))  # (B, E_v + 1)
-    total = mixed[:, -1:]  # (B, 1)
-    _check_rows(total[:, 0] > 0, start)
-    np.divide(mixed[:, :-1], total, out=head.out[start:stop])  # (B, E_v)
-    if head.weights is not None:
-        np.divide(s, total, out=head.weights[start:stop, :width])
-        head.weights[start:stop, width:] = 0
-    if head.sums is not None:
-        seen = int(np.searchsorted(head.bins, width))  # bins from the first key past `width` on sum to 0
-        sums = head.sums[start:stop]  # (B, C)
-        if seen:
-            np.add.reduceat(s, head.bins[:seen], axis=1, out=sums[:, :seen])  # e^s of masked keys is 0
-        sums[:, :seen] /= total
-        sums[:, seen:] = 0
+
+
+def _add_bin_sums(bins: np.ndarray, s: np.ndarray, first: int, last: int, sums: np.ndarray) -> None:
+    """Adds the e^s of keys first..last to the bins they fall in (bin c: keys bins[c] .. bins[c + 1] − 1)."""
+    low = int(np.searchsorted(bins, first, side="right")) - 1  # the bin of key `first`
+    high = int(np.searchsorted(bins, last))  # bins low..high − 1 meet this tile
+    edges = bins[low:high] - first
+    edges[0] = 0
+    sums[:, low:high] += np.add.reduceat(s, edges, axis=1)
 
 
 def _check_rows(ok: np.ndarray, start: int) -> None:

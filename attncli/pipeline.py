@@ -189,8 +189,15 @@ def _kernel_arrays(head: Head) -> tuple[np.ndarray, np.ndarray, np.ndarray] | No
     if not all(np.isfinite(array).all() for array in projected):
         return None
     queries, keys, _ = arrays
-    bound = float(core.row_norms(queries).max()) * float(core.row_norms(keys).max()) * abs(head.score.scale)
+    bound = _largest_norm(queries) * _largest_norm(keys) * abs(head.score.scale)
     return arrays if bound < np.finfo(queries.dtype).max / 4 else None
+
+
+def _largest_norm(rows: np.ndarray) -> float:
+    """max ‖row‖ (NaN if any is), a chunk of rows at a time: `row_norms` makes copies of what it is given,
+    and of 32,768 rows they were the peak of a results-only run."""
+    step = max(1, kernel.BLOCK_CELLS // max(rows.shape[-1], 1))
+    return float(np.max([core.row_norms(rows[start : start + step]).max() for start in range(0, len(rows), step)]))
 
 
 def grade(

@@ -15,8 +15,11 @@ Targets: attention at n = 4096, d = 64 ≤ 1.5× a matrix product of the same FL
 (float32 and float64) and ≥ 1.5× faster than torch's scaled_dot_product_attention with
 (1, 1, L, E) inputs (2 threads, float32: plain, causal, 8 heads × 2048), and no slower
 than it at n = 256. The row torch / matmul says what the second asks: where torch's fused
-kernel costs 1.36 matrix products, 1.5× faster than torch is 0.9 of one. Peak memory
-≤ 512 MiB above the inputs at n = 32768; `attncli compute samples/bank.yaml` ≤ 1.15× and
+kernel costs 1.36 matrix products, 1.5× faster than torch is 0.9 of one. The floor rows time
+the numpy calls attention cannot do without (q·kᵀ, e^s, the weighted sum), alone, on one core:
+what they add up to is as fast as attention built from numpy can be. Peak memory ≤ 512 MiB
+above the inputs at n = 32768, and `attncli compute -f npy` on 32,768 tokens within 3× its
+inputs' size (peak RSS, the interpreter included); `attncli compute samples/bank.yaml` ≤ 1.15× and
 `attncli --help` ≤ 1.0× `python -c "import numpy, yaml, rich.table"`; `attncli compute -f
 npy` on 4096 tokens ≤ 1.3× a Python script doing the same, the human summary ≤ 2×.
 """
@@ -153,7 +156,45 @@ def kernel(plan: Plan, d: int, heads: int, torch: ModuleType | None) -> list[Row
                     "target ≥ 1.5" if dtype == np.float32 else "",
                 ),
             ]
-    return rows + small(plan, d, torch) + errors(min(n, 2048), d, torch)
+    return rows + floor(plan, d) + small(plan, d, torch) + errors(min(n, 2048), d, torch)
+
+
+def floor(plan: Plan, d: int) -> list[Row]:
+    """q·kᵀ, e^s and [e^s]·v over n × n, in the kernel's blocks, on one core (BLAS at one thread), each
+    alone against the square matmul of the same FLOPs on one core: their sum bounds attention from below."""
+    from threadpoolctl import threadpool_limits
+
+    from attncli.kernel import BLOCK_CELLS, BLOCK_ROWS
+
+    rng = np.random.default_rng(3)
+    n, rows = plan.n, min(plan.n, BLOCK_ROWS)
+    keys = min(n, BLOCK_CELLS // rows)
+    figures = []
+    for label, dtype in (("float32", np.float32), ("float64", np.float64)):
+        q, k, v = (rng.standard_normal((length, d)).astype(dtype) for length in (rows, keys, keys))
+        s, mixed = np.matmul(q, k.T) / np.sqrt(d), np.empty((rows, d), dtype=dtype)  # (B, T) scores, as in a tile
+        exp = np.empty_like(s)
+        side = round((2 * n * n * d) ** (1 / 3))
+        square = rng.standard_normal((side, side)).astype(dtype)
+        blocks = n * n // (rows * keys)
+
+        def each_block(call: Callable[[], object], blocks: int = blocks) -> Callable[[], None]:
+            return lambda: [call() for _ in range(blocks)] and None
+
+        contenders: Contenders = {
+            "q·kᵀ": each_block(partial(np.matmul, q, k.T, out=np.empty_like(s))),
+            "e^s": each_block(partial(np.exp, s, out=exp)),
+            "e^s·v": each_block(partial(np.matmul, exp, v, out=mixed)),
+            "matmul": partial(np.matmul, square, square),
+        }
+        with threadpool_limits(1):
+            times = interleaved(contenders, plan.repeats, plan.settle)
+        total = [sum(parts) for parts in zip(*(times[name] for name in ("q·kᵀ", "e^s", "e^s·v")))]
+        figures += [
+            ratio(f"floor: q·kᵀ, e^s, e^s·v alone / matmul, {label}", total, times["matmul"], "one core"),
+            ratio(f"  of which e^s / matmul, {label}", times["e^s"], times["matmul"], f"blocks {rows}×{keys}"),
+        ]
+    return figures
 
 
 def small(plan: Plan, d: int, torch: ModuleType | None) -> list[Row]:
@@ -192,6 +233,35 @@ def errors(n: int, d: int, torch: ModuleType | None) -> list[Row]:
             sdpa = torch.nn.functional.scaled_dot_product_attention
             theirs = sdpa(*(torch.from_numpy(x.astype(np.float32)) for x in (q, k, v)), is_causal=causal).numpy()
             rows.append(_figure(f"max |error| float32, torch, {label}", float(np.abs(theirs - exact).max())))
+    return rows
+
+
+PEAK_RSS = """
+import resource, subprocess, sys
+subprocess.run(sys.argv[1:], check=True, capture_output=True)
+print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)  # KiB, of the one child
+"""
+
+
+def peak_rss(plan: Plan, d: int) -> list[Row]:
+    """Peak RSS of `attncli compute -f npy` on `plan.big` tokens from .npy files, float64 and float32, the
+    interpreter and its imports included, against 3× the size of the inputs it computes with."""
+    rng = np.random.default_rng(4)
+    rows = []
+    with tempfile.TemporaryDirectory() as folder:
+        for label, dtype in (("float64", np.float64), ("float32", np.float32)):
+            paths = [os.path.join(folder, f"{name}.npy") for name in ("q", "k", "v")]
+            for path in paths:
+                np.save(path, rng.standard_normal((plan.big, d)).astype(dtype))
+            cli = [sys.executable, "-m", "attncli", "compute", "--dtype", label, "-f", "npy"]
+            cli += ["--queries", f"@{paths[0]}", "--keys", f"@{paths[1]}", "--values", f"@{paths[2]}"]
+            probe = [sys.executable, "-c", PEAK_RSS, *cli, "-o", os.path.join(folder, "out.npy")]
+            peak = int(subprocess.run(probe, capture_output=True, text=True, check=True, cwd=ROOT).stdout) / 1024
+            inputs = 3 * plan.big * d * np.dtype(dtype).itemsize / 2**20
+            rows += [
+                _figure(f"compute -f npy {plan.big} tokens, peak RSS {label} (MiB)", peak),
+                _figure(f"  / the inputs' size ({inputs:.3g} MiB)", peak / inputs, "target ≤ 3"),
+            ]
     return rows
 
 
@@ -310,7 +380,7 @@ def main(argv: list[str] | None = None) -> list[Row]:
     args = parser.parse_args(argv)
     plan = Plan(64, 32, 256, 2, 2, 0.0) if args.quick else Plan(4096, 256, 32768, 21, 15, 0.15)
     load = os.getloadavg()[0]
-    rows = kernel(plan, 64, 8, _torch(not args.without_torch)) + memory(plan.big, 64)
+    rows = kernel(plan, 64, 8, _torch(not args.without_torch)) + memory(plan.big, 64) + peak_rss(plan, 64)
     rows += startup(plan) + large_cli(plan, 64)
     end = os.getloadavg()[0]
     rows.append(Row("load average over 1 min, at the start and the end", load, end, f"{os.cpu_count()} cores"))

@@ -90,6 +90,96 @@ def test_kernel_agrees_with_every_step_core(
         assert (weights[h][~allowed] == 0).all()
 
 
+@settings(max_examples=80, deadline=None)
+@given(
+    n_q=st.integers(1, 20),
+    n_k=st.integers(1, 30),
+    causal=st.sampled_from([False, True, "lower_right"]),
+    use_mask=st.booleans(),
+    additive=st.booleans(),
+    magnitude=st.sampled_from([0.5, 40.0]),  # 40: every tile shifted, and a later tile's maximum rescales the earlier
+    block_rows=st.sampled_from([None, 1, 3]),
+    block_keys=st.sampled_from([None, 1, 2, 7]),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_tiles_of_keys_give_every_steps_softmax(
+    n_q: int,
+    n_k: int,
+    causal: bool | str,
+    use_mask: bool,
+    additive: bool,
+    magnitude: float,
+    block_rows: int | None,
+    block_keys: int | None,
+    seed: int,
+) -> None:
+    """Keys a tile at a time (the online softmax) against `core.attend`, which sees every key at once:
+    the output, and each query's weights summed over bins of keys that straddle the tiles."""
+    if causal == "lower_right":
+        n_k = max(n_k, n_q)  # else the first queries see no key
+    rng = np.random.default_rng(seed)
+    q, k = rng.standard_normal((n_q, 3)) * magnitude, rng.standard_normal((n_k, 3)) * magnitude
+    v = rng.standard_normal((n_k, 2))
+    offset = n_k - n_q if causal == "lower_right" else 0
+    allowed = np.arange(n_q)[:, None] + offset >= np.arange(n_k) if causal else np.ones((n_q, n_k), dtype=bool)
+    bias = np.zeros((n_q, n_k))
+    if use_mask:  # the causal rule folded into a mask, some more keys hidden; key 0 stays in sight
+        allowed &= rng.random((n_q, n_k)) < 0.5
+        allowed[:, 0] = True
+        bias = rng.standard_normal((n_q, n_k)) * 3 if additive else bias
+    mask = (np.where(allowed, bias, -np.inf) if additive else allowed) if use_mask else None
+    bins = np.unique(np.r_[0, rng.integers(0, n_k, 3)])
+    out, sums = attention(
+        q,
+        k,
+        v,
+        mask=mask,
+        causal=False if use_mask else causal,
+        key_bins=bins,
+        block_rows=block_rows,
+        block_keys=block_keys,
+        threads=2,
+    )
+    scores = np.where(allowed, q @ k.T / math.sqrt(3) + bias, -np.inf)
+    weights = np.exp(scores - scores.max(axis=1, keepdims=True))
+    weights /= weights.sum(axis=1, keepdims=True)
+    tolerance = 32 * EPS * (1 + np.abs(scores[allowed]).max() + n_k)
+    np.testing.assert_allclose(out, weights @ v, rtol=0, atol=tolerance * np.abs(v).max())
+    expected = np.stack([weights[:, a:b].sum(axis=1) for a, b in pairwise([*bins, n_k])], axis=1)
+    np.testing.assert_allclose(sums, expected, rtol=0, atol=tolerance)
+
+
+def test_a_later_tile_that_raises_the_maximum_wipes_what_the_earlier_gathered() -> None:
+    """Tiles of two keys. Row 0: scores 0, 0, then 1000 — e^(0 − 1000) is 0, so the output is the last
+    value alone. Row 1: its first tile all masked (−∞), then the one key it sees. With the scores negated,
+    row 0 is the mean of the first two values (e^−1000 is 0) and row 1 still its one key's value."""
+    q = np.array([[1.0], [1.0]])
+    k = np.array([[0.0], [0.0], [1000.0]])
+    v = np.array([[1.0], [2.0], [3.0]])
+    mask = np.array([[True, True, True], [False, False, True]])
+    assert attention(q, k, v, mask=mask, scale=1.0, block_keys=2).tolist() == [[3.0], [3.0]]
+    assert attention(q, -k, v, mask=mask, scale=1.0, block_keys=2).tolist() == [[1.5], [3.0]]  # e^−1000 = 0
+
+
+def test_long_sequences_keep_whole_blocks_of_rows_and_tiles_within_the_block_cells(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """65,536 keys: blocks of BLOCK_ROWS query rows (BLAS repacks the keys for each block, so few rows
+    would spend the time packing), each over tiles of keys within BLOCK_CELLS scores."""
+    shapes: list[tuple[int, int]] = []
+    original = kernel._attend_block
+
+    def attend_block(head: object, start: int, stop: int, causal: object, scratch: kernel._Scratch) -> None:
+        shapes.append((stop - start, scratch.keys))
+        original(head, start, stop, causal, scratch)
+
+    monkeypatch.setattr(kernel, "_attend_block", attend_block)
+    rng = np.random.default_rng(5)
+    q, k = rng.standard_normal((2 * kernel.BLOCK_ROWS, 2)), rng.standard_normal((1 << 16, 2))
+    kernel.attention(q, k, k, threads=2)
+    assert shapes == [(kernel.BLOCK_ROWS, kernel.BLOCK_CELLS // kernel.BLOCK_ROWS)] * 2
+
+
 @settings(max_examples=60, deadline=None)
 @given(
     n_q=st.integers(1, 30),
