@@ -78,7 +78,7 @@ DEPENDS = {
 }
 CARRIED_STEPS = ("queries", "keys", "values", "dot", "scores", "exp", "weights", "output")  # where rounding happens
 EARLY_DECIMALS = (1, 2, 3)
-PAIRABLE = ("scale", "applied", "mask", "compat", "exp", "axis", "mix")  # the slips of method that two can make at once
+PAIRABLE = ("scale", "applied", "bias", "mask", "compat", "exp", "axis", "mix")  # slips of method two can make at once
 # A replay goes stage by stage: each head's inputs, dot, scores and weights, then every head's output, concat, final.
 STAGES = ("inputs", "dot", "scores", "weights", "output", "concat", "final")
 HEAD_STAGES = STAGES[:4]

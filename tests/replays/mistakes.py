@@ -84,9 +84,23 @@ def _d_k(c: Context) -> int:
     return c.own["queries"].shape[1]
 
 
+def _scores(c: Context, scaled: np.ndarray, allowed: np.ndarray) -> np.ndarray:
+    """Scores from scaled (or wrongly scaled) dot products: the head's bias added, then the mask `allowed`."""
+    return c.work.masked(c.work.biased(c.work.problem.heads[c.head or 0], scaled), allowed)
+
+
 def _scale_as_dot(c: Context, dot: np.ndarray, allowed: np.ndarray) -> np.ndarray:
     head = c.work.problem.heads[c.head or 0]
-    return c.work.masked(c.work.scale(head, dot, _d_k(c)), allowed)
+    return _scores(c, c.work.scale(head, dot, _d_k(c)), allowed)
+
+
+def _biased(head: int) -> Callable[[Problem], bool]:
+    return lambda p: len(p.heads) > head and p.heads[head].bias is not None
+
+
+def _forgot_bias(c: Context) -> np.ndarray:
+    """The scores as if the problem had no bias."""
+    return _mask_all(c, bias=False)
 
 
 def _mask(c: Context, allowed: np.ndarray) -> np.ndarray:
@@ -203,7 +217,7 @@ def _scale_not_applicable(c: Context) -> np.ndarray:
     if head.score == "given":
         assert head.given is not None
         return c.work.masked(c.work.r(head.given / math.sqrt(2)), c.work.problem.allowed)
-    return c.work.masked(c.work.r(c.own["dot"] / math.sqrt(_d_k(c))), c.work.problem.allowed)
+    return _scores(c, c.work.r(c.own["dot"] / math.sqrt(_d_k(c))), c.work.problem.allowed)
 
 
 CATALOGUE: tuple[Mistake, ...] = (
@@ -212,9 +226,19 @@ CATALOGUE: tuple[Mistake, ...] = (
         "wrong_scale",
         ("wrong_scale",),
         "scores",
-        lambda c: c.work.masked(c.work.r(c.own["dot"] * math.sqrt(_d_k(c))), c.work.problem.allowed),
+        lambda c: _scores(c, c.work.r(c.own["dot"] * math.sqrt(_d_k(c))), c.work.problem.allowed),
         _scaled,
         what="multiplied by √d_k",
+    ),
+    Mistake("bias_forgotten", ("bias_forgotten",), "scores", _forgot_bias, _biased(0), what="scores without b"),
+    Mistake(
+        "bias_forgotten:head 2",
+        ("bias_forgotten",),
+        "scores",
+        _forgot_bias,
+        _biased(1),
+        head=1,
+        what="head 2's scores without its ALiBi",
     ),
     Mistake("no_exp", ("no_exp",), "weights", lambda c: _no_exp(c, axis=1), _any, what="s/Σs"),
     Mistake(
@@ -357,6 +381,22 @@ CATALOGUE: tuple[Mistake, ...] = (
         lambda p: _scaled(p) and p.causal,
     ),
     Mistake(
+        "missing_scale+bias_forgotten",
+        ("missing_scale", "bias_forgotten"),
+        "scores",
+        lambda c: _mask_all(c, scale=False, bias=False),
+        lambda p: _scaled(p) and _biased(0)(p),
+        what="q·k as the scores",
+    ),
+    Mistake(
+        "bias_forgotten+mask_ignored",
+        ("bias_forgotten", "mask_ignored"),
+        "scores",
+        lambda c: _mask_all(c, bias=False, allowed=np.ones_like(c.own["dot"], bool)),
+        lambda p: _causal(p) and _biased(0)(p),
+        what="q·k/√d_k, every key",
+    ),
+    Mistake(
         "no_exp+wrong_axis",
         ("no_exp", "wrong_axis"),
         "weights",
@@ -368,7 +408,7 @@ CATALOGUE: tuple[Mistake, ...] = (
         "wrong_scale+mask_inverted",
         ("wrong_scale", "mask_inverted"),
         "scores",
-        lambda c: c.work.masked(c.work.r(c.own["dot"] * math.sqrt(_d_k(c))), np.triu(np.ones_like(c.own["dot"], bool))),
+        lambda c: _scores(c, c.work.r(c.own["dot"] * math.sqrt(_d_k(c))), np.triu(np.ones_like(c.own["dot"], bool))),
         lambda p: _scaled(p) and p.causal,
     ),
     Mistake("rounded_early:dot", ("rounded_early",), "scores", _rounded_early("scores", 1), _scaled, what="q·k at 1"),
@@ -378,11 +418,13 @@ CATALOGUE: tuple[Mistake, ...] = (
 )
 
 
-def _mask_all(c: Context, *, scale: bool, allowed: np.ndarray | None = None) -> np.ndarray:
-    """Scores from the student's dot, scaled or not, under `allowed` (default: the problem's mask)."""
+def _mask_all(c: Context, *, scale: bool = True, bias: bool = True, allowed: np.ndarray | None = None) -> np.ndarray:
+    """Scores from the student's dot, scaled or not, the bias added or forgotten, under `allowed` (default: the
+    problem's mask)."""
     dot = c.own["dot"]
     mask = c.work.problem.allowed if allowed is None else allowed
-    return c.work.masked(c.work.scale(c.work.problem.heads[c.head or 0], dot, _d_k(c)) if scale else dot.copy(), mask)
+    scaled = c.work.scale(c.work.problem.heads[c.head or 0], dot, _d_k(c)) if scale else dot.copy()
+    return _scores(c, scaled, mask) if bias else c.work.masked(scaled, mask)
 
 
 BY_NAME = {m.name: m for m in CATALOGUE}

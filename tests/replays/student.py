@@ -12,7 +12,7 @@ import ast
 import math
 import operator
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -72,6 +72,7 @@ class Head:
     w_v: np.ndarray | None = None
     given: np.ndarray | None = None  # scores given directly
     additive: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # w_query, w_key, v
+    bias: np.ndarray | None = None  # (queries, tokens), added to the scaled scores: `bias:` or this head's ALiBi
 
     @property
     def projected(self) -> bool:
@@ -156,6 +157,8 @@ def read(text: str) -> Problem:
         )
 
     heads = tuple(head(h) for h in data["heads"]) if "heads" in data else (head({}),)
+    if data.get("bias") is not None:
+        heads = tuple(replace(h, bias=b) for h, b in zip(heads, _biases(data["bias"], tokens, rows, len(heads))))
     w_o = matrix(data["w_o"], ()) if "w_o" in data else None
     rope = None
     positions = data.get("positions")
@@ -165,6 +168,15 @@ def read(text: str) -> Problem:
         at = np.array([number(x) for x in data.get("position_ids", range(len(tokens)))], dtype=float)
         rope = Rope(number(positions.get("base", 10000)), str(positions.get("style", "half")), at)
     return Problem(tokens, mask == "causal", heads, w_o, "heads" in data, asking, mask == "causal_lower_right", rope)
+
+
+def _biases(written: object, tokens: tuple[str, ...], rows: tuple[str, ...], heads: int) -> list[np.ndarray]:
+    """Each head's bias: the matrix written (every head adds it), or ALiBi's −m_h·|i − j| with m_h = 2^(−8h/H),
+    i the query's place among the tokens (Press et al.; |i − j| = i − j under a causal mask)."""
+    if written != "alibi":
+        return [matrix(written, rows)] * heads
+    distance = np.abs(np.array([tokens.index(t) for t in rows])[:, None] - np.arange(len(tokens))[None, :])
+    return [-(2.0 ** (-8 * h / heads)) * distance for h in range(1, heads + 1)]
 
 
 def rotate(vectors: np.ndarray, at: np.ndarray, base: float, style: str) -> np.ndarray:
@@ -259,6 +271,10 @@ class Work:
         """Scores before masking: dot/√d_k for scaled_dot, the dot itself otherwise."""
         return self.r(dot / math.sqrt(d_k)) if head.score == "scaled_dot" else dot.copy()
 
+    def biased(self, head: Head, scaled: np.ndarray) -> np.ndarray:
+        """The scaled scores plus the head's bias, rounded once; as they are without a bias."""
+        return scaled if head.bias is None else self.r(scaled + head.bias)
+
     def masked(self, scores: np.ndarray, allowed: np.ndarray) -> np.ndarray:
         return np.where(allowed, scores, MASKED)
 
@@ -326,7 +342,9 @@ class Work:
                 self._step(
                     (h, "scores"),
                     own,
-                    lambda head=head, own=own, d_k=d_k: self.masked(self.scale(head, own["dot"], d_k), p.allowed),
+                    lambda head=head, own=own, d_k=d_k: self.masked(
+                        self.biased(head, self.scale(head, own["dot"], d_k)), p.allowed
+                    ),
                 )
             self._step((h, "weights"), own, lambda own=own: self.softmax(own["scores"]))
             outputs.append(self._step((h, "output"), own, lambda own=own: self.weighted(own["weights"], own["values"])))

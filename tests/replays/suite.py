@@ -1,6 +1,6 @@
 """The replayed-mistake suite: exercises, students' files, one `check` run, and the verdict on each case.
 
-`build(directory)` makes the exercises (`attncli generate --count`, plus additive and given-scores
+`build(directory)` makes the exercises (`attncli generate --count`, plus additive, given-scores, decoding and biased
 problems of our own), writes one file per case — a careful student, the same student making each
 applicable mistake of the catalogue, and wrong roundings — runs `python -m attncli check --format json`
 once over all of them, and judges each file from its JSON object alone.
@@ -59,7 +59,7 @@ SETS = (
         "rope-interleaved", ("--rope", "interleaved", "--dk", "4", "--tokens", "4", "--mask", "causal"), 3, 951
     ),
 )
-OWN = {"additive": 5, "given": 3, "decoding": 4}  # problems this suite writes itself (generate has none of them)
+OWN = {"additive": 5, "given": 3, "decoding": 4, "bias": 3, "alibi": 3}  # problems of our own (generate has none)
 # Stacked layers (their students are tests/replays/layers.py): each slip at every layer, named at that layer
 STACKS = (
     ExerciseSet("layers-pre", ("--layers", "2", "--norm", "layer"), 2, 1001),
@@ -164,8 +164,29 @@ def _ints(rng: np.random.Generator, shape: tuple[int, ...], low: int = -1, high:
     return rng.integers(low, high + 1, size=shape).tolist()
 
 
+def _biased_problems() -> list[tuple[str, dict]]:
+    """A bias matrix (one head; the last causal, with two heads sharing it) and ALiBi (two heads, each with its own
+    queries and keys, and W_O; causal, the last without a mask: |i − j| both ways), from a fixed seed."""
+    rng = np.random.default_rng(12)
+    tokens = ["the", "bank", "flooded"]
+    texts = []
+    for i in range(OWN["bias"]):
+        data = {"tokens": tokens, "queries": _ints(rng, (3, 2)), "keys": _ints(rng, (3, 2))}
+        data |= {"values": _ints(rng, (3, 2)), "bias": _ints(rng, (3, 3))}
+        if i == OWN["bias"] - 1:
+            data |= {"heads": [{"name": "head 1"}, {"name": "head 2", "keys": _ints(rng, (3, 2))}], "mask": "causal"}
+        texts.append(("bias", data))
+    tokens = ["fisherman", "net", "bank", "river"]
+    for i in range(OWN["alibi"]):
+        heads = [{"queries": _ints(rng, (4, 2), -2, 2), "keys": _ints(rng, (4, 2), -2, 2)} for _ in range(2)]
+        data = {"tokens": tokens, "values": _ints(rng, (4, 2)), "heads": heads, "w_o": _ints(rng, (4, 2), 0, 1)}
+        texts.append(("alibi", data | {"bias": "alibi"} | ({"mask": "causal"} if i < OWN["alibi"] - 1 else {})))
+    return texts
+
+
 def _own_problems(directory: Path) -> list[Exercise]:
-    """Additive problems and two-head problems with given scores, from a fixed seed."""
+    """Additive problems, two-head problems with given scores, decoding, and biases (`_biased_problems`),
+    from fixed seeds."""
     rng = np.random.default_rng(10)
     tokens = ["the", "bank", "flooded"]
     out = directory / "sets" / "own"
@@ -206,6 +227,7 @@ def _own_problems(directory: Path) -> list[Exercise]:
             "mask": "causal_lower_right",
         }
         texts.append(("decoding", data))
+    texts += _biased_problems()
     exercises = []
     for i, (name, data) in enumerate(texts, start=1):
         ident = {"exercise": f"{name}-{i:02d}"}  # = exercise_id of the Exercise below
