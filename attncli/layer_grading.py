@@ -65,7 +65,7 @@ def grade(
             found = [_named(report, again) for report in found]
         normed = [report for report in judged if report.step == "normed"]  # before the attention that reads it
         later = [report for report in judged if report.step != "normed"]
-        reports += [_tagged(report, index, truth.layer.name) for report in (*normed, *found, *later)]
+        reports += [_tagged(report, index, truth.layer.label) for report in (*normed, *found, *later)]
         passed = next((report for report in judged if report.step == "stream"), None)
         stream, written = _passed_on(given, truth, rule.carry)
         stream_right = written is None or (passed is not None and passed.status == RIGHT)

@@ -158,9 +158,15 @@ class Layer(NamedTuple):
     each layer the residual stream that reaches it instead.
     """
 
-    name: str
+    name: str  # its `name:`, else "layer l": what JSON calls it, in every language
     attention: Problem
     norm: Norm | None = None
+    unnamed: int | None = None  # without `name:`, its number l
+
+    @property
+    def label(self) -> str:
+        """What a person reads for the layer: its `name:`, else "layer l" in the run's language (JSON keeps `name`)."""
+        return self.name if self.unnamed is None else t("render.layer_unnamed", number=self.unnamed)
 
 
 class Stack(NamedTuple):

@@ -202,15 +202,55 @@ def test_a_head_without_a_name_is_a_cabeza(args: list[str], tmp_path: Path, monk
     assert "cabeza kv 1" in stdout or "grouped" not in args[1]
 
 
-def test_json_names_a_head_without_a_name_in_english_in_every_language(tmp_path: Path) -> None:
-    """JSON is for scripts: "head 1", "head 2" whatever the language of the run."""
+STACK = """title: Dos capas sin nombre
+tokens: [pescador, red, banco]
+x: [[1, 0, 0], [0, 1, 0], [0, 0, 1]]
+layers:
+  - w_q: [[0, 0], [0, 0], [sqrt(2), 0]]
+    w_k: [[2, 0], [1, 1], [0, 1]]
+    w_v: [[2, 0], [0, 2], [1, 1]]
+    w_o: [[1, 0, 0], [0, 1, 0]]
+  - norm: rms
+    w_q: [[1, 0], [0, 1], [0, 0]]
+    w_k: [[1, 0], [0, 1], [0, 0]]
+    w_v: [[1, 0, 0], [0, 1, 0], [0, 0, 1]]
+"""
+STACK_ANSWERS = "answers:\n  layers:\n" + "    - weights: [[0.5, 0.25, 0.25], [0.5, 0.25, 0.25], [1, 0, 0]]\n" * 2
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["compute", "stack.yaml"],
+        ["compute", "stack.yaml", "--format", "markdown"],
+        ["compute", "stack.yaml", "--format", "latex"],
+        ["compute", "stack.yaml", "--format", "text", "--layer", "2", "--rollout"],
+        ["check", "answered.yaml"],
+    ],
+)
+def test_a_layer_without_a_name_is_a_capa(args: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Stacked layers numbered as the English "layer 1", "layer 2": "capa 1", "capa 2" in Spanish."""
+    monkeypatch.chdir(tmp_path)  # the files named without the test's folder
+    Path("stack.yaml").write_text(STACK, encoding="utf-8")
+    Path("answered.yaml").write_text(STACK + STACK_ANSWERS, encoding="utf-8")
+    code, stdout, stderr = es(*args)
+    assert code in (0, 1), stderr
+    assert english(stdout) == [] and "layer" not in stdout
+    assert "capa 2" in stdout
+
+
+@pytest.mark.parametrize(("text", "part", "names"), [(UNNAMED, "heads", "head"), (STACK, "layers", "layer")])
+def test_json_names_heads_and_layers_without_a_name_in_english_in_every_language(
+    text: str, part: str, names: str, tmp_path: Path
+) -> None:
+    """JSON is for scripts: "head 1", "head 2" (or "layer 1", "layer 2") whatever the language of the run."""
     path = tmp_path / "problem.yaml"
-    path.write_text(UNNAMED, encoding="utf-8")
+    path.write_text(text, encoding="utf-8")
     spanish = es("compute", str(path), "--format", "json")
     english_run = CliRunner().invoke(app, ["compute", str(path), "--format", "json", "--lang", "en"], env=SPANISH)
     assert spanish[0] == english_run.exit_code == 0
     assert spanish[1] == english_run.stdout
-    assert [head["name"] for head in json.loads(spanish[1])["heads"]] == ["head 1", "head 2"]
+    assert [item["name"] for item in json.loads(spanish[1])[part]] == [f"{names} 1", f"{names} 2"]
 
 
 @pytest.mark.parametrize(

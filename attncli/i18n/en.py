@@ -251,6 +251,7 @@ MESSAGES: dict[str, str] = {
     "render.stack_width": "Width of the residual stream d",
     "render.stack_layers": "Layers, each reading x + the attention before it (residual connections)",
     "render.layer": "layer",
+    "render.layer_unnamed": "layer {number}",
     "render.norm": "norm",
     "render.layer_title": " Layer {number} of {count}: {name} ",
     "render.norm_label": "Norm",

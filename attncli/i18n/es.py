@@ -255,6 +255,7 @@ MESSAGES: dict[str, str] = {
     "render.stack_width": "Ancho del flujo residual d",
     "render.stack_layers": "Capas; cada una lee x + la atención anterior (conexiones residuales)",
     "render.layer": "capa",
+    "render.layer_unnamed": "capa {number}",
     "render.norm": "normalización",
     "render.layer_title": " Capa {number} de {count}: {name} ",
     "render.norm_label": "Normalización",

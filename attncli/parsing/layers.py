@@ -85,8 +85,9 @@ def _layer(reader: FieldReader, data: dict, tokens: tuple[str, ...], x: np.ndarr
     reader.check_fields(data, (), LAYER_FIELDS)
     attention = _Fed(reader, data, tokens, x).problem()
     _check_residual(reader, data, attention, x.shape[1])
-    name = reader.optional_text(data, "name") or f"layer {index + 1}"
-    return Layer(name, attention, _norm(reader, data, x.shape[1]))
+    given = reader.optional_text(data, "name")
+    name = given or f"layer {index + 1}"  # English in every language: JSON's
+    return Layer(name, attention, _norm(reader, data, x.shape[1]), None if given else index + 1)
 
 
 def _refuse_given(reader: FieldReader, data: dict) -> None:

@@ -873,13 +873,13 @@ def stack_items(
     (through the last layer shown) beside that layer's raw weights."""
     stack = steps.stack
     count = len(steps.layers)
-    names = tuple((record.layer.name, norm_words(record.layer.norm)) for record in steps.layers)
+    names = tuple((record.layer.label, norm_words(record.layer.norm)) for record in steps.layers)
     out: list[Item] = [StackFacts(stack.title, stack.notes, stack.tokens, int(stack.x.shape[1]), names)]
     for number in [layer] if layer is not None else range(1, count + 1):
         record = steps.layers[number - 1]
         norm = record.layer.norm
         first, *shown = items(record.attention, view)
-        out.append(LayerTitle(number, count, record.layer.name, norm_words(norm), first))
+        out.append(LayerTitle(number, count, record.layer.label, norm_words(norm), first))
         out += _streams(record, number, stack.tokens, shown)
     if rollout is not None:
         last = layer or count
