@@ -459,6 +459,30 @@ def test_the_stack_students_are_graded_as_they_worked(tmp_path: Path) -> None:
     assert failures == []
 
 
+def test_a_class_report_of_stacks_gives_each_layer_s_steps_a_column(tmp_path: Path) -> None:
+    """`check --format markdown` over stacked students (tests/replays/layers.py): a column per step of each layer in
+    the order of the JSON report, each file's marks as JSON grades it (it exited 70 on a layer's steps)."""
+    from tests.replays.layers import students
+
+    key = generated(tmp_path, ("--layers", "2", "--norm", "layer"), 11)
+    files = []
+    for name, _, text in students(str(key))[:3]:  # careful, and a slip at layer 1 of each kind
+        files.append(tmp_path / f"{name.replace('@', '-at-')}.yaml")
+        files[-1].write_text(text, encoding="utf-8")
+    docs = check_json(files, key)
+    result = CliRunner().invoke(app, ["check", *map(str, files), "--key", str(key), "--format", "markdown"])
+    assert result.exit_code == 1, result.stderr
+    lines = result.stdout.splitlines()[2 : 4 + len(files)]
+    header, _, *rows = [[cell.strip() for cell in line.strip("|").split("|")] for line in lines]
+    order = [(step["layer"], step["step"], step["head"]) for step in docs[0]["steps"]]  # the careful file: every step
+    assert [column.rsplit("(layer ", 1)[1] for column in header[2:-2]] == [f"{layer + 1})" for layer, _, _ in order]
+    marks = {"right": "✓", "carried": "↷", "wrong": "✗", "not_answered": "?", "missing": "—"}
+    for row, doc in zip(rows, docs):
+        graded = {(step["layer"], step["step"], step["head"]): marks[step["status"]] for step in doc["steps"]}
+        assert [cell[:1] for cell in row[2:-2]] == [graded.get(key, "") for key in order]
+    assert [doc["status"] for doc in docs] == ["right", "wrong", "wrong"]
+
+
 def test_stack_answers_refused_where_they_cannot_be_read(tmp_path: Path) -> None:
     key = generated(tmp_path, ("--layers", "2"), 3)
     for answers, message in (

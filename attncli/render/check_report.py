@@ -28,7 +28,7 @@ from attncli.grading import (
     StepReport,
 )
 from attncli.i18n import t
-from attncli.parsing.answers import HEAD_STEPS, STEPS
+from attncli.parsing.answers import HEAD_STEPS, STEPS, STREAM_STEPS
 from attncli.render.layout import BLANK, Line, line, table
 from attncli.render.long_table import text_cell
 from attncli.render.numbers import fixed
@@ -239,7 +239,7 @@ def markdown(results: Sequence[Result]) -> str:
     header += [t("check.md.cells"), t("check.md.note")]
     rows = [header, ["---"] * len(header)]
     for result in results:
-        found = {} if result.report is None else {(s.step, s.head): s for s in result.report.steps}
+        found = {} if result.report is None else {_column(s): s for s in result.report.steps}
         cells = [_md_step(found.get(key)) for key in columns]
         steps = list(found.values())
         count = f"{sum(s.correct for s in steps)}/{sum(s.total for s in steps)}" if result.report else ""
@@ -249,16 +249,28 @@ def markdown(results: Sequence[Result]) -> str:
     return f"# {t('check.md.title')}\n\n{table_text}\n{total(results)}\n"
 
 
-def _columns(results: Sequence[Result]) -> dict[tuple[str, int | None], StepReport]:
+Column = tuple[int | None, str, int | None]  # (layer, step, head): stacked layers repeat each step
+
+
+def _column(step: StepReport) -> Column:
+    return step.layer, step.step, step.head
+
+
+def _columns(results: Sequence[Result]) -> dict[Column, StepReport]:
     """Every step any file answered (or misses), in the order of the calculation, with one report naming it."""
-    seen: dict[tuple[str, int | None], StepReport] = {}
+    seen: dict[Column, StepReport] = {}
     for result in results:
         for step in result.report.steps if result.report is not None else ():
-            seen.setdefault((step.step, step.head), step)
+            seen.setdefault(_column(step), step)
 
-    def position(key: tuple[str, int | None]) -> tuple[float, int]:
-        step, head = key
-        return (math.inf, STEPS.index(step)) if head is None else (head, HEAD_STEPS.index(step))
+    def position(key: Column) -> tuple[int, float, int]:
+        """Layer by layer: the normed stream, each head's steps, concat and final, then the residual and the stream."""
+        layer, step, head = key
+        if head is not None:
+            return layer or 0, head, HEAD_STEPS.index(step)
+        if step == "normed":
+            return layer or 0, -math.inf, 0
+        return layer or 0, math.inf, (*STEPS, *STREAM_STEPS).index(step)
 
     return {key: seen[key] for key in sorted(seen, key=position)}
 
