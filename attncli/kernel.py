@@ -184,7 +184,7 @@ class _Head:
         same softmax, rounded no worse.
         """
         safe = _safe_exponent(q.dtype)
-        bound = np.sqrt(_largest_square(q, factor) * _largest_square(k))  # ≥ every |q·k|
+        bound = np.sqrt(_largest_square(q) * _largest_square(k)) * abs(factor)  # ≥ every |q·k·scale|
         self.shift = not (bound < safe and (mask is None or mask.dtype == np.bool_))  # subtract each row's maximum
         self.q = q  # (L, E), as given: a block's rows are scaled into the thread's buffer, never all of q at once
         self.factor = factor  # the scale, of q's dtype
@@ -203,21 +203,9 @@ def _safe_exponent(dtype: np.dtype) -> np.floating:
     return 0.7 * np.log(np.finfo(dtype).max)
 
 
-def _largest_square(rows: np.ndarray, factor: np.floating | None = None) -> np.floating:
-    """max_i Σ_j (factor·x_ij)², a chunk of rows at a time: no temporary the size of `rows`.
-
-    Each row's sum is the one (x * x).sum(axis=1) would give, so the bound, and with it the
-    choice to shift, are those of scaling the whole of q first.
-    """
-    step = max(1, BLOCK_CELLS // max(rows.shape[1], 1))
-    if 0 < rows.shape[0] <= step:  # one chunk: the same sums, without the loop's calls
-        part = rows if factor is None else rows * factor
-        return (part * part).sum(axis=1).max()
-    largest = rows.dtype.type(0)
-    for start in range(0, rows.shape[0], step):
-        part = rows[start : start + step] if factor is None else rows[start : start + step] * factor
-        largest = np.maximum(largest, (part * part).sum(axis=1).max())  # NaN stays NaN, and then shifts
-    return largest
+def _largest_square(rows: np.ndarray) -> np.floating:
+    """max_i ‖row_i‖², NaN if a row holds one: einsum's one pass keeps no temporary the size of `rows`."""
+    return np.einsum("ij,ij->i", rows, rows).max(initial=0)
 
 
 def _diagonal(causal: bool | str, n_q: int, n_k: int) -> int | None:
