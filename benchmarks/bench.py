@@ -161,7 +161,9 @@ def kernel(plan: Plan, d: int, heads: int, torch: ModuleType | None) -> list[Row
 
 def floor(plan: Plan, d: int) -> list[Row]:
     """q·kᵀ, e^s and [e^s]·v over n × n, in the kernel's blocks, on one core (BLAS at one thread), each
-    alone against the square matmul of the same FLOPs on one core: their sum bounds attention from below."""
+    alone against the square matmul of the same FLOPs on one core: attention made of these numpy calls
+    costs at least their sum. (On both cores each side gains about 1.9× here; timed alone side by side,
+    the calls contend with each other more than the kernel's mix of them does, so only one core is shown.)"""
     from threadpoolctl import threadpool_limits
 
     from attncli.kernel import BLOCK_CELLS, BLOCK_ROWS
