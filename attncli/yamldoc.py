@@ -22,14 +22,14 @@ import re
 import sys
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import ClassVar
-
-import yaml
-from yaml.nodes import ScalarNode
-from yaml.resolver import Resolver
+from typing import TYPE_CHECKING, ClassVar
 
 from attncli.errors import CONTROL_CODES, AttnError, Message, fail, phrase, printable
 from attncli.expr import evaluate, quote
+
+if TYPE_CHECKING:
+    import yaml
+    from yaml.resolver import Resolver
 
 FieldPath = tuple[str | int, ...]  # where a value sits: ("heads", 0, "keys") is heads[1].keys
 
@@ -46,34 +46,39 @@ PLAIN_TAGS = {
     "tag:yaml.org,2002:map",
     "tag:yaml.org,2002:seq",
 }
-_Parser = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _BOOL, _INT, _FLOAT, _NULL = (f"tag:yaml.org,2002:{name}" for name in ("bool", "int", "float", "null"))
 FLOAT_DIGITS = 309  # a whole number with more digits is beyond every float (max ≈ 1.8e308)
 
 
-class _Resolver(Resolver):
-    """The YAML 1.2 core schema for booleans and numbers, as JSON reads them.
+@functools.cache
+def _yaml() -> tuple[type[yaml.SafeLoader], Resolver]:
+    """PyYAML's fastest safe parser, and a resolver for the YAML 1.2 core schema: made when a document is
+    first read, so that a problem made from flags alone (`--keys @k.npy`) never imports PyYAML.
 
-    YAML 1.1 (PyYAML's default) would read the tokens `on`, `no` and `yes` as
-    booleans, `1:20` as 80 and `010` as 8; here they stay words, text and ten.
+    The core schema reads booleans and numbers as JSON does. YAML 1.1 (PyYAML's default) would read
+    the tokens `on`, `no` and `yes` as booleans, `1:20` as 80 and `010` as 8; here they stay words,
+    text and ten.
     """
+    import yaml
+    from yaml.resolver import Resolver
 
-    yaml_implicit_resolvers: ClassVar[dict] = {
-        first: [(tag, regexp) for tag, regexp in resolvers if tag not in (_BOOL, _INT, _FLOAT)]
-        for first, resolvers in Resolver.yaml_implicit_resolvers.items()
-    }
+    class CoreResolver(Resolver):
+        yaml_implicit_resolvers: ClassVar[dict] = {
+            first: [(tag, regexp) for tag, regexp in resolvers if tag not in (_BOOL, _INT, _FLOAT)]
+            for first, resolvers in Resolver.yaml_implicit_resolvers.items()
+        }
 
-
-_Resolver.add_implicit_resolver(_BOOL, re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF"))
-_Resolver.add_implicit_resolver(_INT, re.compile(r"^(?:[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+)$"), list("-+0123456789"))
-_Resolver.add_implicit_resolver(
-    _FLOAT,
-    re.compile(
-        r"^(?:[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$"
-    ),
-    list("-+.0123456789"),
-)
-_resolver = _Resolver()
+    CoreResolver.add_implicit_resolver(_BOOL, re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF"))
+    digits = list("-+0123456789")
+    CoreResolver.add_implicit_resolver(_INT, re.compile(r"^(?:[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+)$"), digits)
+    CoreResolver.add_implicit_resolver(
+        _FLOAT,
+        re.compile(
+            r"^(?:[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$"
+        ),
+        list("-+.0123456789"),
+    )
+    return getattr(yaml, "CSafeLoader", yaml.SafeLoader), CoreResolver()
 
 
 @dataclass
@@ -111,6 +116,8 @@ class _Open:
 
 def load(text: str, name: str) -> Document:
     """Parse `text`; any problem becomes an AttnError carrying `name` and the line."""
+    import yaml
+
     document = Document(data=None, name=name)
     try:
         _Builder(document).build(_counted_events(text))
@@ -134,10 +141,13 @@ def load(text: str, name: str) -> Document:
 def _counted_events(text: str) -> Iterable[yaml.Event]:
     """The document's events, once they are counted: parsed once and kept when the text is small (a homework
     file), else counted in a lean first pass that keeps nothing, then parsed again as they are built."""
+    import yaml
+
+    parser = _yaml()[0]
     if len(text) > ONE_PASS_CHARS:
-        collections.deque(_count_values(yaml.parse(text, Loader=_Parser)), maxlen=0)
-        return yaml.parse(text, Loader=_Parser)
-    loader = _Parser(text)
+        collections.deque(_count_values(yaml.parse(text, Loader=parser)), maxlen=0)
+        return yaml.parse(text, Loader=parser)
+    loader = parser(text)
     try:
         return list(_count_values(iter(loader.get_event, None)))
     finally:
@@ -151,6 +161,8 @@ def _count_values(events: Iterable[yaml.Event]) -> Iterator[yaml.Event]:
     Building costs about 7 µs a value in Python; this pass does the least per event, so a refusal
     costs a fraction of building up to the limit (0.3 s instead of 1.7 s for 250,000 values).
     """
+    import yaml
+
     counted = 0
     starts: list[tuple[str | None, int]] = []  # the anchor and the count at the start of each open collection
     sizes: dict[str, int] = {}  # anchor -> how many values it holds
@@ -190,6 +202,8 @@ class _Builder:
         self.documents = 0
 
     def build(self, events: Iterable[yaml.Event]) -> None:
+        import yaml
+
         lines, texts, stack = self.document.lines, self.document.texts, self.stack
         scalar_event, alias_event = yaml.ScalarEvent, yaml.AliasEvent
         mapping_start, sequence_start = yaml.MappingStartEvent, yaml.SequenceStartEvent
@@ -315,7 +329,9 @@ def _scalar(event: yaml.ScalarEvent, line: int) -> object:
 @functools.lru_cache(maxsize=4096)
 def _implicit_tag(text: str, plain: bool) -> str:
     """The tag the core schema gives an untagged scalar, kept: a class's files repeat the same numbers."""
-    return _resolver.resolve(ScalarNode, text, (plain, not plain))
+    from yaml.nodes import ScalarNode
+
+    return _yaml()[1].resolve(ScalarNode, text, (plain, not plain))
 
 
 def _integer(text: str, line: int) -> int:
