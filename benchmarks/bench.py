@@ -361,7 +361,7 @@ def large_cli(plan: Plan, d: int) -> list[Row]:
                 "npy": _command([*cli, "-f", "npy", "-o", out]),
                 "summary": _command(cli),
             },
-            max(2, plan.runs // 2),
+            plan.runs,
             plan.settle,
         )
     return [

@@ -5,6 +5,7 @@ Times are too noisy for a test; what is imported and what is built at import tim
 
 from __future__ import annotations
 
+import inspect
 import json
 import subprocess
 import sys
@@ -12,6 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from attncli.cli import COMMANDS, app
@@ -107,20 +110,37 @@ def test_the_lean_start_ends_errors_as_typer_does() -> None:
 
 @pytest.mark.parametrize(
     "arguments",
-    [["compute", "samples/bank.yaml", "--format", "json"], ["compute", "--precision", "2", "-"], ["compute"]],
+    [
+        ["compute", "samples/bank.yaml", "--format", "json"],
+        ["compute", "--precision", "2", "-"],
+        ["compute", "samples/bank.yaml", "-f", "markdown", "--no-color"],
+        ["compute", "--queries=1,0", "--keys", "1,0; 0,1", "--values", "1; 2", "--mask", "none"],
+    ],
 )
-def test_any_option_goes_through_typer(arguments: list[str]) -> None:
-    done, seen = _run(arguments, stdin=Path(ROOT / "samples" / "bank.yaml").read_text(encoding="utf-8"))
+def test_options_in_the_plain_form_run_without_typer_and_print_what_typer_does(arguments: list[str]) -> None:
+    text = Path(ROOT / "samples" / "bank.yaml").read_text(encoding="utf-8")
+    done, seen = _run(arguments, stdin=text)
+    assert (done.returncode, done.stderr, seen["imported"]["typer"]) == (0, "", False)
+    typed = CliRunner().invoke(app, arguments, input=text, env={"LANG": "C", "LC_ALL": None, "COLUMNS": "80"})
+    assert (typed.exit_code, typed.stdout) == (0, done.stdout)
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [["compute", "samples/bank.yaml", "--help"], ["compute", "-qf", "json", "x.yaml"], ["compute", "--nope"]],
+)
+def test_any_other_command_line_goes_through_typer(arguments: list[str]) -> None:
+    done, seen = _run(arguments)
     assert seen["imported"]["typer"]
-    assert done.returncode == (2 if arguments == ["compute"] else 0), done.stderr
+    assert done.returncode == (0 if "--help" in arguments else 2), done.stderr
 
 
-def _typed_options(name: str, value: str, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any] | None:
-    """The options Typer passes to command `name` for `attncli name value`, or None when it refuses the line."""
+def _typed_options(name: str, arguments: list[str], monkeypatch: pytest.MonkeyPatch) -> dict[str, Any] | None:
+    """The options Typer passes to command `name` for `attncli name ARGUMENTS`, or None when it refuses them."""
     callback = REGISTERED[name].callback
     passed: list[dict[str, Any]] = []
     monkeypatch.setattr(type(callback), "run", lambda self, options: passed.append(options) or 0)
-    result = CliRunner().invoke(application(only=name), [name, value])
+    result = CliRunner().invoke(application(only=name), [name, *arguments])
     monkeypatch.undo()
     return passed[0] if passed and result.exit_code == 0 else None
 
@@ -134,17 +154,67 @@ def test_the_lean_start_passes_a_command_what_typer_would(
     the command the same options (derived from the same declarations), and leaves the rest to Typer."""
     lean = REGISTERED[name].callback.lean([value])
     if lean is not None:
-        assert lean == _typed_options(name, value, monkeypatch)
+        assert lean == _typed_options(name, [value], monkeypatch)
     if name == "compute" and (value == "-" or not value.startswith("-")):
         assert lean is not None and lean["file"] == value
     if value.startswith("-") and value != "-":
         assert lean is None
 
 
-def test_the_lean_start_takes_only_a_lone_argument() -> None:
-    compute = REGISTERED["compute"].callback
-    for arguments in ([], ["a.yaml", "b.yaml"], ["a.yaml", "-q"], ["--", "a.yaml"]):
-        assert compute.lean(arguments) is None
+# Values an option may be given: plain ones, and ones Typer reads otherwise or refuses (out of range, not a
+# number, empty, taken for an option, written with "=").
+VALUES = ["samples/bank.yaml", "json", "3", "0", "17", "18", "-1", "2.5", "nan", "1_0", " 4", "x", "", "-", "--format"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.data(), name=st.sampled_from(COMMANDS))
+def test_a_command_line_the_lean_start_reads_is_read_as_typer_reads_it(data: st.DataObject, name: str) -> None:
+    """Random command lines of every command, from its own option names: whenever the lean start takes one,
+    Typer passes the command the very same options; a line it does not take is Typer's to read or refuse."""
+    callback = REGISTERED[name].callback
+    names = [*sorted(callback._lean_table[1]), "--help", "-qf", "--nope"]
+    tokens: list[str] = []
+    for _ in range(data.draw(st.integers(0, 5))):
+        kind = data.draw(st.sampled_from(["option", "option=", "value"]))
+        option = data.draw(st.sampled_from(names))
+        value = data.draw(st.sampled_from(VALUES))
+        tokens += {"option": [option, value], "option=": [f"{option}={value}"], "value": [value]}[kind]
+    lean = callback.lean(tokens)
+    if lean is not None:
+        with pytest.MonkeyPatch.context() as monkeypatch:
+            assert lean == _typed_options(name, tokens, monkeypatch), tokens
+
+
+@pytest.mark.parametrize("name", COMMANDS)
+def test_every_option_alone_is_read_as_typer_reads_it(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each option name of each command (--no-x too), with each of a few values, and twice: the lean start
+    passes what Typer passes, and takes every option in some plain line."""
+    callback = REGISTERED[name].callback
+    needed = [f"{p.name}.yaml" for p in callback._lean_table[0] if p.default is inspect.Parameter.empty]
+    for option in callback._lean_table[1]:
+        taken = 0
+        for value in (None, "3", "18", "json", "samples/bank.yaml"):  # 18: past --precision's 17
+            arguments = [*needed, option, *([] if value is None else [value])]
+            lean = callback.lean(arguments)
+            if lean is not None:
+                taken += 1
+                assert lean == _typed_options(name, arguments, monkeypatch), arguments
+        assert taken, option
+        twice = [*needed, option, "3", option, "4"]  # a list option gathers both; another is Typer's to read
+        lean = callback.lean(twice)
+        if lean is not None:
+            assert lean == _typed_options(name, twice, monkeypatch), twice
+
+
+def test_the_lean_start_reads_a_scripts_command_lines() -> None:
+    """The command lines of scripts and the benchmark: the lean start reads them all."""
+    lines = {
+        "compute": ["--dtype", "float32", "--queries", "@q.npy", "--keys", "@k.npy", "--values", "@v.npy", "-f", "npy"],
+        "check": ["a.yaml", "b.yaml", "--key", "key.yaml", "--format", "json"],
+        "generate": ["--seed", "3", "--count", "30", "-o", "class"],
+    }
+    for name, arguments in lines.items():
+        assert REGISTERED[name].callback.lean(arguments) is not None, name
     assert REGISTERED["compare"].callback.lean(["a.yaml"]) is None  # two arguments: Typer says one is missing
 
 

@@ -17,12 +17,12 @@ COMMANDS = ("check", "compare", "compute", "generate", "practice", "scaling", "t
 def main() -> None:
     """Run attncli, building no more of the command line than the run needs.
 
-    A command given only the value of its argument (`attncli compute samples/bank.yaml`)
-    runs without Typer, which is a good part of a start-up: every option keeps the
-    default its declaration gives (`lean`). Any other command line of a command builds
-    Typer with that command alone, since Typer turns the signature of every command it
-    has into options at each start; `attncli --help`, shell completion and an unknown
-    command see them all.
+    A command line in the plain form (`attncli compute samples/bank.yaml -f json`: the
+    arguments, and options written `--option VALUE` or `--flag`) runs without Typer, which
+    is a good part of a start-up: the options are read from their declarations (`lean`).
+    Any other command line of a command builds Typer with that command alone, since Typer
+    turns the signature of every command it has into options at each start; `attncli
+    --help`, shell completion and an unknown command see them all.
     """
     arguments = sys.argv[1:]
     name = arguments[0] if arguments else ""

@@ -1,11 +1,12 @@
 """What every command shares, without Typer: its registration, the boundary it runs inside, the common options.
 
 numpy, PyYAML and Rich are imported inside the commands, and Typer only where the
-command line is built (attncli.cli.application): `attncli compute FILE` runs without
-any of Typer (attncli.cli.main). The options are declared as Typer's (`typer.Option`,
-`typer.Argument`) and read as such when Typer builds a command; until then `declared`
-records them. Help texts come from the catalogue when the commands are imported, in
-the language attncli.launch has chosen.
+command line is built (attncli.cli.application): a command line in the plain form
+(`attncli compute FILE -f json`) runs without any of Typer (attncli.cli.main). The
+options are declared as Typer's (`typer.Option`, `typer.Argument`) and read as such when
+Typer builds a command; until then `declared` records them, and the lean start reads
+them. Help texts come from the catalogue when the commands are imported, in the language
+attncli.launch has chosen.
 """
 
 from __future__ import annotations
@@ -214,20 +215,86 @@ class _Bounded:
         return {name: parameter.annotation for name, parameter in self.__signature__.parameters.items()}
 
     def lean(self, arguments: Sequence[str]) -> dict[str, Any] | None:
-        """The options Typer would pass for `arguments` when they are one value of the command's only argument, a
-        text, and no option, so that every option keeps its default; None for any other command line."""
-        if len(arguments) != 1 or (arguments[0].startswith("-") and arguments[0] != "-"):
+        """The options Typer would pass for `arguments`, read from the declarations without Typer, when the
+        command line is in the plain form: the argument's value (or none, where it has a default) and options
+        written `--option VALUE`, `--option=VALUE`, `-o VALUE` or `--flag`, each once (a list option any
+        number of times), every value one Typer reads as it is written. None for any other command line:
+        Typer reads it then, and says what is wrong with it."""
+        table = self._lean_table
+        if table is None:
             return None
+        arguments_of, names = table
+        options = {p.name: p.default for p in self.declared.parameters.values()}
+        given: set[str] = set()
+        positional: list[str] = []
+        tokens = iter(arguments)
+        for token in tokens:
+            if token == "-" or not token.startswith("-"):
+                positional.append(token)
+                continue
+            name, equals, attached = token.partition("=") if token.startswith("--") else (token, "", "")
+            if name not in names:
+                return None
+            parameter, read = names[name]
+            if read is bool or read is _NOT:
+                if equals:
+                    return None
+                value: Any = read is bool
+            else:
+                written = attached if equals else next(tokens, None)
+                if not written or (written.startswith("-") and written != "-"):
+                    return None  # no value, or one Typer might read as an option
+                value = read(written)
+                if value is _REFUSED:
+                    return None
+            if parameter.annotation.__origin__ in _LISTS:
+                options[parameter.name] = [*(options[parameter.name] if parameter.name in given else ()), value]
+            elif parameter.name in given:
+                return None
+            else:
+                options[parameter.name] = value
+            given.add(parameter.name)
+        if len(arguments_of) == 1 and arguments_of[0].annotation.__origin__ in _LISTS:  # FILE...
+            if not positional and arguments_of[0].default is inspect.Parameter.empty:
+                return None
+            options[arguments_of[0].name] = positional or arguments_of[0].default
+            return options
+        if len(positional) > len(arguments_of):
+            return None
+        for parameter in arguments_of[len(positional) :]:
+            if parameter.default is inspect.Parameter.empty:
+                return None
+        options.update(zip((parameter.name for parameter in arguments_of), positional))
+        return options
+
+    @functools.cached_property
+    def _lean_table(self) -> tuple[list[inspect.Parameter], dict[str, tuple[inspect.Parameter, Any]]] | None:
+        """The arguments, and each option name with its parameter and how its value is read; None for a command
+        whose declarations need Typer (a callback, a type the lean start does not read)."""
         parameters = list(self.declared.parameters.values())
         made = [extra for parameter in parameters for extra in _extras(parameter) if isinstance(extra, Declared)]
         if len(made) != len(parameters) or any(set(extra.kwargs) - _PLAIN for extra in made):
             return None
-        positional = [p for p, extra in zip(parameters, made) if extra.kind == "Argument"]
-        if len(positional) != 1 or positional[0].annotation.__origin__ not in (str, Optional[str]):
+        arguments = [p for p, extra in zip(parameters, made) if extra.kind == "Argument"]
+        kinds = [argument.annotation.__origin__ for argument in arguments]
+        if not (kinds in ([list[str]], [Optional[list[str]]]) or set(kinds) <= {str, Optional[str]}):
             return None
-        if any(p.default is inspect.Parameter.empty for p in parameters if p is not positional[0]):
-            return None
-        return {p.name: arguments[0] if p is positional[0] else p.default for p in parameters}
+        names: dict[str, tuple[inspect.Parameter, Any]] = {}
+        for parameter, extra in zip(parameters, made):
+            if extra.kind == "Argument":
+                continue
+            if parameter.default is inspect.Parameter.empty:
+                return None
+            read = _reader(parameter.annotation.__origin__, extra.kwargs)
+            if read is None:
+                return None
+            spelt = [name for name in extra.args if isinstance(name, str) and name.startswith("-")]
+            long = "--" + parameter.name.replace("_", "-")
+            for name in spelt or [long]:
+                names[name] = (parameter, read)
+            if read is bool and not spelt:
+                names["--no-" + parameter.name.replace("_", "-")] = (parameter, _NOT)  # Typer's --x/--no-x
+        return arguments, names
 
     def run(self, options: dict[str, Any]) -> int:
         """The command with `options`; the exit code: OK, or that of whatever ended it (`ending`)."""
@@ -262,3 +329,34 @@ _PLAIN = frozenset(("help", "metavar", "autocompletion", "min", "max", "show_def
 
 def _extras(parameter: inspect.Parameter) -> tuple[Any, ...]:
     return getattr(parameter.annotation, "__metadata__", ())
+
+
+_REFUSED = object()  # a value the lean start leaves to Typer to read, or to refuse
+_NOT = object()  # how the lean start reads --no-x: False
+_LISTS = (Optional[list[str]], Optional[list[int]], list[str], list[int])
+
+
+def _reader(kind: Any, kwargs: dict[str, Any]) -> Callable[[str], Any] | type[bool] | None:
+    """How Typer reads an option of type `kind` from its text, as the lean start does it: bool for a flag;
+    None for a type it leaves to Typer."""
+    if kind is bool:
+        return bool
+    if kind in (str, Optional[str], Optional[list[str]], list[str]):
+        return str
+    if kind in (Path, Optional[Path]):
+        return Path
+    numbers = {int: int, Optional[int]: int, Optional[list[int]]: int, list[int]: int}
+    numbers |= {float: float, Optional[float]: float}
+    if kind not in numbers:
+        return None
+    low, high, convert = kwargs.get("min"), kwargs.get("max"), numbers[kind]
+
+    def number(text: str) -> Any:
+        try:
+            value = convert(text)
+        except ValueError:
+            return _REFUSED
+        inside = (low is None or value >= low) and (high is None or value <= high)
+        return value if inside else _REFUSED
+
+    return number
