@@ -71,6 +71,10 @@ class HeadOverview(NamedTuple):
     scores: np.ndarray  # (R, S) the kept queries' scores; -inf where masked
     weights: np.ndarray  # (R, S) their weights
     blocks: np.ndarray  # (M, C) the mean weight over each block of queries × keys
+    fine: np.ndarray | None = None  # (M', C') the same over the finer blocks of `Overview.fine_edges`, when asked
+
+
+Edges = tuple[np.ndarray, np.ndarray]  # where the blocks of a map start, and the count: rows (queries), columns (keys)
 
 
 class Overview(NamedTuple):
@@ -81,27 +85,63 @@ class Overview(NamedTuple):
     heads: tuple[HeadOverview, ...]
     output: np.ndarray  # (R, d_out) the kept queries' final outputs
     d_v: int  # the first head's value width
+    fine_edges: Edges | None = None  # the blocks of each head's `fine` map (a figure's), when one was asked for
 
 
-def overview(steps: Steps, rows: Sequence[int], shape: tuple[int, int]) -> Overview:
-    """The summary's numbers from every step: rows `rows` of each head, and maps of at most `shape` blocks."""
-    row_edges, column_edges = (map_edges(count, most) for count, most in zip(steps.problem.mask.shape, shape))
+def overview(
+    steps: Steps, rows: Sequence[int], shape: tuple[int, int], fine: tuple[int, int] | None = None
+) -> Overview:
+    """The summary's numbers from every step: rows `rows` of each head, and maps of at most `shape` blocks
+    (and of at most `fine` blocks, when given)."""
+    edges, fine_edges = map_edges_of(steps.problem, shape), None if fine is None else map_edges_of(steps.problem, fine)
+    bins = key_bins(edges, fine_edges)
     kept = list(rows)
     heads = tuple(
         HeadOverview(
             head.spec.name,
             head.scores[kept],
             head.weights[kept],
-            block_means(np.add.reduceat(head.weights, column_edges[:-1], axis=1), row_edges, column_edges),
+            *block_maps(np.add.reduceat(head.weights, bins, axis=1), bins, edges, fine_edges),
         )
         for head in steps.heads
     )
-    return Overview(steps.problem, tuple(rows), heads, steps.output[kept], steps.heads[0].values.shape[1])
+    d_v = steps.heads[0].values.shape[1]
+    return Overview(steps.problem, tuple(rows), heads, steps.output[kept], d_v, fine_edges)
 
 
 def map_edges(count: int, most: int) -> np.ndarray:
     """Where each of at most `most` nearly equal blocks of `count` rows (or columns) starts, and `count`."""
     return np.linspace(0, count, min(most, count) + 1).astype(int)
+
+
+def map_edges_of(problem: Problem, shape: tuple[int, int]) -> Edges:
+    """The row and column edges of a map of `problem`'s (L, S) weights in at most `shape` blocks."""
+    rows, columns = (map_edges(count, most) for count, most in zip(problem.mask.shape, shape))
+    return rows, columns
+
+
+def key_bins(edges: Edges, fine_edges: Edges | None = None) -> np.ndarray:
+    """Where each bin of keys starts, such that every block of keys of both maps is a run of whole bins."""
+    columns = edges[1] if fine_edges is None else np.union1d(edges[1], fine_edges[1])
+    return columns[:-1]
+
+
+def block_maps(
+    bin_sums: np.ndarray, bins: np.ndarray, edges: Edges, fine_edges: Edges | None = None
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """The block means of the map of `edges` (R, C), and of `fine_edges` when given, from the weights summed over
+    each bin of keys (`key_bins`), query by query (L, B): one pass over the weights serves both maps."""
+
+    def means(row_edges: np.ndarray, column_edges: np.ndarray) -> np.ndarray:
+        runs = np.searchsorted(bins, column_edges[:-1])  # the first bin of each block of keys
+        return block_means(np.add.reduceat(bin_sums, runs, axis=1), row_edges, column_edges)  # (R, C)
+
+    return means(*edges), None if fine_edges is None else means(*fine_edges)
+
+
+def block_map(matrix: np.ndarray, edges: Edges) -> np.ndarray:
+    """The mean of `matrix` (L, S) over each block of `edges` (R, C)."""
+    return block_means(np.add.reduceat(matrix, edges[1][:-1], axis=1), *edges)
 
 
 def block_means(column_sums: np.ndarray, row_edges: np.ndarray, column_edges: np.ndarray) -> np.ndarray:

@@ -52,9 +52,9 @@ def load(
     over the file, or make the whole problem without one. Array files a problem names are
     found beside its file, else in the working directory; with `confined` (a graded file, which
     comes from someone else), they must resolve inside that folder. Every matrix is of `dtype`.
-    `results_only` promises that only `result` will be asked of it: the memory budget is then
-    the blocked kernel's, O(L + S) for dot-product heads, so 32,768 tokens load; `solve` on such
-    a problem may be refused (and `result`, where it must fall back on `solve`'s path).
+    `results_only` promises that only `result` or `overview` will be asked of it: the memory budget
+    is then the blocked kernel's, O(L + S) for dot-product heads, so 32,768 tokens load; `solve` on
+    such a problem may be refused (and `result` or `overview`, where they must fall back on `solve`'s path).
     """
     if dtype not in DTYPES:
         raise fail("cli.bad_dtype", name=dtype, known=", ".join(DTYPES)).at(source="dtype")
@@ -97,27 +97,34 @@ def result(problem: Problem | Stack) -> np.ndarray:
     return _every_step(problem) if found is None else found[0]
 
 
-def overview(problem: Problem, rows: Sequence[int], shape: tuple[int, int]) -> core.Overview:
-    """The numbers the summary of a large problem shows: queries `rows` in full, maps of at most `shape` blocks.
+def overview(
+    problem: Problem, rows: Sequence[int], shape: tuple[int, int], fine: tuple[int, int] | None = None
+) -> core.Overview:
+    """The numbers the summary of a large problem shows: queries `rows` in full, maps of at most `shape` blocks,
+    and with `fine` a second map of at most that many blocks (a figure's).
 
     Where `result` would take the blocked kernel, the maps come out of the same pass (its
     `key_bins`), and only the kept rows take every step: no (L, S) matrix is built, and those
-    rows' numbers are the very ones `solve` gives. Otherwise, from `solve`.
+    rows' numbers are the very ones `solve` gives. Otherwise, from `solve`, within the memory
+    budget that `load(results_only=True)` left out.
     """
-    row_edges, column_edges = (core.map_edges(count, most) for count, most in zip(problem.mask.shape, shape))
-    found = _on_kernel(problem, column_edges[:-1])
+    edges = core.map_edges_of(problem, shape)
+    fine_edges = None if fine is None else core.map_edges_of(problem, fine)
+    bins = core.key_bins(edges, fine_edges)
+    found = _on_kernel(problem, bins)
     if found is None:
-        return core.overview(solve(problem), rows, shape)
+        within_budget(problem)
+        return core.overview(solve(problem), rows, shape, fine)
     kept = list(rows)
     mask, heads, outputs = problem.mask[kept], [], []
-    for head, column_sums in zip(problem.heads, found[1]):
+    for head, bin_sums in zip(problem.heads, found[1]):
         with kernel.one_blas_thread():
             part = core.attend(_rows_of(head, kept), mask)  # (R, S) every step of the kept rows
-        blocks = core.block_means(column_sums, row_edges, column_edges)
-        heads.append(core.HeadOverview(head.name, part.scores, part.weights, blocks))
+        maps = core.block_maps(bin_sums, bins, edges, fine_edges)
+        heads.append(core.HeadOverview(head.name, part.scores, part.weights, *maps))
         outputs.append(part.output)
     output = core.combine(outputs, problem.w_o)[1]  # (R, d_out)
-    return core.Overview(problem, tuple(rows), tuple(heads), output, width(problem.heads[0].values))
+    return core.Overview(problem, tuple(rows), tuple(heads), output, width(problem.heads[0].values), fine_edges)
 
 
 def _rows_of(head: Head, rows: list[int]) -> Head:
@@ -148,12 +155,26 @@ def _on_kernel(problem: Problem, key_bins: np.ndarray | None = None) -> tuple[np
 
 def _every_step(problem: Problem) -> np.ndarray:
     """`solve`'s output, after the budget check that `load(results_only=True)` left out."""
+    within_budget(problem)
+    return solve(problem).output
+
+
+def every_step_fits(problem: Problem) -> bool:
+    """Whether `solve` (and so npz) stays within the memory budget on `problem`."""
+    return _every_step_bytes(problem) <= problem_file.MEMORY_BUDGET
+
+
+def within_budget(problem: Problem) -> None:
+    """An AttnError when `solve` would pass the memory budget, which `load(results_only=True)` does not check."""
+    queries, keys = len(problem.query_tokens), len(problem.tokens)
+    problem_file.within_budget(_every_step_bytes(problem), len(problem.heads), queries, keys, problem.source)
+
+
+def _every_step_bytes(problem: Problem) -> int:
     values = problem.heads[0].values
     dtype = (values.w if isinstance(values, Projection) else values).dtype
     queries, keys = len(problem.query_tokens), len(problem.tokens)
-    needed = core.bytes_needed([head.score for head in problem.heads], queries, keys, dtype, problem.bias is not None)
-    problem_file.within_budget(needed, len(problem.heads), queries, keys, problem.source)
-    return solve(problem).output
+    return core.bytes_needed([head.score for head in problem.heads], queries, keys, dtype, problem.bias is not None)
 
 
 def _kernel_mask(problem: Problem) -> tuple[np.ndarray | None, bool | str]:

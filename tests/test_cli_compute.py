@@ -306,8 +306,34 @@ def test_precision_sets_the_decimals(precision: int) -> None:
     assert f"rounded to {precision} decimals" in result.stdout
 
 
-def test_precision_does_not_touch_json() -> None:
-    assert run_json(BANK, "--precision", "1")["heads"][0]["weights"] == run_json(BANK)["heads"][0]["weights"]
+@pytest.mark.parametrize(
+    ("option", "fmt"),
+    [
+        (["--precision", "1"], "json"),  # json, csv, npy and npz carry every digit whatever --precision says
+        (["--precision", "4"], "csv"),  # given, even at its default
+        (["--precision", "6"], "npy"),
+        (["--follow", "bank"], "json"),  # they hold every query
+        (["--follow", "bank"], "tsv"),
+        (["--heatmap"], "json"),
+        (["--heatmap"], "npz"),
+    ],
+)
+def test_an_option_a_format_would_ignore_is_refused_in_one_line(option: list[str], fmt: str, tmp_path: Path) -> None:
+    """They were silently ignored: `--precision 1 -f json` printed every digit as if it had not been given."""
+    out = tmp_path / "out"
+    result = run(BANK, *option, "--format", fmt, "-o", str(out))
+    line = assert_bad_input(result, option[0])
+    assert line == f"attncli: {option[0]} has no effect on --format {fmt}; it shapes rich, text, markdown, latex"
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_heatmap_is_honoured_by_the_write_ups() -> None:
+    """--heatmap shows the weight matrix even of one query: in the terminal, and now in Markdown and LaTeX too
+    (they left it out). bank.yaml has one query: its weights are e²/Z, e/Z, 1/Z."""
+    for fmt, row in (("markdown", "| bank | 0.6652 | 0.2447 | 0.0900 |"), ("latex", r"bank & $0.6652$ & $0.2447$")):
+        assert row not in run(BANK, "--format", fmt).stdout
+        assert row in run(BANK, "--format", fmt, "--heatmap").stdout
+    assert f"{BANK_WEIGHTS[0]:.4f}" == "0.6652"
 
 
 # Human output

@@ -144,10 +144,27 @@ def test_colour_is_contrasting_backgrounds_and_no_color_keeps_the_bars() -> None
     assert code == 0, coloured
     inks = {background: ink for ink, background in re.findall(r"\x1b\[(3[07]);48;2;([0-9;]+)m", coloured)}
     assert inks["223;236;247"] == "30" and inks["8;48;107"] == "37"  # black on the lightest, white on the darkest
-    assert len(inks) == 8  # the grid's five levels and the swatch's eight, each its own background
+    assert len(set(re.findall(r"48;2;([0-9;]+)m", coloured))) == 8  # the swatch's eight levels, each its own
+    grid = coloured[coloured.index("Attention weights") : coloured.index("\x1b[2mBars")]
+    bars = re.findall(r"\x1b\[([0-9;]*)m([▁▂▃▄▅▆▇█])", grid)
+    assert len(bars) == 2 * 7 + 8 and {style for style, _ in bars} == {"38;2;33;113;181"}  # one blue, no background
     code, plain = in_terminal(["compute", str(STORM), "--heatmap"], 80, NO_COLOR="1")
     assert code == 0 and not ANSI.search(plain)
     assert "0.4061█" in plain and "0.0487▁" in plain
+
+
+def test_in_html_every_bar_is_a_blue_bar_beside_its_number_not_a_box_over_it(tmp_path: Path) -> None:
+    """--html drew each bar in its number's ink (black, or grey #c0c0c0) over the cell's colour: boxes that hid
+    the shading. Now a bar is a glyph in the scale's blue on the page, and the colour is the number's."""
+    page = tmp_path / "storm.html"
+    assert run(str(STORM), "--heatmap", "--html", str(page), "-q").exit_code == 0
+    html = page.read_text(encoding="utf-8")
+    grid = html[html.index("Attention weights") : html.index("Bars and colours")]
+    bars = re.findall(r'<span style="([^"]*)">([▁▂▃▄▅▆▇█])</span>', grid)
+    assert len(bars) == 2 * 7 + 8  # two queries' weights over seven keys, and the legend's eight levels
+    assert {style for style, _ in bars} == {"color: #2171b5; text-decoration-color: #2171b5"}
+    numbers = re.findall(r'<span style="([^"]*)">(0\.\d{4})</span>', grid)
+    assert len(numbers) == 2 * 7 and all("background-color: #" in style for style, _ in numbers)
 
 
 def test_the_large_summary_lists_no_masked_key(tmp_path: Path) -> None:

@@ -290,13 +290,103 @@ def test_layer_focus_and_rollout_in_the_view() -> None:
     assert "Attention rollout through layer 2" in focus.stdout and "heuristic" in focus.stdout
 
 
+def sample_by_hand() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """samples/layers.yaml in plain numpy: the stream layer 1 leaves (X₂), layer 2's weights and its output (X₃)."""
+
+    def attend(q: np.ndarray, k: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        s = q @ k.T / np.sqrt(k.shape[1])
+        w = np.exp(s - s.max(axis=1, keepdims=True))
+        w /= w.sum(axis=1, keepdims=True)
+        return w, w @ v
+
+    x = np.eye(3)
+    _, z = attend(x @ [[0, 0], [0, 0], [np.sqrt(2), 0]], x @ [[2, 0], [1, 1], [0, 1]], x @ [[2, 0], [0, 2], [1, 1]])
+    x2 = x + z @ [[1, 0, 0], [0, 1, 0]]
+    normed = (x2 - x2.mean(axis=1, keepdims=True)) / np.sqrt(x2.var(axis=1, keepdims=True) + 1e-5)
+    projection = [[1, 0], [0, 1], [0, 0]]
+    w2, z2 = attend(normed @ projection, normed @ projection, normed)
+    return x2, w2, x2 + z2
+
+
+def test_layer_selects_that_layer_in_json_csv_and_npy(tmp_path: Path) -> None:
+    """--layer N was honoured by the human formats alone: JSON and CSV still held both layers, npy the last stream."""
+    x2, w2, x3 = sample_by_hand()
+    args = ["compute", str(SAMPLES / "layers.yaml")]
+    runner = CliRunner()
+    doc = json.loads(runner.invoke(app, [*args, "--layer", "2", "-f", "json"]).stdout)
+    assert doc["layer"] == 2 and [layer["name"] for layer in doc["layers"]] == ["normalised"]
+    np.testing.assert_allclose(doc["layers"][0]["attention"]["heads"][0]["weights"], w2, rtol=0, atol=TOLERANCE)
+    np.testing.assert_allclose(doc["output"], x3, rtol=0, atol=TOLERANCE)
+    first = json.loads(runner.invoke(app, [*args, "--layer", "1", "-f", "json"]).stdout)
+    assert [layer["name"] for layer in first["layers"]] == ["article"]
+    np.testing.assert_allclose(first["output"], x2, rtol=0, atol=TOLERANCE)  # the stream layer 1 leaves
+    assert "layer" not in json.loads(runner.invoke(app, [*args, "-f", "json"]).stdout)
+    table = list(csv.DictReader(io.StringIO(runner.invoke(app, [*args, "--layer", "1", "-f", "csv"]).stdout)))
+    assert {row["layer"] for row in table} == {"0"}  # its place in the stack, from 0 as in the whole stack's CSV
+    stream = [float(row["value"]) for row in table if row["step"] == "stream"]
+    np.testing.assert_allclose(stream, x2.ravel(), rtol=0, atol=TOLERANCE)
+    wide = runner.invoke(app, [*args, "--layer", "2", "-f", "tsv", "--csv-layout", "wide"]).stdout
+    assert {block.split("\t")[1] for block in wide.split("\n\n")} == {"1"}
+    out = tmp_path / "one.npy"
+    assert runner.invoke(app, [*args, "--layer", "1", "-f", "npy", "-o", str(out)]).exit_code == 0
+    np.testing.assert_allclose(np.load(out), x2, rtol=0, atol=TOLERANCE)
+
+
+def test_rollout_is_in_the_csv_too() -> None:
+    """--rollout was left out of CSV: now its rows `rollout` (query, key) sit under the last layer it multiplies."""
+    steps = pipeline.solve(pipeline.load(SAMPLES / "layers.yaml"))
+    want = plain_rollout([[head.weights.tolist() for head in layer.attention.heads] for layer in steps.layers[:1]])
+    args = ["compute", str(SAMPLES / "layers.yaml"), "--layer", "1", "--rollout", "-f", "csv"]
+    table = list(csv.DictReader(io.StringIO(CliRunner().invoke(app, args).stdout)))
+    rows = [row for row in table if row["step"] == "rollout"]
+    first = [(row["layer"], row["query"], row["key"]) for row in rows[:2]]
+    assert first == [("0", "fisherman", "fisherman"), ("0", "fisherman", "net")]
+    np.testing.assert_allclose([float(row["value"]) for row in rows], np.ravel(want), rtol=0, atol=TOLERANCE)
+
+
+def test_layer_and_rollout_figure_draws_that_layer(tmp_path: Path) -> None:
+    """`--layer 2 --figure` was refused as if no layer were picked: now it draws layer 2's weights (and the
+    rollout through it); without --layer a stack's figure is refused, naming --layer."""
+    pytest.importorskip("matplotlib")
+    from tests.test_figures import svg_texts
+
+    _, w2, _ = sample_by_hand()
+    out = tmp_path / "layer.svg"
+    args = ["compute", str(SAMPLES / "layers.yaml"), "--layer", "2", "--rollout", "--figure", str(out), "-q"]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.stderr
+    texts = svg_texts(out)
+    assert "Layer 2 of 2: normalised" in texts and "attention rollout through layer 2" in texts
+    assert [f"{w:.2f}" for w in w2.ravel() if f"{w:.2f}" not in texts] == []
+    assert "0.56" in texts  # the rollout's fisherman row starts 0.5586 (README)
+
+
+def test_rollout_shows_each_table_once_and_says_what_its_bars_scale() -> None:
+    """Layer 2 of layers.yaml has one head: its weight table was printed twice (as "the mean over its heads"),
+    and the rollout's legend spoke of "this head's largest weight". A layer of two heads keeps its mean table."""
+    args = ["compute", str(SAMPLES / "layers.yaml"), "--layer", "2", "--rollout", "-f", "text"]
+    text = CliRunner().invoke(app, args, env={"COLUMNS": "100"}).stdout
+    assert text.count("fisherman    0.4262") == 1 and "the mean over its heads" not in text
+    assert text.count("this head's largest weight") == 1 and text.count("of the largest rollout weight") == 1
+    rng = np.random.default_rng(3)
+    stack = [random_layer(rng, 3, 2, 2, 2, None) for _ in range(2)]
+    steps = solve({"tokens": names(3), "x": rng.normal(size=(3, 3)), "layers": stack})
+    from attncli import render
+    from attncli.render.layout import to_text
+
+    lines = render.stack_lines(steps, layer=2, rollout=layers.rollout(steps.layers))(100)
+    shown = to_text(lines)
+    assert "Layer 2's weights, the mean over its heads" in shown
+    assert shown.count("of the largest of these mean weights") == 1 and shown.count("of this head's") == 2
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
         (["--layer", "3"], "--layer 3: the problem has layers 1 to 2"),
         (["--layer", "0"], "--layer 0: the problem has layers 1 to 2"),
         (["-f", "npz"], "npz does not show stacked layers yet"),
-        (["--figure", "f.svg"], "not computed for stacked layers yet"),
+        (["--figure", "f.svg"], "--figure: a figure draws one layer of a stack: add --layer N (1 to 2)"),
         (["--norms"], "not computed for stacked layers yet"),
         (["--mask", "causal"], "--mask: mask: belongs to each layer under layers:"),
         (["--follow", "boat"], "--follow boat: not a query token"),

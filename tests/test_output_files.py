@@ -151,14 +151,22 @@ def test_npz_at_4096_tokens_within_the_memory_budget(tmp_path: Path) -> None:
         np.testing.assert_allclose(archive["output"][1234], weights[1234] @ v, rtol=1e-10)
 
 
-def test_the_summary_says_what_each_format_holds() -> None:
-    """The large-problem hint: npz every step, npy the output, json and csv up to the cell limit."""
+def test_the_summary_says_what_holds_every_number_at_its_size(tmp_path: Path) -> None:
+    """The large-problem hint names the format that works at the problem's size: json (or csv) up to their cell
+    limit, past it npz (as long as every step fits in memory), past that the Python API; npy always the output."""
     flags = ["--queries", "1, 0", "--keys", "; ".join(["1, 0"] * 20), "--values", "; ".join(["1"] * 20)]
     text = " ".join(run("compute", *flags, "--format", "text").stdout.split())  # as one line, unwrapped
-    assert "npz -o FILE keeps every step of every head, npy the output alone" in text
-    assert "json and csv hold every number up to 2000000 cells" in text
+    assert "Every number: --format json (or csv); npy holds the output alone" in text
     es = " ".join(run("compute", *flags, "--format", "text", "--lang", "es").stdout.split())
-    assert "npz -o FILE guarda todos los pasos de todas las cabezas, npy solo la salida" in es
+    assert "Todas las cifras: --format json (o csv); npy guarda solo la salida" in es
+    rng = np.random.default_rng(0)
+    for tokens, every in ((1500, "--format npz -o FILE"), (16_384, "the Python API")):
+        arrays = []
+        for name in ("queries", "keys", "values"):
+            np.save(tmp_path / f"{name}.npy", rng.standard_normal((tokens, 2)))
+            arrays += [f"--{name}", f"@{tmp_path / f'{name}.npy'}"]
+        text = " ".join(run("compute", *arrays, "--format", "text").stdout.split())
+        assert f"Every number: {every}" in text, tokens  # json refuses 1500² > 2,000,000 cells
 
 
 # -o FILE: the extension names the format unless --format is given

@@ -198,7 +198,7 @@ def test_every_write_up_shows_the_turn_and_the_distance() -> None:
         for shown in ("[-1.0000, 1.0000]", "[0.0000, -1.0000]", "1.5708", "-2.8284", "1.4142"):
             assert shown in text, (name, shown)
     assert "q·R((n − m)·θ)·k" in texts["terminal"] and "q·R((n − m)·θ)·k" in texts["markdown"]
-    assert r"q$\cdot$R((n - m)$\cdot$$\theta$)$\cdot$k" in texts["latex"]
+    assert r"$q \cdot R((n - m) \cdot \theta) \cdot k$" in texts["latex"]  # in math, not text with $\cdot$ bits
 
 
 def test_the_exponent_is_labelled_with_the_bias() -> None:

@@ -207,6 +207,27 @@ def test_the_tutor_names_a_forgotten_alibi_in_each_head() -> None:
             tutor.respond("skip")
 
 
+def test_the_tutor_writes_negative_factors_in_parentheses_and_subtracts_a_negative_term() -> None:
+    """Its workings printed `-1.5×-1.5` and `+ -2×1`; they are written as by hand now, by the terminal's function:
+    q = [−1.5, −2] against k = [−1.5, 0.5] and [1, −2]; the weighted sums of values with negative values too."""
+    text = (
+        "tokens: [a, b]\nqueries: [[-1.5, -2], [1, 1]]\nkeys: [[-1.5, 0.5], [1, -2]]\n"
+        "values: [[-1, 2], [3, -4]]\nscore: dot\n"
+    )
+    steps = pipeline.solve(pipeline.load(text=text))
+    tutor = session.Session(steps, level=3)
+    shown = [p for p in tutor.prompts if p.step in ("dot", "output")]
+    workings = {(p.step, p.row, c): tutor._working(p, c) for p in shown for c in p.columns}
+    assert workings["dot", 0, 0] == "−1.5000×(−1.5000) − 2×0.5000"  # q(a)·k(a) = 2.25 − 1
+    assert workings["dot", 0, 1] == "−1.5000×1 − 2×(−2)"  # q(a)·k(b) = −1.5 + 4
+    assert workings["dot", 1, 0] == "1×(−1.5000) + 1×0.5000"
+    q, k = np.array([[-1.5, -2], [1, 1]]), np.array([[-1.5, 0.5], [1, -2]])
+    for (step, row, column), working in workings.items():
+        assert "×-" not in working and "+ -" not in working and "×−" not in working, working
+        if step == "dot":  # read back, each says q·k
+            assert eval(working.replace("−", "-").replace("×", "*")) == pytest.approx(q[row] @ k[column])
+
+
 def test_a_decimal_comma_is_refused_in_english_with_the_point_to_write() -> None:
     result = practise([BANK], ["2,8284"])
     assert "? '2,8284': decimal comma? write 2.8284" in result.stdout

@@ -23,6 +23,7 @@ from attncli.i18n import t
 from attncli.problem import Projection
 from attncli.render import human, latex, markdown, walk
 from attncli.render.layout import fit, to_text
+from attncli.render.numbers import sum_of_products
 from attncli.render.walk import View
 from tests.paths import ONE_LAYER_SAMPLES, SAMPLES
 
@@ -302,23 +303,27 @@ def test_every_format_shows_the_same_sections_in_the_same_order(name: str, steps
             assert sections(fmt, source, steps) == expected, (fmt, follow)
 
 
-NUMBER = r"-?\d+(?:\.\d+)?"
-_TERMS = rf"{NUMBER}×{NUMBER}(?: \+ {NUMBER}×{NUMBER})*"
-TEXT_ARITHMETIC = {  # terminal and Markdown: `a×b + c×d = v`, `dot / (‖q‖×‖k‖) = v`, `v·[h, ...] = v`
+NUMBER = r"[-−]?\d+(?:\.\d+)?"
+FACTOR = rf"(?:{NUMBER}|\({NUMBER}\))"  # a negative second factor is written in parentheses: ×(−1.2247)
+_TERMS = rf"{FACTOR}×{FACTOR}(?: [+−] {FACTOR}×{FACTOR})*"  # a negative term after the first is subtracted
+TEXT_ARITHMETIC = {  # terminal and Markdown: `a×b − c×(−d) = v`, `dot / (‖q‖×‖k‖) = v`, `v·[h, ...] = v`
     "terms": rf"(?<![\d.])({_TERMS}) = ({NUMBER})",
     "cosine": rf"({NUMBER}) / \(({NUMBER})×({NUMBER})\) = ({NUMBER})",
     "additive": rf"v·\[({NUMBER}(?:, {NUMBER})*)\] = ({NUMBER})",
 }
 _SCALED = rf"(?:\}}\{{\\sqrt\{{\d+\}}\}}|\\right\) \\times {NUMBER})? = (?:\\frac\{{|\\left\()?({NUMBER})"
 LATEX_ARITHMETIC = {  # the same in math: a \times b + ..., \frac{dot}{‖q‖ \times ‖k‖}, \mathbf{v}\cdot[h ...]
-    "terms": rf"(?<![\d.])({NUMBER} \\times {NUMBER}(?: \+ {NUMBER} \\times {NUMBER})*){_SCALED}",
+    "terms": rf"(?<![\d.])({FACTOR} \\times {FACTOR}(?: [+-] {FACTOR} \\times {FACTOR})*){_SCALED}",
     "cosine": rf"\\frac\{{({NUMBER})\}}\{{({NUMBER}) \\times ({NUMBER})\}}{_SCALED}",
     "additive": rf"\\mathbf\{{v\}}\\cdot\\begin\{{bmatrix\}} ({NUMBER}(?: & {NUMBER})*) \\end\{{bmatrix\}}{_SCALED}",
 }
 
 
 def numbers(text: str) -> list[float]:
-    return [float(number) for number in re.findall(NUMBER, text.replace(r" \times ", "×"))]
+    """The numbers of written arithmetic, each with its sign: a term subtracted (`− 1.2247×0`) has a negative
+    first factor, as it had before it was written so."""
+    text = re.sub(r" [−-] ", " + -", text.replace(r" \times ", "×")).replace("−", "-")
+    return [float(number) for number in re.findall(NUMBER, text)]
 
 
 def written_out(fmt: str, source: str) -> list[tuple[str, list[float]]]:
@@ -463,10 +468,10 @@ def test_a_wide_weight_matrix_becomes_tables_with_the_row_labels_repeated() -> N
         assert [row[0] for row in part] == ["query", *(f"t{i}" for i in range(16))]
         # Computer Modern at 10 pt: a digit 5 pt, the point 2.78 pt, a lowercase letter at most 5.3 pt
         label = max(len(row[0]) for row in part) * 5.3 + 12
-        cells = max(len(cell) - 1 for row in part[1:] for cell in row[1:]) * 5 + 2.78
+        cells = max(len(cell.strip("$")) - 1 for row in part[1:] for cell in row[1:]) * 5 + 2.78  # in math
         assert label + (len(part[0]) - 1) * (cells + 12) <= latex.PAGE
     rows = zip(*(part[1:] for part in parts))  # each query's row, a piece from every table
-    shown = np.array([[float(cell) for piece in pieces for cell in piece[1:]] for pieces in rows])
+    shown = np.array([[float(cell.strip("$")) for piece in pieces for cell in piece[1:]] for pieces in rows])
     assert np.allclose(shown, steps.heads[0].weights, atol=0.5e-4)
 
 
@@ -636,3 +641,64 @@ def test_latex_sets_the_math_in_titles_notes_and_tasks_in_math_mode() -> None:
     sheet = latex.sheet(steps_of(exercise(Options(tokens=2, heads=2), 3)))
     assert r"multiply by $W_{O}$." in sheet and r"W\_O" not in sheet
     assert latex.prose("a_b_c and R&D_{x}") == r"a\_b\_c and R\&D\_\{x\}"  # names that are not math stay text
+
+
+def test_the_condensed_note_recommends_the_format_that_works_at_its_size() -> None:
+    """The note said "Every number: --format json (or csv)" even past json's 2,000,000 cells, where json is
+    refused: 1500 × 1500 now says npz; 500 × 1500 (750,000 cells) still json."""
+    for queries, every in ((500, "--format json (or csv)"), (1500, "--format npz -o FILE")):
+        steps = steps_of(large_problem(queries, 1500))
+        assert f"Every number: {every}." in markdown.render(steps), queries
+        assert latex.text(f"Every number: {every}.") in latex.render(steps), queries
+
+
+@pytest.mark.parametrize(
+    ("pairs", "written"),
+    [
+        ([("1.2247", "1.2247"), ("0", "0")], "1.2247×1.2247 + 0×0"),
+        ([("-1.2247", "-1.2247"), ("1.2247", "0")], "−1.2247×(−1.2247) + 1.2247×0"),
+        ([("1.2247", "1.2247"), ("-1.2247", "-1.2247")], "1.2247×1.2247 − 1.2247×(−1.2247)"),
+        ([("2", "0.5"), ("-1.2247", "0"), ("3", "−2")], "2×0.5 − 1.2247×0 + 3×(−2)"),
+    ],
+)
+def test_a_sum_of_products_is_written_as_by_hand(pairs: list[tuple[str, str]], written: str) -> None:
+    """Negative factors in parentheses, a negative term subtracted: never -1.2247×-1.2247 nor + -1.2247×0."""
+    assert sum_of_products(pairs) == written
+    value = sum(float(a.replace("−", "-")) * float(b.replace("−", "-")) for a, b in pairs)
+    assert eval(written.replace("−", "-").replace("×", "*")) == pytest.approx(value, abs=1e-12)  # the same sum
+
+
+def test_products_of_negatives_in_the_terminal_markdown_and_latex() -> None:
+    """layers.yaml's layer 2: q(bank) = k(bank) = [1.2247, −1.2247], so q·k = 1.2247² + (−1.2247)²."""
+    stack = pipeline.solve(pipeline.load(SAMPLES / "layers.yaml"))
+    from attncli import render
+
+    terminal = to_text(render.stack_lines(stack, layer=2)(120))
+    assert "1.2247×1.2247 − 1.2247×(−1.2247) = 2.9997" in terminal
+    assert "0×1.2247 + 1.2247×(−1.2247) = -1.4999" in terminal  # query net, key bank: + a negative factor
+    for bad in ("×-", "+ -"):
+        assert bad not in terminal
+    assert "1.2247×1.2247 − 1.2247×(−1.2247) = 2.9997" in markdown.render_stack(stack, layer=2)
+    tex = latex.render_stack(stack, layer=2)
+    assert r"1.2247 \times 1.2247 - 1.2247 \times (-1.2247)" in tex
+    assert r"\times -" not in tex and "+ -" not in tex
+
+
+def test_rope_latex_sets_its_formulas_in_math_and_real_minus_signs() -> None:
+    """rope.yaml's LaTeX typeset `$\\theta$\\_i = base\\textasciicircum{}(-2i/d)` (a literal underscore and caret)
+    and vectors with a hyphen for the minus: now θ_i = base^{−2i/d} in math mode, and every number in math."""
+    tex = latex.render(sample("rope.yaml"))
+    assert r"$\theta_{i} = \mathrm{base}^{-2i/d}$" in tex
+    assert r"\textasciicircum" not in tex and r"\_i" not in tex and r"$\theta$" not in tex
+    assert r"$m \cdot \theta_{i}$" in tex and r"$(a \cdot \cos{} - b \cdot \sin, b \cdot \cos{} + a \cdot \sin)$" in tex
+    assert r"bank & $3.1416$ & $[3.1416]$ & $[0, 1]$ & $[0.0000, -1.0000]$ \\" in tex
+    rows = re.findall(r"^(.* & .*) \\\\$", tex, re.MULTILINE)
+    negative = [cell for row in rows for cell in row.split(" & ") if re.search(r"-\d", cell)]
+    assert len(negative) >= 4 and all(cell.startswith("$") and cell.endswith("$") for cell in negative)  # in math
+
+
+@pytest.mark.skipif(shutil.which("pdflatex") is None, reason="pdflatex is not installed")
+@pytest.mark.parametrize("name", ["rope.yaml", "sinusoidal.yaml", "alibi.yaml"])
+def test_the_formulas_in_the_facts_compile(tmp_path: Path, name: str) -> None:
+    log = compile_log(tmp_path, latex.render(sample(name)))
+    assert "Overfull \\hbox" not in log

@@ -49,6 +49,10 @@ def compare(
     debug: Debug = False,
 ) -> None:
     format = choose(output_format(format, output, FORMATS), FORMATS, "--format", elsewhere=PICTURES)
+    if figure is not None:  # a wrong suffix is refused before any work; its message names --figure
+        from attncli.render.figure import figure_format
+
+        figure_format(figure)
     from attncli import pipeline, probes
     from attncli.render import analysis
 

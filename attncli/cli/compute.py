@@ -11,7 +11,6 @@ from attncli.cli.common import (
     Lang,
     NoColor,
     Output,
-    Precision,
     boundary,
     choose,
     command,
@@ -24,7 +23,7 @@ from attncli.cli.environment import Environment
 from attncli.cli.output import output_format, print_human, save_pictures, write
 from attncli.errors import fail, listed
 from attncli.i18n import t
-from attncli.render import BINARY_FORMATS, CSV_LAYOUTS, DOCUMENT_FORMATS, HUMAN_FORMATS, refuse
+from attncli.render import BINARY_FORMATS, CSV_LAYOUTS, DOCUMENT_FORMATS, HUMAN_FORMATS, refuse, refuse_options
 
 if TYPE_CHECKING:
     import typer  # the annotations' typer.Option is read by attncli.cli.common.boundary, Typer only if needed
@@ -32,8 +31,10 @@ if TYPE_CHECKING:
     from attncli.core import Steps
     from attncli.probes import Intervention, Norms
     from attncli.problem import Problem, Stack
+    from attncli.render.layout import Line
 
 FORMATS = HUMAN_FORMATS + DOCUMENT_FORMATS
+DEFAULT_PRECISION = 4
 Format = format_option(FORMATS)
 DTYPES = ("float64", "float32")
 MASKS = ("none", "causal", "causal_lower_right")
@@ -85,7 +86,9 @@ def compute(
     follow: Annotated[
         Optional[list[str]], typer.Option(metavar=t("help.metavar.token"), help=t("help.compute.follow"))
     ] = None,
-    precision: Precision = 4,
+    precision: Annotated[
+        Optional[int], typer.Option(metavar="N", min=0, max=17, help=t("help.compute.precision"))
+    ] = None,
     format: Format = None,
     output: Output = None,
     csv_layout: Annotated[
@@ -141,44 +144,50 @@ def compute(
     flags = {name: value for name, value in given.items() if value is not None}
     if file is None and not flags:
         raise fail("cli.no_input")
+    shaping = {"--follow": bool(follow), "--precision": precision is not None, "--heatmap": heatmap}
+    precision = DEFAULT_PRECISION if precision is None else precision
     from attncli import pipeline, render
     from attncli.problem import Stack
 
     analyses = norms or bool(ablate or ablate_head or weights)
-    results_only = render.results_only(format, quiet and output is None, analyses or bool(svg or html or figure))
-    parsed = pipeline.load(file, flags, dtype=dtype, results_only=results_only)
+    silent = quiet and output is None
+    results_only = render.results_only(format, silent, analyses or bool(svg or html or figure))
+    # what a large problem then shows is its summary (and its figure a map): the kernel's budget, as for npy
+    summarised = not analyses and (format in HUMAN_FORMATS or silent)
+    if figure is not None:  # a wrong suffix is refused before any work; its message names --figure
+        from attncli.render.figure import figure_format
+
+        figure_format(figure)
+    parsed = pipeline.load(file, flags, dtype=dtype, results_only=results_only or summarised)
     with located("--format"):
         refuse(format, problem=None if quiet else parsed)
+    _check_follow(follow or [], parsed)
+    if not (quiet and output is None):  # a format that would ignore an option refuses it
+        refuse_options(format, [option for option, given in (*shaping.items(), ("--rollout", rollout)) if given])
     if isinstance(parsed, Stack):
         shape = {"precision": precision, "follow": tuple(follow) if follow else None, "heatmap": heatmap}
-        pictures = (svg, html, no_color)
-        found = (layer, rollout, analyses or figure is not None)
-        _stack(env, parsed, format, output, quiet, shape, found, pictures, csv_layout)
+        pictures = (svg, html, figure, no_color)
+        _stack(env, parsed, format, output, quiet, shape, (layer, rollout, analyses), pictures, csv_layout)
         return
     for option, given in (("--layer", layer is not None), ("--rollout", rollout)):
         if given:
             raise fail("cli.layers_only", option=option)
-    _check_follow(follow or [], parsed)
     if results_only:
         result = pipeline.result(parsed)
         if not (quiet and output is None):
             write(render.npy(result), output, env)
         return
-    shape = {"precision": precision, "follow": tuple(follow) if follow else None}
-    large = None
-    if not (analyses or figure) and format in HUMAN_FORMATS:
+    shape = {"precision": precision, "follow": tuple(follow) if follow else None, "heatmap": heatmap}
+    if summarised:
         from attncli.render import summary
 
-        large = summary.lines(parsed, **shape)
-    if large is not None:  # the summary of a large problem, from one pass of the kernel: no step kept whole
-        if svg or html:
-            save_pictures(large, svg, html, parsed.title or "attncli", no_color, env)
-        if not (quiet and output is None):
-            print_human(large, output, env)
-        return
+        if summary.is_large(parsed):  # the summary of a large problem, from one pass of the kernel
+            _summary(env, parsed, shape, output, silent, (svg, html, figure, no_color))
+            return
+        pipeline.within_budget(parsed)  # loaded on the kernel's budget, it takes every step after all
     steps = pipeline.solve(parsed)
     found, changes = _probe(steps, norms, ablate or [], ablate_head or [], weights or [])
-    build = render.human_lines(steps, **shape, heatmap=heatmap, norms=found, interventions=changes)
+    build = render.human_lines(steps, **shape, norms=found, interventions=changes)
     if svg or html:
         save_pictures(build, svg, html, steps.problem.title or "attncli", no_color, env)
     if figure:
@@ -192,6 +201,37 @@ def compute(
         document = render.document(steps, format, **shape, norms=found, interventions=changes, csv_layout=csv_layout)
         write(document, output, env)
     else:
+        print_human(build, output, env)
+
+
+def _summary(
+    env: Environment,
+    problem: Problem,
+    shape: dict,
+    output: Path | None,
+    silent: bool,
+    pictures: tuple[Path | None, Path | None, Path | None, bool],
+) -> None:
+    """A large problem's summary, its SVG or HTML, and its figure (the same record's finer map): no step kept whole."""
+    from attncli.render import summary
+
+    svg, html, figure, no_color = pictures
+    fine = None
+    if figure is not None:
+        from attncli.render import figure as figures
+
+        fine = figures.MAP_SHAPE
+    found = summary.overview(problem, shape["follow"], fine)
+    if figure is not None:
+        with located("--figure"):
+            write(figures.overview_figure(found, figure), figure, env)
+
+    def build(width: int) -> list[Line]:
+        return summary.render(found, shape["follow"], shape["precision"], width)
+
+    if svg or html:
+        save_pictures(build, svg, html, problem.title or "attncli", no_color, env)
+    if not silent:
         print_human(build, output, env)
 
 
@@ -212,22 +252,24 @@ def _stack(
     quiet: bool,
     shape: dict,
     asked: tuple[int | None, bool, bool],
-    pictures: tuple[Path | None, Path | None, bool],
+    pictures: tuple[Path | None, Path | None, Path | None, bool],
     csv_layout: str,
 ) -> None:
     """`compute` of stacked layers: the walk layer by layer (or `asked`'s layer alone, and the rollout when asked),
-    JSON's `layers`, CSV's rows by layer, the output as npy; `asked`'s last: analyses, which stacks do not take."""
+    JSON's `layers`, CSV's rows by layer, the output as npy (each only that layer's, when one is asked for), the
+    figure of one layer; `asked`'s last: analyses, which stacks do not take."""
     from attncli import layers, pipeline, render
 
     layer, rollout, analyses = asked
-    svg, html, no_color = pictures
+    svg, html, figure, no_color = pictures
     if analyses:
         raise fail("cli.no_layer_analyses")
     if layer is not None and not 1 <= layer <= len(stack.layers):
         raise fail("cli.bad_layer", number=layer, count=len(stack.layers))
-    _check_follow(list(shape["follow"] or ()), stack)
-    if render.results_only(format, quiet and output is None, bool(svg or html)):
-        result = pipeline.result(stack)
+    if figure is not None and layer is None:
+        raise fail("cli.figure_needs_layer", count=len(stack.layers)).at(source="--figure")
+    if render.results_only(format, quiet and output is None, bool(svg or html or figure)):
+        result = pipeline.result(stack if layer is None else stack._replace(layers=stack.layers[:layer]))
         if not (quiet and output is None):
             write(render.npy(result), output, env)
         return
@@ -236,10 +278,15 @@ def _stack(
     build = render.stack_lines(steps, **shape, layer=layer, rollout=flow)
     if svg or html:
         save_pictures(build, svg, html, stack.title or "attncli", no_color, env)
+    if figure is not None:
+        from attncli.render.figure import layer_figure
+
+        with located("--figure"):
+            write(layer_figure(steps, layer, flow, figure), figure, env)
     if quiet and output is None:
         return
     if format in DOCUMENT_FORMATS:
-        shown = {"precision": shape["precision"], "follow": shape["follow"], "layer": layer, "rollout": flow}
+        shown = {key: shape[key] for key in ("precision", "follow", "heatmap")} | {"layer": layer, "rollout": flow}
         write(render.stack_document(steps, format, **shown, csv_layout=csv_layout), output, env)
     else:
         print_human(build, output, env)

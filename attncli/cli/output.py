@@ -96,6 +96,8 @@ class _Pending:
     def __init__(self, output: Path, data: bytes | Stream) -> None:
         self.output, self.data, self.temporary = output, data, None
         with _failing_as(output):
+            if os.path.isdir(output):  # refused now, before the run prints anything, not when the files are written
+                raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(output))
             if not _is_special(output):  # opened by the name given: /dev/fd/63 resolves to a pipe with no path
                 self.target = Path(os.path.realpath(output))
                 self.temporary = _temporary(self.target, data)

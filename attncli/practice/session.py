@@ -27,7 +27,7 @@ from attncli.errors import AttnError, fail
 from attncli.i18n import current_language
 from attncli.parsing.answers import HEAD_STEPS, Answer, Answers, Entry, Settings, decimals
 from attncli.problem import Projection
-from attncli.render.numbers import entry, fixed
+from attncli.render.numbers import entry, fixed, sum_of_products
 from attncli.render.walk import Terms, arithmetic, arithmetic_text
 from attncli.yamldoc import finite_number
 
@@ -539,10 +539,10 @@ class Session:
             return f"{num(self.kept('weights', h, i, prompt.key)[0])} × {vector(values)}"
         if step == "output":
             terms = [(self.kept("weights", h, i, j)[0], self.kept("values", h, j, column)[0]) for j in self._keys(i)]
-            return " + ".join(f"{num(w)}×{num(v)}" for w, v in terms)
+            return sum_of_products((num(w), num(v)) for w, v in terms)
         if step in ("queries", "keys", "values"):
             operand = getattr(self.steps.heads[h].spec, step)
-            return " + ".join(f"{num(a)}×{num(b)}" for a, b in zip(operand.x[i], operand.w[:, column]))
+            return sum_of_products((num(a), num(b)) for a, b in zip(operand.x[i], operand.w[:, column]))
         if step == "concat":
             parts = [
                 vector([self.kept("output", o, i, c)[0] for c in range(head.output.shape[1])])
@@ -551,7 +551,7 @@ class Session:
             return " ‖ ".join(parts)
         concat = self._concat(i)
         w_o = self.steps.problem.w_o
-        return " + ".join(f"{num(a)}×{num(b)}" for a, b in zip(concat, w_o[:, column]))
+        return sum_of_products((num(a), num(b)) for a, b in zip(concat, w_o[:, column]))
 
     def _total(self, h: int, i: int) -> float:
         """The sum of e^s as the student has it (theirs when they gave it)."""

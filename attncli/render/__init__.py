@@ -39,6 +39,15 @@ STACK_FORMATS = (
     "latex",
 )  # the formats that show stacked layers
 MAX_DOCUMENT_CELLS = 2_000_000  # (query, key) cells over all heads that text formats print, a few at each
+WRITTEN_FORMATS = (*HUMAN_FORMATS, *CONDENSED_FORMATS)  # the formats that write numbers for a reader, rounded
+# The options that shape what a format shows, and the formats that use each: any other refuses it, rather than
+# ignore it (json, csv, npy and npz hold every query and every digit, whatever --follow and --precision say).
+SHAPING = {
+    "--follow": WRITTEN_FORMATS,
+    "--precision": WRITTEN_FORMATS,
+    "--heatmap": WRITTEN_FORMATS,
+    "--rollout": (*WRITTEN_FORMATS, "json", "csv", "tsv"),
+}
 
 
 def refuse(fmt: str, *, analyses: bool = False, problem: Problem | Stack | None = None) -> None:
@@ -51,10 +60,37 @@ def refuse(fmt: str, *, analyses: bool = False, problem: Problem | Stack | None 
         raise fail("render.no_layers", format=fmt, formats=", ".join(STACK_FORMATS))
     if problem is None or fmt in (*HUMAN_FORMATS, *BINARY_FORMATS, *CONDENSED_FORMATS):
         return  # the human output and the write-ups condense a large problem; npy holds the output, npz every step
+    if cells(problem) > MAX_DOCUMENT_CELLS:
+        raise fail("render.too_many_cells", format=fmt, cells=cells(problem), limit=MAX_DOCUMENT_CELLS)
+
+
+def refuse_options(fmt: str, given: Sequence[str]) -> None:
+    """Raise for the first of the options `given` (SHAPING's) that format `fmt` would not honour."""
+    for option in given:
+        if fmt not in SHAPING[option]:
+            raise fail("render.option_unused", option=option, format=fmt, formats=", ".join(SHAPING[option]))
+
+
+def cells(problem: Problem | Stack) -> int:
+    """The (query, key) cells of every head of every layer: what MAX_DOCUMENT_CELLS counts."""
+    from attncli.problem import Stack
+
     layers = [layer.attention for layer in problem.layers] if isinstance(problem, Stack) else [problem]
-    cells = sum(len(layer.heads) * layer.mask.size for layer in layers)
-    if cells > MAX_DOCUMENT_CELLS:
-        raise fail("render.too_many_cells", format=fmt, cells=cells, limit=MAX_DOCUMENT_CELLS)
+    return sum(len(layer.heads) * layer.mask.size for layer in layers)
+
+
+def every_number(problem: Problem | Stack) -> str:
+    """Where every number of `problem` is to be had, in words: json (or csv) within their limit, else npz where
+    every step fits in memory, else the Python API alone. What a condensed output's note recommends."""
+    from attncli import pipeline
+    from attncli.i18n import t
+    from attncli.problem import Stack
+
+    if cells(problem) <= MAX_DOCUMENT_CELLS:
+        return t("render.every_json")
+    if not isinstance(problem, Stack) and pipeline.every_step_fits(problem):
+        return t("render.every_npz")
+    return t("render.every_api")
 
 
 def results_only(fmt: str, silent: bool, pictures_or_analyses: bool) -> bool:
@@ -155,21 +191,25 @@ def stack_document(
     layer: int | None = None,
     rollout: np.ndarray | None = None,
     csv_layout: str = "long",
+    heatmap: bool = False,
 ) -> str | Callable[[BinaryIO], None]:
-    """A stack in format `fmt`, one of STACK_FORMATS but the human ones; `rollout` joins when asked for."""
+    """A stack in format `fmt`, one of STACK_FORMATS but the human ones: every layer, or number `layer` alone
+    (and the output, the stream it leaves); `rollout` joins when asked for."""
     if fmt == "json":
         from attncli.render import json_doc
 
-        return json_doc.stack_document(steps, rollout)
+        return json_doc.stack_document(steps, rollout, layer)
     if fmt in ("csv", "tsv"):
         from attncli.render import long_table
 
-        return (long_table.wide_stack if csv_layout == "wide" else long_table.render_stack)(steps, DELIMITERS[fmt])
+        writer = long_table.wide_stack if csv_layout == "wide" else long_table.render_stack
+        return writer(steps, DELIMITERS[fmt], layer, rollout)
     if fmt == "npy":
-        return npy(steps.output)
+        return npy(steps.output if layer is None else steps.layers[layer - 1].output)
     from attncli.render import latex, markdown
 
-    return (markdown if fmt == "markdown" else latex).render_stack(steps, precision, follow, layer, rollout)
+    writer = markdown if fmt == "markdown" else latex
+    return writer.render_stack(steps, precision, follow, layer, rollout, heatmap=heatmap)
 
 
 def document(
@@ -181,10 +221,11 @@ def document(
     norms: Norms | None = None,
     interventions: Sequence[Intervention] = (),
     csv_layout: str = "long",
+    heatmap: bool = False,
 ) -> str | bytes | Callable[[BinaryIO], None]:
     """The whole output in format `fmt`, one of DOCUMENT_FORMATS.
 
-    `precision` and `follow` shape the write-ups (markdown, latex); `norms` and
+    `precision`, `follow` and `heatmap` shape the write-ups (markdown, latex); `norms` and
     `interventions` join the JSON document when they were asked for; `csv_layout`
     (one of CSV_LAYOUTS) is the shape of csv and tsv.
     """
@@ -203,5 +244,5 @@ def document(
     if fmt in ("markdown", "latex"):
         from attncli.render import latex, markdown
 
-        return (markdown if fmt == "markdown" else latex).render(steps, precision, follow)
+        return (markdown if fmt == "markdown" else latex).render(steps, precision, follow, heatmap)
     raise ValueError(f"no renderer for {fmt!r}")

@@ -25,8 +25,11 @@ if TYPE_CHECKING:
 
 # The heatmap's eight steps: bars of rising height, so that plain text carries the level, on backgrounds of
 # evenly falling lightness (matplotlib's "Blues"), with black ink on the four light ones and white on the dark.
+# A bar stands beside its number's background, in one blue that reads on a light page and a dark terminal alike:
+# drawn in the number's ink over the background it read as a black or grey box over the cell (in an --html page).
 BARS = "▁▂▃▄▅▆▇█"
 BACKGROUNDS = ("#dfecf7", "#c7dcef", "#9fcae1", "#6caed6", "#4292c6", "#2171b5", "#08519c", "#08306b")
+BAR_INK = BACKGROUNDS[5]
 COMPACT_DECIMALS = 2  # the rounding of the compact grid, when the full precision does not fit
 MASKED_CELL = "·"
 DISAGREE = "≠"
@@ -90,8 +93,10 @@ def weight_map(
     width: int,
     caution: str,
     by_key: bool = False,
+    largest_of: str = "analysis.largest_head",
 ) -> list[Line]:
-    """Weights (rows × columns, nan where masked) as the heatmap's grid, its legend and the `caution` key's line."""
+    """Weights (rows × columns, nan where masked) as the heatmap's grid, its legend and the `caution` key's line;
+    `largest_of` names, in the legend, what the bars are eighths of (a head's weights, their mean, a rollout)."""
     allowed = weights[~np.isnan(weights)]
     largest = float(allowed.max()) if allowed.size else 0.0
     layouts = [_Grid(precision, False, 2), _Grid(precision, True, 2), _Grid(precision, True, 1)]
@@ -112,14 +117,14 @@ def weight_map(
             return [
                 line((title, "bold")),
                 *grid,
-                *_legend(largest, precision, notes),
+                *_legend(largest, precision, notes, largest_of),
                 _caution(caution),
                 BLANK,
             ]
     stacked = [[name, *(_heat_cell(w, largest, precision) for w in row)] for name, row in zip(rows, weights)]
     corner = t("render.key") if by_key else t("render.query")
     grid = table(title, [corner, *columns], stacked, width)[:-1]
-    return [*grid, *_legend(largest, precision, []), _caution(caution), BLANK]
+    return [*grid, *_legend(largest, precision, [], largest_of), _caution(caution), BLANK]
 
 
 def _grid(
@@ -140,7 +145,10 @@ def _grid(
     for name, row in zip(rows, cells):
         spans: list[Span] = [(name.ljust(label), "")]
         for cell, size in zip(row, sizes):
-            spans += [(gap + " " * (size - width_of(plain(cell))), ""), cell]
+            spans += [
+                (gap + " " * (size - width_of(plain(cell))), ""),
+                *(cell if isinstance(cell[0], tuple) else [cell]),
+            ]
         out.append(_trim(spans))
     return out
 
@@ -149,7 +157,7 @@ def _trim(spans: list[Span]) -> Line:
     return line(*spans[:-1], (spans[-1][0].rstrip(), spans[-1][1]))
 
 
-def _heat_cell(weight: float, largest: float, decimals: int | None) -> Span:
+def _heat_cell(weight: float, largest: float, decimals: int | None) -> Cell:
     """A weight as its number (when `decimals` is given) and its bar, on its background; masked (nan) as a dot."""
     if math.isnan(weight):
         return MASKED_CELL, "dim"
@@ -158,8 +166,11 @@ def _heat_cell(weight: float, largest: float, decimals: int | None) -> Span:
     text = bar_text if decimals is None else fixed(weight, decimals) + bar_text
     if not level:
         return text, ""
+    bar_span = (bar_text, BAR_INK)
+    if decimals is None:
+        return bar_span
     ink = "black" if level <= len(BARS) // 2 else "white"
-    return text, f"{ink} on {BACKGROUNDS[level - 1]}"
+    return (fixed(weight, decimals), f"{ink} on {BACKGROUNDS[level - 1]}"), bar_span
 
 
 def _level(weight: float, largest: float) -> int:
@@ -169,15 +180,22 @@ def _level(weight: float, largest: float) -> int:
     return min(len(BARS), max(1, math.ceil(weight / largest * len(BARS))))
 
 
-def _legend(largest: float, precision: int, notes: list[str]) -> list[Line]:
-    """The bars on their colours, their scale (eighths of `largest`), then what the layout changed."""
-    half = len(BARS) // 2
+def _legend(largest: float, precision: int, notes: list[str], largest_of: str) -> list[Line]:
+    """Each colour beside its bar, their scale (eighths of `largest`, which `largest_of` names), then what the
+    layout changed."""
     swatch = [
-        (f" {bar_text} ", f"{'black' if i < half else 'white'} on {colour}")
-        for i, (bar_text, colour) in enumerate(zip(BARS, BACKGROUNDS))
+        span
+        for bar_text, colour in zip(BARS, BACKGROUNDS)
+        for span in ((" ", f"on {colour}"), (bar_text, BAR_INK), (" ", ""))
     ]
     step = fixed(largest / len(BARS), precision)
-    scale = t("analysis.heatmap_scale", largest=fixed(largest, precision), step=step, masked=MASKED_CELL)
+    scale = t(
+        "analysis.heatmap_scale",
+        of_largest=t(largest_of),
+        largest=fixed(largest, precision),
+        step=step,
+        masked=MASKED_CELL,
+    )
     return [line(*swatch), *(line((note, "dim")) for note in [scale, *notes])]
 
 

@@ -256,12 +256,20 @@ def _stream(item: walk.Stream, p: int, width: int) -> list[Line]:
 
 
 def _rollout(item: walk.Rollout, p: int, width: int) -> list[Line]:
-    raw_title = t("render.rollout_raw", number=item.last)
+    """The layer's mean weights (with several heads), then the rollout, each legend naming what it scales."""
+    names = (item.tokens, item.tokens)
+    out = []
+    if item.raw is not None:
+        raw_title = t("render.rollout_raw", number=item.last)
+        out += analysis.weight_map(
+            item.raw, *names, raw_title, p, width, "analysis.caution_map", largest_of="analysis.largest_mean"
+        )
     rollout_title = t("render.rollout_title", number=item.last)
+    caution = "analysis.caution_rollout"
     return [
-        *analysis.weight_map(item.raw, item.tokens, item.tokens, raw_title, p, width, "analysis.caution_map"),
+        *out,
         *analysis.weight_map(
-            item.rollout, item.tokens, item.tokens, rollout_title, p, width, "analysis.caution_rollout"
+            item.rollout, *names, rollout_title, p, width, caution, largest_of="analysis.largest_rollout"
         ),
     ]
 

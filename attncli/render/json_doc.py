@@ -85,17 +85,23 @@ def document(steps: Steps) -> dict:
     return doc
 
 
-def stack_document(steps: StackSteps, rollout: np.ndarray | None = None) -> str:
-    """A stack's document: the inputs, `layers` (each with its attention as a one-layer document), the output."""
+def stack_document(steps: StackSteps, rollout: np.ndarray | None = None, layer: int | None = None) -> str:
+    """A stack's document: the inputs, `layers` (each with its attention as a one-layer document), the output.
+
+    With `layer` (from 1) it says so (`"layer": N`), `layers` holds that layer alone and `output` is the
+    stream it leaves.
+    """
     stack = steps.stack
+    chosen = steps.layers if layer is None else steps.layers[layer - 1 : layer]
     doc: dict = {
         "attncli": __version__,
         "title": stack.title,
         "notes": stack.notes,
         "tokens": list(stack.tokens),
         "x": stack.x.tolist(),
-        "layers": [_layer(layer) for layer in steps.layers],
-        "output": steps.output.tolist(),
+        **({} if layer is None else {"layer": layer}),
+        "layers": [_layer(record) for record in chosen],
+        "output": chosen[-1].output.tolist(),
     }
     if rollout is not None:
         doc["rollout"] = rollout.tolist()

@@ -18,19 +18,19 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from attncli.core import Steps
 from attncli.i18n import t
 from attncli.layers import StackSteps
-from attncli.render import walk
-from attncli.render.numbers import fixed
+from attncli.render import latex_math, walk
+from attncli.render.numbers import fixed, products
 
 BLANK = r"\rule{0pt}{3.2ex}\hspace{3.6em}"  # a cell of a sheet's grid, room for 0.6652 written by hand
 WIDE_BLANK = r"\rule{0pt}{3.2ex}\hspace{16em}"  # room for an output vector
-_MATH_WORDS = re.compile(r"(?<![\w\\])([A-Za-z])_([A-Za-z0-9]+)\b( ?= ?[-−]?\d+(?:\.\d+)?)?|(\d+/)?√(\d+)")
+_NUMERIC = re.compile(r"[\[\]()0-9.,\s+\-−e∞⋯⋮]*[0-9∞⋯⋮][\[\]()0-9.,\s+\-−e∞⋯⋮]*")  # a number or vector as written
 MIN_MATRIX_COLUMNS = 10  # amsmath's default limit for bmatrix
 PAGE = 345.0  # pt: article's \\textwidth at 10 pt, the width every split aims below
 FIT = (  # \\attnfit{box}: the box as it is, or scaled down to the line's width (and a line in the log) when wider
@@ -65,7 +65,7 @@ _TEXT = {
     "·": r"$\cdot$",
     "×": r"$\times$",
     "√": r"$\surd$",
-    "−": "-",
+    "−": "$-$",
     "∞": r"$\infty$",
     "‖": r"$\|$",
     "Σ": r"$\Sigma$",
@@ -85,9 +85,10 @@ _TEXT = {
 }
 
 
-def render(steps: Steps, precision: int = 4, follow: tuple[str, ...] | None = None) -> str:
-    """A complete document; `follow` picks the queries written out in detail (default: all, up to three)."""
-    return _document(walk.items(steps, walk.View(precision, follow)), _widest(steps), precision)
+def render(steps: Steps, precision: int = 4, follow: tuple[str, ...] | None = None, heatmap: bool = False) -> str:
+    """A complete document; `follow` picks the queries written out in detail (default: all, up to three);
+    `heatmap` shows the weight matrix even of one query."""
+    return _document(walk.items(steps, walk.View(precision, follow, heatmap)), _widest(steps), precision)
 
 
 def render_stack(
@@ -96,11 +97,14 @@ def render_stack(
     follow: tuple[str, ...] | None = None,
     layer: int | None = None,
     rollout: np.ndarray | None = None,
+    *,
+    heatmap: bool = False,
 ) -> str:
     """A stack's complete document, layer by layer (only `layer` when given), then `rollout` when given."""
     widest = max(_widest(record.attention) for record in steps.layers)
     widest = max(widest, steps.stack.x.shape[1], len(steps.stack.tokens))
-    return _document(walk.stack_items(steps, walk.View(precision, follow), layer, rollout), widest, precision)
+    records = walk.stack_items(steps, walk.View(precision, follow, heatmap), layer, rollout)
+    return _document(records, widest, precision)
 
 
 def _document(items: Sequence[walk.Item], widest: int, precision: int) -> str:
@@ -172,14 +176,15 @@ def _exact(written: str) -> str:
 
 
 def prose(value: str) -> str:
-    """Sentences with bits of math in them (a title, notes, a task): d_k = 2, W_O and 1/√2 in math mode."""
-    out, last = [], 0
-    for match in _MATH_WORDS.finditer(value):
-        base, index, equals, over, root = match.groups()
-        math = f"{base}_{{{index}}}{equals or ''}" if base else rf"{over or ''}\sqrt{{{root}}}"
-        out += [text(value[last : match.start()]), f"${math.replace('−', '-')}$"]
-        last = match.end()
-    return "".join([*out, text(value[last:])])
+    """Sentences with formulas in them (a title, notes, a task, the facts, a table's title): d_k = 2, W_O,
+    1/√2 and θ_i = base^(−2i/d) in math mode (attncli.render.latex_math), the rest as text."""
+    return "".join(f"${piece.text}$" if piece.math else text(piece.text) for piece in latex_math.split(value))
+
+
+def cell(written: str) -> str:
+    """A table cell: a number or a vector as written (−1.4142, [1.2247, -1.2247], ⋯) in math, with real minus
+    signs; anything else (a token) as text."""
+    return f"${_number(written).tex}$" if _NUMERIC.fullmatch(written) else text(written)
 
 
 def text(value: str) -> str:
@@ -197,9 +202,10 @@ class _Math:
     tex: str
     width: float
     height: float = LINE  # with the depth: a line, or more for a fraction or a matrix
+    sign: str = "+"  # the operator before it as a term of a sum that is not its first: + or -
 
     def __add__(self, other: _Math) -> _Math:
-        return _Math(self.tex + other.tex, self.width + other.width, max(self.height, other.height))
+        return _Math(self.tex + other.tex, self.width + other.width, max(self.height, other.height), self.sign)
 
 
 Equation = tuple[_Math, Sequence[Sequence[_Math]]]  # left side = side = side ..., each side a sum of terms
@@ -217,7 +223,7 @@ def _source_width(source: str) -> float:
     \\hspace{3em} 30 pt."""
     spaces = sum(float(em) * 10 for em in re.findall(r"\\hspace\{([\d.]+)em\}", source))
     source = re.sub(r"\\hspace\{[^}]*\}|\\rule\{[^}]*\}\{[^}]*\}", "", source)
-    return spaces + _glyphs(re.sub(r"\\[A-Za-z]+\s*|\\.|[{}$&]", "x", source).replace("x", "a"))
+    return spaces + _glyphs(re.sub(r"[{}$&]", "", re.sub(r"\\[A-Za-z]+\s*|\\.", "a", source)))
 
 
 def _m(tex: str, width: float | None = None) -> _Math:
@@ -239,14 +245,14 @@ def _frac(top: _Math, bottom: _Math) -> _Math:
 
 def _number(written: str) -> _Math:
     """A number (or a gap, ⋯ or ⋮) in math."""
-    tex = written.replace("−∞", r"-\infty").replace("∞", r"\infty").replace("⋯", r"\cdots").replace("⋮", r"\vdots")
+    tex = written.replace("∞", r"\infty").replace("⋯", r"\cdots").replace("⋮", r"\vdots").replace("−", "-")
     return _m(tex, _glyphs(written.replace("∞", "00").replace("⋯", "000")))
 
 
 def _sum(terms: Sequence[_Math]) -> _Math:
     out = terms[0]
     for term in terms[1:]:
-        out = out + _Math(" + ", BIN) + term
+        out = out + _Math(f" {term.sign} ", BIN) + term
     return out
 
 
@@ -295,13 +301,13 @@ def _rows(lhs: _Math, sides: Sequence[Sequence[_Math]], budget: float) -> tuple[
             if k == 0 and i == 0:
                 row, used, tall = row + term.tex, term.width, max(tall, term.height)
                 continue
-            sign, width = ("=", REL) if i == 0 else ("+", BIN)
+            sign, width = ("=", REL) if i == 0 else (term.sign, BIN)
             if used + width + term.width <= budget:
                 row, used, tall = row + f" {sign} {term.tex}", used + width + term.width, max(tall, term.height)
                 continue
             rows.append(row)
             height += tall + JOT
-            row, used = ("&= ", 0.0) if i == 0 else (r"&\quad + ", QUAD + BIN)
+            row, used = ("&= ", 0.0) if i == 0 else (rf"&\quad {sign} ", QUAD + BIN)
             row, used, tall = row + term.tex, used + term.width, term.height
     rows.append(row)
     return rows, height + tall + JOT
@@ -355,11 +361,11 @@ def _rules(facts: walk.Facts, p: int) -> list[str]:
         widths = f"$d_v = {formula.d_v}$" if formula.d_k is None else f"$d_k = {formula.d_k}$, $d_v = {formula.d_v}$"
         words = f"{text(t(f'writeup.score_{formula.kind}'))} ({widths})"  # Formula.words, the widths in math
         lines.append(rf"\item \textbf{{{text(t('render.score'))}:}} {prefix}{words}; ${_formula(formula, p)}$")
-    lines.append(rf"\item \textbf{{{text(t('render.mask'))}:}} {text(facts.mask)}")
+    lines.append(rf"\item \textbf{{{text(t('render.mask'))}:}} {prose(facts.mask)}")
     if facts.bias is not None:
-        lines.append(rf"\item \textbf{{{text(t('render.bias'))}:}} {text(facts.bias)}")
+        lines.append(rf"\item \textbf{{{text(t('render.bias'))}:}} {prose(facts.bias)}")
     if facts.positions is not None:
-        lines.append(rf"\item \textbf{{{text(t('render.positions'))}:}} {text(facts.positions)}")
+        lines.append(rf"\item \textbf{{{text(t('render.positions'))}:}} {prose(facts.positions)}")
     if facts.access is not None:
         lines.append(r"\begin{itemize}")
         for name, row in zip(facts.query_tokens, facts.access):
@@ -387,8 +393,8 @@ def _formula(formula: walk.Formula, p: int) -> str:
 
 def _grid(grid: walk.Grid) -> list[str]:
     """A walk table as a paragraph and a tabular, every cell in text mode."""
-    rows = [[text(cell) for cell in row] for row in grid.rows]
-    return [rf"\paragraph{{{text(grid.title)}}}", *_tabular([text(h) for h in grid.headers], rows)]
+    rows = [[text(row[0]), *(cell(written) for written in row[1:])] for row in grid.rows]
+    return [rf"\paragraph{{{prose(grid.title)}}}", *_tabular([prose(h) for h in grid.headers], rows)]
 
 
 def _encoded(item: walk.Encoded, p: int) -> list[str]:
@@ -462,8 +468,11 @@ def _chain(written: walk.Arithmetic, p: int) -> list[_Math]:
     value = _number(written.value.text(p))
     match written:
         case walk.Terms(pairs=pairs):
-            products = [_number(a.text(p)) + _Math(r" \times ", BIN) + _number(b.text(p)) for a, b in pairs]
-            return [_sum(products), value]
+            terms = [
+                replace(_number(term.first) + _Math(r" \times ", BIN) + _number(term.second), sign=term.sign or "+")
+                for term in products((a.text(p), b.text(p)) for a, b in pairs)
+            ]
+            return [_sum([replace(term, sign="-" if term.sign == "−" else term.sign) for term in terms]), value]
         case walk.Cosine(dot=dot, norms=(left, right)):
             norms = _number(left.text(p)) + _Math(r" \times ", BIN) + _number(right.text(p))
             return [_frac(_number(dot.text(p)), norms), value]
@@ -508,12 +517,12 @@ def _softmax(query: walk.Query, p: int) -> list[str]:
         rf"$\alpha_j = e^{{{power('j')}{shift}}} \big/ \sum_i e^{{{power('i')}{shift}}}$"
     )
     rows = [
-        [text(key.key), key.score.text(p), key.exp.text(p), key.weight.text(p)]
+        [text(key.key), *(cell(number.text(p)) for number in (key.score, key.exp, key.weight))]
         if key.allowed
-        else [text(key.key), r"$-\infty$", "0", "0"]
+        else [text(key.key), r"$-\infty$", "$0$", "$0$"]
         for key in query.keys
     ]
-    rows.append([text(t("render.sum")), "", query.total.text(p), query.weight_sum.text(p)])
+    rows.append([text(t("render.sum")), "", cell(query.total.text(p)), cell(query.weight_sum.text(p))])
     score = walk.exponent(query)
     headers = [text(t("render.key")), f"${score}$", rf"$e^{{{score}{shift}}}$", text(t("render.weight"))]
     return [heading, *_display(equations), *_tabular(headers, rows)]
@@ -531,8 +540,8 @@ def _mix(query: walk.Query, p: int) -> list[str]:
 
 
 def _matrix_item(item: walk.WeightMatrix, p: int) -> list[str]:
-    rows = [[text(name), *("$\\cdot$" if w is None else text(w.text(p)) for w in row)] for name, row in item.weights]
-    outputs = [[text(name), *(text(cell.text(p)) for cell in out.cells)] for name, out in item.outputs]
+    rows = [[text(name), *("$\\cdot$" if w is None else cell(w.text(p)) for w in row)] for name, row in item.weights]
+    outputs = [[text(name), *(cell(number.text(p)) for number in out.cells)] for name, out in item.outputs]
     shown, gap = walk.shown_of(int(item.head.output.shape[1]), item.outputs[0][1].gap is not None)
     coordinates = [f"$z_{{{j + 1}}}$" for j in shown]
     if gap is not None:
@@ -619,7 +628,7 @@ def _stack_facts(facts: walk.StackFacts, p: int) -> list[str]:
         r"\end{itemize}",
         rf"\paragraph{{{text(t('render.stack_layers'))}}}",
     ]
-    rows = [[str(number), text(name), text(norm)] for number, (name, norm) in enumerate(facts.layers, 1)]
+    rows = [[str(number), text(name), prose(norm)] for number, (name, norm) in enumerate(facts.layers, 1)]
     return [*lines, *_list(rows), ""]
 
 
@@ -634,7 +643,7 @@ def _list(rows: Sequence[Sequence[str]]) -> list[str]:
 
 def _layer_title(item: walk.LayerTitle, p: int) -> list[str]:
     title = t("render.layer_title", number=item.number, count=item.count, name=item.name).strip()
-    norm = rf"\item \textbf{{{text(t('render.norm_label'))}:}} {text(item.norm)}"
+    norm = rf"\item \textbf{{{text(t('render.norm_label'))}:}} {prose(item.norm)}"
     return [rf"\subsection*{{{text(title)}}}", r"\begin{itemize}", norm, *_rules(item.facts, p), r"\end{itemize}", ""]
 
 
@@ -650,8 +659,9 @@ def _rollout(item: walk.Rollout, p: int) -> list[str]:
     product = rf"$\tilde A_{{{item.last}}}\cdots\tilde A_{{1}}$, $\tilde A = \tfrac12\,\overline{{A}} + \tfrac12 I$"
     flow_title = f"{text(t('render.rollout_name'))} {product}"
     lines = []
-    for title, matrix in ((raw_title, item.raw), (flow_title, item.rollout)):
-        rows = [[text(name), *(fixed(float(w), p) for w in row)] for name, row in zip(item.tokens, matrix)]
+    shown = [(raw_title, item.raw)] if item.raw is not None else []
+    for title, matrix in (*shown, (flow_title, item.rollout)):
+        rows = [[text(name), *(cell(fixed(float(w), p)) for w in row)] for name, row in zip(item.tokens, matrix)]
         lines += [rf"\paragraph{{{title}}}", *_tabular(headers, rows)]
     return [*lines, rf"\emph{{{text(t('analysis.caution_rollout'))}}}", ""]
 

@@ -44,24 +44,37 @@ def render(steps: Steps, delimiter: str = ",") -> str:
     return buffer.getvalue()
 
 
-def render_stack(steps: StackSteps, delimiter: str = ",") -> str:
+def render_stack(
+    steps: StackSteps, delimiter: str = ",", layer: int | None = None, rollout: np.ndarray | None = None
+) -> str:
     """A stack in long format: every layer's rows after its `layer` column, its attention's as `rows` gives them
     and its streams by token (in the query column): `input`, `normed` (a norm placed pre), then after the
     attention `residual` (input + attention) and `stream` (what the layer passes on; the last one's is the output).
+    With `layer` (from 1) only that layer's rows; with `rollout`, its rows (`rollout`, query, key) under the last
+    layer it multiplies.
     """
     buffer = io.StringIO()
     writer = csv.writer(buffer, delimiter=delimiter, lineterminator="\n")
     writer.writerow(STACK_HEADER)
-    for number, layer in enumerate(steps.layers):
-        tokens = steps.stack.tokens
-        before, after = _streams(layer)
+    tokens = steps.stack.tokens
+    for number, record in _chosen(steps, layer):
+        before, after = _streams(record)
         layer_rows = [
             *(row for step, matrix in before for row in _vectors(step, "", tokens, matrix, by="query")),
-            *rows(layer.attention),
+            *rows(record.attention),
             *(row for step, matrix in after for row in _vectors(step, "", tokens, matrix, by="query")),
         ]
         writer.writerows((str(number), *row) for row in layer_rows)
+    if rollout is not None:
+        last = str((layer or len(steps.layers)) - 1)
+        writer.writerows((last, *row) for row in _pairs("rollout", "", tokens, tokens, rollout))
     return buffer.getvalue()
+
+
+def _chosen(steps: StackSteps, layer: int | None) -> list[tuple[int, LayerSteps]]:
+    """The layers a document shows, by their number from 0: all of them, or number `layer` (from 1) alone."""
+    numbered = list(enumerate(steps.layers))
+    return numbered if layer is None else numbered[layer - 1 : layer]
 
 
 def _streams(layer: LayerSteps) -> tuple[list[tuple[str, np.ndarray]], list[tuple[str, np.ndarray]]]:
@@ -80,16 +93,21 @@ def wide(steps: Steps, delimiter: str = ",") -> str:
     return _blocks_text(blocks(steps), delimiter)
 
 
-def wide_stack(steps: StackSteps, delimiter: str = ",") -> str:
-    """`wide` for a stack: each block's title starts `layer,N` (from 0); the streams are blocks by token too."""
-    return _blocks_text(
-        (
-            (("layer", str(number), *title), corner, names, columns, matrix)
-            for number, layer in enumerate(steps.layers)
-            for title, corner, names, columns, matrix in _layer_blocks(layer, steps.stack.tokens)
-        ),
-        delimiter,
-    )
+def wide_stack(
+    steps: StackSteps, delimiter: str = ",", layer: int | None = None, rollout: np.ndarray | None = None
+) -> str:
+    """`wide` for a stack: each block's title starts `layer,N` (from 0); the streams are blocks by token too.
+    As `render_stack`: `layer` alone, and `rollout` as a block under the last layer it multiplies."""
+    tokens = steps.stack.tokens
+    every: list[Block] = [
+        (("layer", str(number), *title), corner, names, columns, matrix)
+        for number, record in _chosen(steps, layer)
+        for title, corner, names, columns, matrix in _layer_blocks(record, tokens)
+    ]
+    if rollout is not None:
+        last = str((layer or len(steps.layers)) - 1)
+        every.append((("layer", last, "rollout"), "query\\key", tokens, [text_cell(key) for key in tokens], rollout))
+    return _blocks_text(every, delimiter)
 
 
 def _layer_blocks(layer: LayerSteps, tokens: Sequence[str]) -> Iterator[Block]:

@@ -13,11 +13,12 @@ from attncli.render import walk
 from attncli.render.numbers import fixed
 
 
-def render(steps: Steps, precision: int = 4, follow: tuple[str, ...] | None = None) -> str:
-    """The whole calculation; `follow` picks the queries written out in detail (default: all, up to three)."""
+def render(steps: Steps, precision: int = 4, follow: tuple[str, ...] | None = None, heatmap: bool = False) -> str:
+    """The whole calculation; `follow` picks the queries written out in detail (default: all, up to three);
+    `heatmap` shows the weight matrix even of one query."""
     lines = [
         line
-        for item in walk.items(steps, walk.View(precision, follow))
+        for item in walk.items(steps, walk.View(precision, follow, heatmap))
         for line in _RENDER[type(item)](item, precision)
     ]
     lines.append(f"_{t('writeup.rounding_note', precision=precision)}_")
@@ -60,9 +61,11 @@ def render_stack(
     follow: tuple[str, ...] | None = None,
     layer: int | None = None,
     rollout: np.ndarray | None = None,
+    *,
+    heatmap: bool = False,
 ) -> str:
     """A stack layer by layer (only `layer` when given), then `rollout` when given."""
-    records = walk.stack_items(steps, walk.View(precision, follow), layer, rollout)
+    records = walk.stack_items(steps, walk.View(precision, follow, heatmap), layer, rollout)
     lines = [line for item in records for line in _RENDER[type(item)](item, precision)]
     lines.append(f"_{t('writeup.rounding_note', precision=precision)}_")
     return "\n".join(lines) + "\n"
@@ -259,10 +262,8 @@ def _stream(item: walk.Stream, p: int) -> list[str]:
 def _rollout(item: walk.Rollout, p: int) -> list[str]:
     headers = [t("render.query"), *(_escape(name) for name in item.tokens)]
     lines = []
-    for title, matrix in (
-        (t("render.rollout_raw", number=item.last), item.raw),
-        (t("render.rollout_title", number=item.last), item.rollout),
-    ):
+    shown = [(t("render.rollout_raw", number=item.last), item.raw)] if item.raw is not None else []
+    for title, matrix in (*shown, (t("render.rollout_title", number=item.last), item.rollout)):
         rows = [[_escape(name), *(fixed(float(w), p) for w in row)] for name, row in zip(item.tokens, matrix)]
         lines += _table(title, headers, rows, right=range(1, len(headers)))
     return [*lines, f"_{t('analysis.caution_rollout')}_", ""]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
+from typing import NamedTuple
 
 MASKED = "−∞"
 SCIENTIFIC_FROM = 1e15  # from here on fixed notation would print up to 309 digits, so use 1.2346e+20
@@ -29,3 +30,35 @@ def entry(value: float, precision: int) -> str:
 def vector(values: Iterable[float], precision: int, style: str = "fixed") -> str:
     show = entry if style == "entry" else fixed
     return "[" + ", ".join(show(float(v), precision) for v in values) + "]"
+
+
+MINUS = "−"
+
+
+class Product(NamedTuple):
+    """One term of a sum of products as it is written by hand: its operator, then its two factors."""
+
+    sign: str  # "" for the first term, else "+" or "−" (a negative term after the first is subtracted)
+    first: str  # the first factor, with its minus only when it leads the sum
+    second: str  # the second factor, in parentheses when negative: (−1.2247)
+
+
+def products(pairs: Iterable[tuple[str, str]]) -> list[Product]:
+    """The terms of a sum of products of written numbers, for the terminal, the write-ups and the tutor alike:
+    −1.2247×(−1.2247) − 1.2247×0, never -1.2247×-1.2247 + -1.2247×0."""
+    terms = []
+    for first, second in pairs:
+        negative = first.startswith(("-", MINUS))
+        magnitude = first[1:] if negative else first
+        if second.startswith(("-", MINUS)):
+            second = f"({MINUS}{second[1:]})"
+        if not terms:
+            terms.append(Product("", f"{MINUS}{magnitude}" if negative else magnitude, second))
+        else:
+            terms.append(Product(MINUS if negative else "+", magnitude, second))
+    return terms
+
+
+def sum_of_products(pairs: Iterable[tuple[str, str]]) -> str:
+    """`products` as plain text: 1.2247×1.2247 − 1.2247×(−1.2247)."""
+    return "".join(f"{f' {term.sign} ' if term.sign else ''}{term.first}×{term.second}" for term in products(pairs))

@@ -14,7 +14,7 @@ import numpy as np
 
 from attncli.core import HeadOverview, Overview, map_edges
 from attncli.i18n import t
-from attncli.render import MAX_DOCUMENT_CELLS
+from attncli.render import every_number
 from attncli.render.analysis import COMPACT_DECIMALS, MASKED_CELL
 from attncli.render.layout import BLANK, Line, line, table
 from attncli.render.numbers import fixed, vector
@@ -42,12 +42,17 @@ def lines(
     Its numbers come from `pipeline.overview`, which takes the blocked kernel where it can: the
     (L, S) matrices of every step are never built.
     """
-    from attncli import pipeline
-
     if not is_large(problem):
         return None
-    found = pipeline.overview(problem, kept_rows(problem, follow), MAP_SHAPE)
+    found = overview(problem, follow)
     return lambda width: render(found, follow, precision, width)
+
+
+def overview(problem: Problem, follow: tuple[str, ...] | None, fine: tuple[int, int] | None = None) -> Overview:
+    """The numbers the summary shows, and with `fine` a map of at most that many blocks (a figure's), in one pass."""
+    from attncli import pipeline
+
+    return pipeline.overview(problem, kept_rows(problem, follow), MAP_SHAPE, fine)
 
 
 def followed_rows(problem: Problem, follow: tuple[str, ...] | None) -> tuple[int, ...]:
@@ -84,7 +89,7 @@ def render(found: Overview, follow: tuple[str, ...] | None, precision: int, widt
             )
         )
     )
-    out.append(line((t("summary.why", limit=MAX_DOCUMENT_CELLS), "dim")))
+    out.append(line((t("summary.why", every=every_number(problem)), "dim")))
     out.append(BLANK)
     for head, spec in zip(found.heads, problem.heads):
         if len(found.heads) > 1:
@@ -123,7 +128,8 @@ def _corners(weights_of: Callable[[int], np.ndarray], problem: Problem, precisio
     """The first and last rows and columns of the weights, as the write-ups show them (walk.weight_grid)."""
     tokens, grid_rows = weight_grid(weights_of, problem, short=True)
     headers = [t("render.query"), *tokens]
-    note = [line((Condensed(len(problem.query_tokens), len(problem.tokens)).words(), "dim"))]
+    every = every_number(problem)
+    note = [line((Condensed(len(problem.query_tokens), len(problem.tokens), every).words(), "dim"))]
     for decimals in (precision, min(precision, COMPACT_DECIMALS)):
         rows = [[name, *(MASKED_CELL if w is None else w.text(decimals) for w in row)] for name, row in grid_rows]
         grid = table(t("render.weight_matrix_title"), headers, rows, width, right=range(1, len(headers)))

@@ -21,7 +21,7 @@ from attncli import positions
 from attncli.core import HeadSteps, Steps, row_norms
 from attncli.i18n import t
 from attncli.problem import Head, Norm, Operand, PositionEncoding, Problem, Projection
-from attncli.render.numbers import entry, fixed
+from attncli.render.numbers import entry, fixed, sum_of_products
 
 if TYPE_CHECKING:  # stacked layers: attncli.layers is imported only for them
     from attncli.layers import LayerSteps, StackSteps
@@ -224,7 +224,7 @@ def arithmetic_text(written: Arithmetic, precision: int) -> str:
     value = written.value.text(p)
     match written:
         case Terms(pairs=pairs):
-            return " + ".join(f"{a.text(p)}×{b.text(p)}" for a, b in pairs) + f" = {value}"
+            return sum_of_products((a.text(p), b.text(p)) for a, b in pairs) + f" = {value}"
         case Cosine(dot=dot, norms=(left, right)):
             return f"{dot.text(p)} / ({left.text(p)}×{right.text(p)}) = {value}"
         case Additive(hidden=hidden):
@@ -267,14 +267,17 @@ class Facts(NamedTuple):
 
 
 class Condensed(NamedTuple):
-    """The note of a condensed walk: the problem's size, and that only the corners of its matrices are shown."""
+    """The note of a condensed walk: the problem's size, that only the corners of its matrices are shown, and
+    where every number is to be had at this size (`render.every_number`)."""
 
     queries: int
     keys: int
+    every: str
 
     def words(self) -> str:
         """What is shown and where every number is; a query is not followed past MAX_KEYS keys."""
         size = dict(queries=self.queries, keys=self.keys, max_keys=MAX_KEYS, max_queries=MAX_QUERIES, edge=EDGE)
+        size["every"] = self.every
         follow = f" {t('writeup.condensed_follow', max_keys=MAX_KEYS)}" if self.keys > MAX_KEYS else ""
         return t("writeup.condensed", **size) + follow
 
@@ -458,7 +461,7 @@ class Rollout(NamedTuple):
 
     tokens: tuple[str, ...]
     last: int  # the number of the last layer the rollout multiplies: Ã_last···Ã_1
-    raw: np.ndarray  # (S, S)
+    raw: np.ndarray | None  # (S, S); None for a layer of one head, whose own weights are shown already
     rollout: np.ndarray  # (S, S)
 
 
@@ -479,16 +482,19 @@ Item = (
 )
 
 
-def items(steps: Steps, view: View) -> list[Item]:
+def items(steps: Steps, view: View, every: str | None = None) -> list[Item]:
     """Everything a human format shows, in order: facts (and sinusoidal encodings); per head its projections,
     RoPE's turns, the followed queries and,
-    with several queries (or `view.heatmap`), the weight matrix; then the combination of the heads."""
+    with several queries (or `view.heatmap`), the weight matrix; then the combination of the heads.
+    `every` is where every number is to be had, when the problem is part of a larger whole (a stack's layer)."""
+    from attncli.render import every_number
+
     problem = steps.problem
     short = condensed(problem)
     followed_rows = followed(problem, view.follow) if len(problem.tokens) <= MAX_KEYS else []
     items: list[Item] = [_facts(steps, short)]
     if short:
-        items.append(Condensed(len(problem.query_tokens), len(problem.tokens)))
+        items.append(Condensed(len(problem.query_tokens), len(problem.tokens), every or every_number(problem)))
     else:  # the positions' tables list every token: a condensed write-up leaves them to JSON
         items += encoded(problem)
     for head in steps.heads:
@@ -871,6 +877,8 @@ def stack_items(
     """Everything a human format shows of a stack: its facts; per layer (only number `layer` when given)
     its title, the stream it reads, its attention as `items` shows it, the residual sum; then `rollout`
     (through the last layer shown) beside that layer's raw weights."""
+    from attncli.render import every_number
+
     stack = steps.stack
     count = len(steps.layers)
     names = tuple((record.layer.label, norm_words(record.layer.norm)) for record in steps.layers)
@@ -878,14 +886,15 @@ def stack_items(
     for number in [layer] if layer is not None else range(1, count + 1):
         record = steps.layers[number - 1]
         norm = record.layer.norm
-        first, *shown = items(record.attention, view)
+        first, *shown = items(record.attention, view, every_number(stack))
         out.append(LayerTitle(number, count, record.layer.label, norm_words(norm), first))
         out += _streams(record, number, stack.tokens, shown)
     if rollout is not None:
         last = layer or count
         from attncli.layers import mean_weights
 
-        raw = mean_weights(steps.layers[last - 1].attention)
+        attention = steps.layers[last - 1].attention
+        raw = mean_weights(attention) if len(attention.heads) > 1 else None
         out.append(Rollout(stack.tokens, last, raw, rollout))
     return out
 
