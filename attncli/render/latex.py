@@ -618,9 +618,9 @@ def _widest(steps: Steps) -> int:
 
 
 def _stack_facts(facts: walk.StackFacts, p: int) -> list[str]:
-    lines = [rf"\section*{{{text(facts.title or t('writeup.title'))}}}"]
+    lines = [rf"\section*{{{prose(facts.title or t('writeup.title'))}}}"]
     if facts.notes:
-        lines += [text(facts.notes), ""]
+        lines += [prose(facts.notes), ""]
     lines += [
         r"\begin{itemize}",
         rf"\item \textbf{{{text(t('render.tokens'))}:}} {text(', '.join(facts.tokens))}",
@@ -663,7 +663,7 @@ def _rollout(item: walk.Rollout, p: int) -> list[str]:
     for title, matrix in (*shown, (flow_title, item.rollout)):
         rows = [[text(name), *(cell(fixed(float(w), p)) for w in row)] for name, row in zip(item.tokens, matrix)]
         lines += [rf"\paragraph{{{title}}}", *_tabular(headers, rows)]
-    return [*lines, rf"\emph{{{text(t('analysis.caution_rollout'))}}}", ""]
+    return [*lines, rf"\emph{{{prose(t('analysis.caution_rollout'))}}}", ""]
 
 
 _RENDER: dict[type, Callable[[walk.Item, int], list[str]]] = {
