@@ -49,6 +49,7 @@ EXAMPLES = epilog(
     "  attncli compute samples/storm_causal.yaml --heatmap --svg storm.svg",
     "  attncli compute --queries @q.npy --keys @k.npy --values @v.npy --dtype float32 --format npy -o out.npy",
     "  attncli compute samples/layers.yaml --layer 2 --rollout",
+    "  attncli compute samples/bank.yaml --tiles 1",
 )
 
 
@@ -85,6 +86,8 @@ def compute(
     follow: Annotated[
         Optional[list[str]], typer.Option(metavar=t("help.metavar.token"), help=t("help.compute.follow"))
     ] = None,
+    tiles: Annotated[Optional[int], typer.Option(metavar="B", help=t("help.compute.tiles"))] = None,
+    stable: Annotated[bool, typer.Option("--stable", help=t("help.compute.stable"))] = False,
     precision: Precision = 4,
     format: Format = None,
     output: Output = None,
@@ -137,7 +140,8 @@ def compute(
             raise fail("cli.binary_to_terminal", format=format)
         refuse(format, analyses=norms or bool(ablate or ablate_head or weights))
     given = {"tokens": tokens, "query_tokens": query_tokens, "queries": queries, "keys": keys, "values": values}
-    given |= {"scores": scores, "mask": mask, "score": score, "scale": scale}
+    given |= {"scores": scores, "mask": mask, "score": score, "scale": scale, "tiles": tiles}
+    given |= {"stable": True if stable else None}
     flags = {name: value for name, value in given.items() if value is not None}
     if file is None and not flags:
         raise fail("cli.no_input")

@@ -25,7 +25,7 @@ import numpy as np
 from attncli.core import Steps
 from attncli.i18n import t
 from attncli.layers import StackSteps
-from attncli.render import walk
+from attncli.render import tiles, walk
 from attncli.render.numbers import fixed
 
 BLANK = r"\rule{0pt}{3.2ex}\hspace{3.6em}"  # a cell of a sheet's grid, room for 0.6652 written by hand
@@ -530,6 +530,19 @@ def _mix(query: walk.Query, p: int) -> list[str]:
     return [heading, *_display(equations)]
 
 
+def _worked(item: tiles.StableSoftmax | tiles.TileTrace, p: int) -> list[str]:
+    """A followed query's stable softmax, or its tiles (attncli.render.tiles); a formula too wide is scaled."""
+    shown = tiles.table(item, p)
+    headers = [text(header) if isinstance(header, str) else f"${header.latex}$" for header in shown.headers]
+    rows = [[text(cell) for cell in row] for row in (*shown.rows, *([shown.footer] if shown.footer else []))]
+    lines = [
+        rf"\paragraph{{{text(shown.words)}}}",
+        rf"\[\attnfit{{${shown.formula.latex}$}}\]",
+        *_tabular(headers, rows),
+    ]
+    return [*lines, *(rf"{text(words)} \[\attnfit{{${formula.latex}$}}\]" for words, formula in shown.closing)]
+
+
 def _matrix_item(item: walk.WeightMatrix, p: int) -> list[str]:
     rows = [[text(name), *("$\\cdot$" if w is None else text(w.text(p)) for w in row)] for name, row in item.weights]
     outputs = [[text(name), *(text(cell.text(p)) for cell in out.cells)] for name, out in item.outputs]
@@ -664,6 +677,8 @@ _RENDER: dict[type, Callable[[walk.Item, int], list[str]]] = {
     walk.Projected: _projected,
     walk.Rotary: _rotary,
     walk.Query: _query,
+    tiles.StableSoftmax: _worked,
+    tiles.TileTrace: _worked,
     walk.WeightMatrix: _matrix_item,
     walk.Combination: _combination,
     walk.StackFacts: _stack_facts,
