@@ -21,8 +21,6 @@ from typing import NamedTuple
 
 import numpy as np
 
-from attncli.errors import fail
-
 
 class Logits(NamedTuple):
     """The validated input of `attncli softmax`: rows of logits, their tokens' names, and what to do with them."""
@@ -53,9 +51,13 @@ class Stable(NamedTuple):
 
 
 class Filtered(NamedTuple):
-    """What top-k and top-p leave of each row's distribution, renormalised over what they keep."""
+    """What top-k and top-p leave of each row's distribution, every intermediate kept, renormalised at the end."""
 
-    kept: np.ndarray  # (N, V) bool: the tokens kept
+    order: np.ndarray  # (N, V) each row's tokens, most likely first (ties: the earlier token first)
+    top_k: np.ndarray | None  # (N, V) bool: kept by top-k; None without it
+    renormalised: np.ndarray | None  # (N, V) with top-k and top-p: p over top-k's tokens / their sum, what top-p reads
+    cumulative: np.ndarray | None  # (N, V) with top-p: what it reads summed down `order`, up to each token
+    kept: np.ndarray  # (N, V) bool: the tokens kept in the end
     probabilities: np.ndarray  # (N, V) p over the kept tokens / their sum; 0 elsewhere
 
 
@@ -96,24 +98,27 @@ def most_likely_first(scaled: np.ndarray) -> np.ndarray:
     return np.argsort(-scaled, axis=1, kind="stable")  # (N, V)
 
 
-def top_k(probabilities: np.ndarray, order: np.ndarray, k: int) -> np.ndarray:
-    """Which tokens (N, V) are among the `k` first of `order` (all of them when k ≥ V)."""
-    kept = np.zeros(probabilities.shape, dtype=bool)  # (N, V)
+def top_k(order: np.ndarray, k: int) -> np.ndarray:
+    """Which tokens (N, V) are among the `k` first of each row's `order` (all of them when k ≥ V)."""
+    kept = np.zeros(order.shape, dtype=bool)  # (N, V)
     np.put_along_axis(kept, order[:, :k], True, axis=1)
     return kept
 
 
-def top_p(probabilities: np.ndarray, order: np.ndarray, p: float) -> np.ndarray:
-    """Which tokens (N, V) make the shortest prefix of `order` whose probabilities add up to at least `p`.
+def top_p(probabilities: np.ndarray, order: np.ndarray, p: float) -> tuple[np.ndarray, np.ndarray]:
+    """Which tokens (N, V) make the shortest prefix of `order` whose probabilities add up to at least `p`, and
+    those sums (N, V), each token's in its place.
 
     The sums are float64's, in that order; a row that never reaches `p` (rounding, with p = 1) keeps every token.
     """
-    in_order = np.take_along_axis(probabilities, order, axis=1)  # (N, V)
-    reached = np.cumsum(in_order, axis=1) >= p  # (N, V)
+    in_order = np.cumsum(np.take_along_axis(probabilities, order, axis=1), axis=1)  # (N, V)
+    reached = in_order >= p  # (N, V)
     count = np.where(reached.any(axis=1), reached.argmax(axis=1) + 1, probabilities.shape[1])  # (N,)
     kept = np.zeros(probabilities.shape, dtype=bool)  # (N, V)
     np.put_along_axis(kept, order, np.arange(probabilities.shape[1])[None, :] < count[:, None], axis=1)
-    return kept
+    cumulative = np.empty_like(probabilities)  # (N, V)
+    np.put_along_axis(cumulative, order, in_order, axis=1)
+    return kept, cumulative
 
 
 def renormalised(probabilities: np.ndarray, kept: np.ndarray) -> np.ndarray:
@@ -125,12 +130,12 @@ def renormalised(probabilities: np.ndarray, kept: np.ndarray) -> np.ndarray:
 def filtered(probabilities: np.ndarray, scaled: np.ndarray, k: int | None, p: float | None) -> Filtered:
     """Top-k, then top-p on the distribution top-k leaves (renormalised), as Hugging Face's samplers chain them."""
     order = most_likely_first(scaled)  # (N, V)
-    kept = np.ones(probabilities.shape, dtype=bool)  # (N, V)
-    if k is not None:
-        kept = top_k(probabilities, order, k)
-    if p is not None:
-        kept &= top_p(renormalised(probabilities, kept), order, p)
-    return Filtered(kept, renormalised(probabilities, kept))
+    by_k = None if k is None else top_k(order, k)  # (N, V)
+    read = probabilities if by_k is None else renormalised(probabilities, by_k)  # (N, V) what top-p reads
+    by_p, cumulative = (None, None) if p is None else top_p(read, order, p)
+    kept = by_k if by_p is None else by_p if by_k is None else by_k & by_p  # (N, V)
+    again = None if by_k is None or p is None else read
+    return Filtered(order, by_k, again, cumulative, kept, renormalised(probabilities, kept))
 
 
 def cross_entropy(steps: Stable, scaled: np.ndarray, targets: tuple[int, ...], temperature: float) -> CrossEntropy:
@@ -147,15 +152,12 @@ def cross_entropy(steps: Stable, scaled: np.ndarray, targets: tuple[int, ...], t
     return CrossEntropy(per_row, float(per_row.mean()), gradient)
 
 
-@np.errstate(over="ignore", invalid="ignore")  # an overflow is reported as an error, not as a warning
 def compute(logits: Logits) -> SoftmaxSteps:
     """Every step for `logits`: s/T, the stable softmax, then the filters and the cross-entropy when asked for.
 
-    An AttnError when dividing by the temperature passes float64's range (1e300 / 1e-10).
+    The parser (attncli.parsing.logits) has seen to it that every s/T is finite.
     """
     scaled = logits.rows / logits.temperature  # (N, V)
-    if not np.isfinite(scaled).all():
-        raise fail("core.overflow").at(source=logits.source, field="temperature")
     steps = stable(scaled)
     wanted = logits.top_k is not None or logits.top_p is not None
     kept = filtered(steps.probabilities, scaled, logits.top_k, logits.top_p) if wanted else None

@@ -122,6 +122,27 @@ def outputs(problems: dict[str, Path], folder: Path) -> list[tuple[str, list[str
         ("compare", ["compare", p, o]),
         ("scaling", ["scaling", "--dk", "2,8", "--samples", "50", "--keys", "4"]),
         ("template", ["template", p]),
+        (
+            "softmax",
+            [
+                "softmax",
+                "2, 1, 0.1; 0, 1, 1",
+                "--tokens",
+                "pescador,red,banco",
+                "--target",
+                "red",
+                "--target",
+                "1",
+                "--temperature",
+                "2",
+                "--top-k",
+                "2",
+                "--top-p",
+                "0.9",
+            ],
+        ),
+        ("softmax", ["softmax", "2, 1, 0.1", "--format", "markdown"]),
+        ("softmax", ["softmax", "2, 1, 0.1", "--format", "latex"]),
         ("practice", ["practice", p]),
     ]
 

@@ -212,9 +212,8 @@ def _output_table(query: walk.Query, p: int, width: int) -> list[Line]:
     )
 
 
-def _worked(item: tiles.StableSoftmax | tiles.TileTrace, p: int, width: int) -> list[Line]:
-    """A followed query's stable softmax, or its tiles (attncli.render.tiles)."""
-    shown = tiles.table(item, p)
+def worked(shown: tiles.Worked, width: int) -> list[Line]:
+    """A table of worked numbers (attncli.render.tiles): its title, the table, then its closing lines."""
     headers = [header if isinstance(header, str) else header.text for header in shown.headers]
     title = f"{shown.words}: {shown.formula.text}"
     out = table(title, headers, shown.rows, width, footer=shown.footer, right=shown.right)
@@ -283,8 +282,8 @@ _RENDER: dict[type, Callable[..., list[Line]]] = {
     walk.Projected: _projected,
     walk.Rotary: _rotary,
     walk.Query: _query,
-    tiles.StableSoftmax: _worked,
-    tiles.TileTrace: _worked,
+    tiles.StableSoftmax: lambda item, p, width: worked(tiles.table(item, p), width),
+    tiles.TileTrace: lambda item, p, width: worked(tiles.table(item, p), width),
     walk.WeightMatrix: _matrix,
     walk.Combination: _combination,
     walk.StackFacts: _stack_facts,

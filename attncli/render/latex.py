@@ -530,9 +530,8 @@ def _mix(query: walk.Query, p: int) -> list[str]:
     return [heading, *_display(equations)]
 
 
-def _worked(item: tiles.StableSoftmax | tiles.TileTrace, p: int) -> list[str]:
-    """A followed query's stable softmax, or its tiles (attncli.render.tiles); a formula too wide is scaled."""
-    shown = tiles.table(item, p)
+def worked(shown: tiles.Worked) -> list[str]:
+    """A table of worked numbers (attncli.render.tiles), its formulas displayed; one too wide for the line is scaled."""
     headers = [text(header) if isinstance(header, str) else f"${header.latex}$" for header in shown.headers]
     rows = [[text(cell) for cell in row] for row in (*shown.rows, *([shown.footer] if shown.footer else []))]
     lines = [
@@ -677,8 +676,8 @@ _RENDER: dict[type, Callable[[walk.Item, int], list[str]]] = {
     walk.Projected: _projected,
     walk.Rotary: _rotary,
     walk.Query: _query,
-    tiles.StableSoftmax: _worked,
-    tiles.TileTrace: _worked,
+    tiles.StableSoftmax: lambda item, p: worked(tiles.table(item, p)),
+    tiles.TileTrace: lambda item, p: worked(tiles.table(item, p)),
     walk.WeightMatrix: _matrix_item,
     walk.Combination: _combination,
     walk.StackFacts: _stack_facts,

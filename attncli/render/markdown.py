@@ -195,9 +195,8 @@ def _mix(query: walk.Query, p: int) -> list[str]:
     return _table(title, [t("render.key"), t("render.weight"), "v", f"{t('render.weight')} × v"], rows, right=(1,))
 
 
-def _worked(item: tiles.StableSoftmax | tiles.TileTrace, p: int) -> list[str]:
-    """A followed query's stable softmax, or its tiles (attncli.render.tiles)."""
-    shown = tiles.table(item, p)
+def worked(shown: tiles.Worked) -> list[str]:
+    """A table of worked numbers (attncli.render.tiles): its title, the table, then its closing lines."""
     headers = [_escape(header) if isinstance(header, str) else header.text for header in shown.headers]
     rows = [[_escape(row[0]), *row[1:]] for row in shown.rows]
     if shown.footer:
@@ -287,8 +286,8 @@ _RENDER: dict[type, Callable[[walk.Item, int], list[str]]] = {
     walk.Projected: _projected,
     walk.Rotary: _rotary,
     walk.Query: _query,
-    tiles.StableSoftmax: _worked,
-    tiles.TileTrace: _worked,
+    tiles.StableSoftmax: lambda item, p: worked(tiles.table(item, p)),
+    tiles.TileTrace: lambda item, p: worked(tiles.table(item, p)),
     walk.WeightMatrix: _matrix,
     walk.Combination: _combination,
     walk.StackFacts: _stack_facts,
