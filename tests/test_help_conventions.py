@@ -14,7 +14,7 @@ import pytest
 from typer.testing import CliRunner
 
 from attncli import exercises, positions
-from attncli.cli import app, compare, compute, generate, softmax
+from attncli.cli import app, compare, compute, cost, generate, softmax
 from attncli.i18n import LANGUAGES
 from tests.paths import ROOT, SAMPLES
 
@@ -48,6 +48,8 @@ CHOICES = {
     ("practice", "--score"): ["scaled_dot", "dot", "cosine"],
     ("template", "--lang"): list(LANGUAGES),
     ("softmax", "--format"): list(softmax.FORMATS),
+    ("cost", "--format"): list(cost.FORMATS),
+    ("cost", "--dtype"): list(cost.DTYPES),
 }
 
 

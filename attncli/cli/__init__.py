@@ -15,6 +15,7 @@ COMMANDS = (
     "check",
     "compare",
     "compute",
+    "cost",
     "generate",
     "practice",
     "scaling",
