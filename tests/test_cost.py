@@ -253,6 +253,16 @@ def test_human_output_is_a_table_of_formulas_with_their_numbers() -> None:
     assert "all 32 layers layers·Σ 32·67108864 2147483648 2 GiB" in rows
 
 
+def test_sizes_past_floats_range_are_counted_exactly() -> None:
+    """T = 10^200 tokens: T·T = 10^400 pairs, beyond any float; the values stay exact integers, the rough size is
+    left out where it cannot be computed, and the JSON holds every digit."""
+    tokens = 10**200
+    code, text, stderr = run("--d-model", "8", "--heads", "2", "--tokens", str(tokens))
+    assert (code, stderr) == (0, "") and str(tokens**2)[:150] in text  # a terminal folds what its lines cannot hold
+    doc = json.loads(run("--d-model", "8", "--heads", "2", "--tokens", str(tokens), "-f", "json")[1])
+    assert doc["pairs"]["value"] == tokens**2 and doc["flops"]["terms"][3]["value"] == 2 * 2 * tokens**2 * 4
+
+
 def test_json_holds_every_term() -> None:
     code, stdout, _ = run(*ISSUE, "--causal", "--window", "4096", "--compare", "-f", "json")
     assert code == 0

@@ -81,6 +81,14 @@ def test_rows_far_from_zero_stay_finite(logits: str, probabilities: list[float],
         assert np.isfinite(array).all()
 
 
+def test_the_widest_finite_row_writes_every_step() -> None:
+    """1e308 and −7e307: s − m = −1.7e308 still finite, so is −ln p_t = 1.7e308; JSON holds them (−8e307: refused)."""
+    code, stdout, stderr = run("1e308, -7e307", "--target", "2", "-f", "json")
+    assert (code, stderr) == (0, "")
+    row = json.loads(stdout)["rows"][0]
+    assert row["shifted"] == [0.0, -7e307 - 1e308] and row["cross_entropy"] == 1e308 + 7e307
+
+
 # PyTorch
 
 
@@ -307,6 +315,8 @@ def test_the_latex_compiles_without_scaling(tmp_path) -> None:
         (["2, 1", "--top-p", "0"], "--top-p: top_p: expected a probability above 0 and at most 1, got the number 0"),
         (["2, 1", "--top-p", "1.5"], "got the number 1.5"),
         (["2, 1", "--top-p", "nan"], "--top-p: top_p: unknown name 'nan'"),
+        (["1e308, -1e308"], "LOGITS: logits: a result passes the range of floating-point numbers"),  # s − m
+        (["1e308, 0", "--target", "2", "--temperature", "1e-300"], "temperature: a result passes the range"),
         (["2, 1", "-f", "npz"], "unknown format 'npz'"),
         (["missing.yaml"], "missing.yaml: cannot read the file"),
         ([], "Missing argument"),

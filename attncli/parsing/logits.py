@@ -47,13 +47,16 @@ def parse(document: Document, flags: Mapping[str, object] | None = None, base: P
     if rows.size > MAX_LOGITS:
         raise reader.error(("logits",), "softmax.too_many", count=rows.size, limit=MAX_LOGITS)
     tokens = _tokens(reader, data, rows.shape[1])
+    temperature = _temperature(reader, data, rows)
+    targets = _targets(reader, data, tokens, rows.shape[0])
+    _within_range(reader, rows / temperature)
     return Logits(
         tokens=tokens,
         rows=rows,
-        temperature=_temperature(reader, data, rows),
+        temperature=temperature,
         top_k=_top_k(reader, data),
         top_p=_top_p(reader, data),
-        targets=_targets(reader, data, tokens, rows.shape[0]),
+        targets=targets,
         title=reader.optional_text(data, "title"),
         notes=reader.optional_text(data, "notes"),
         source=document.name,
@@ -110,6 +113,13 @@ def _temperature(reader: FieldReader, data: dict, rows: np.ndarray) -> float:
         if not np.isfinite(rows / value).all():
             raise reader.error(("temperature",), "core.overflow")
     return value
+
+
+def _within_range(reader: FieldReader, scaled: np.ndarray) -> None:
+    """Every s − m finite (1e308 − (−1e308) is not); then so is each −ln p_t = m − s_t + ln Σ e^(s − m)."""
+    with np.errstate(over="ignore"):
+        if not np.isfinite(scaled - scaled.max(axis=1, keepdims=True)).all():
+            raise reader.error(("logits",), "core.overflow")
 
 
 def _top_k(reader: FieldReader, data: dict) -> int | None:

@@ -18,14 +18,18 @@ IEC = ("B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB", "ZiB", "YiB")  # bytes
 
 
 def about(value: int, binary: bool = False) -> str:
-    """`value` to three significant digits in its unit: 1.34 G, 185 T, 2 GiB; nothing below a thousand (1024 B)."""
+    """`value` to three significant digits in its unit: 1.34 G, 185 T, 2 GiB; nothing below a thousand (1024 B)
+    or past what a float holds."""
     base, units = (1024, IEC) if binary else (1000, SI)
     power = 0
     while value >= base ** (power + 1) and power < len(units) - 1:
         power += 1
     if power == 0:
         return ""  # the value itself is as short
-    return f"{value / base**power:.3g} {units[power]}"
+    try:
+        return f"{value / base**power:.3g} {units[power]}"
+    except OverflowError:  # past float's range (10^400 pairs): the exact value stands alone
+        return ""
 
 
 # For people

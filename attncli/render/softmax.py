@@ -114,6 +114,7 @@ def _cross_entropy(steps: SoftmaxSteps, row: int, p: int, lse: str) -> list[tupl
     target = logits.targets[row]
     power, latex = ("s_t", "s_t") if logits.temperature == 1 else ("s_t/T", "s_t/T")
     s_t, ce = _text(steps.scaled[row, target], p), _text(loss.per_row[row], p)
+    s_t = f"({s_t})" if s_t.startswith("-") else s_t  # LSE − (−1.5000), not LSE − -1.5000
     count = steps.scaled.shape[0]
     over = str(count) if logits.temperature == 1 else f"({count}·{Num(logits.temperature, ENTRY).text(p)})"
     latex_over = str(count) if logits.temperature == 1 else rf"({count} \cdot {Num(logits.temperature, ENTRY).text(p)})"
