@@ -303,6 +303,13 @@ def test_spanish_says_it_all_in_spanish() -> None:
     [
         (["--d-model", "0", "--heads", "2", "--tokens", "3"], "Invalid value for '--d-model': 0 is not in the range"),
         (["--d-model", "x"], "'x' is not a whole number"),
+        (["--d-model", "8", "--heads", "x", "--tokens", "3"], "Invalid value for '--heads': 'x' is not a whole number"),
+        (["--d-model", "8", "--heads", "2", "--tokens", "0"], "Invalid value for '--tokens': 0 is not in the range"),
+        (["--d-model", "8", "--heads", "2", "--tokens", "3", "--kv-heads", "0"], "Invalid value for '--kv-heads'"),
+        (["--d-model", "8", "--heads", "2", "--tokens", "3", "--d-head", "0"], "Invalid value for '--d-head'"),
+        (["--d-model", "8", "--heads", "2", "--tokens", "3", "--layers", "0"], "Invalid value for '--layers'"),
+        (["--d-model", "8", "--heads", "2", "--tokens", "3", "--batch", "-1"], "Invalid value for '--batch'"),
+        (["--d-model", "8", "--heads", "2", "--tokens", "3", "--causal=yes"], "--causal"),
         (["--heads", "4", "--d-model", "8"], "attncli: give a problem file, or a model's shape: --tokens missing"),
         ([], "give a problem file, or a model's shape: --d-model, --heads, --tokens missing"),
         (
@@ -324,6 +331,8 @@ def test_spanish_says_it_all_in_spanish() -> None:
         ),
         ([str(SAMPLES / "bank.yaml"), "--causal"], "--causal: a problem file gives its own shape and mask"),
         ([str(SAMPLES / "bank.yaml"), "--compare"], "leave out --compare"),
+        ([str(SAMPLES / "bank.yaml"), "--bias"], "leave out --bias"),
+        ([str(SAMPLES / "bank.yaml"), "--tokens", "4"], "leave out --tokens"),
         ([str(SAMPLES / "layers.yaml")], "cost takes one attention layer, not stacked layers yet"),
         (["missing.yaml"], "missing.yaml: cannot read the file"),
         ([str(SAMPLES / "bank.yaml"), "-f", "csv"], "unknown format 'csv'"),

@@ -318,6 +318,8 @@ def test_the_latex_compiles_without_scaling(tmp_path) -> None:
         (["1e308, -1e308"], "LOGITS: logits: a result passes the range of floating-point numbers"),  # s − m
         (["1e308, 0", "--target", "2", "--temperature", "1e-300"], "temperature: a result passes the range"),
         (["2, 1", "-f", "npz"], "unknown format 'npz'"),
+        (["2, 1", "--precision", "18"], "Invalid value for '--precision': 18 is not in the range"),
+        (["2, 1", "--tokens", ""], "--tokens: tokens: expected a list of token names"),
         (["missing.yaml"], "missing.yaml: cannot read the file"),
         ([], "Missing argument"),
     ],
