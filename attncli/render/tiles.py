@@ -150,6 +150,7 @@ def table(item: StableSoftmax | TileTrace, p: int) -> Worked:
 def _stable(item: StableSoftmax, p: int) -> Worked:
     power = item.power
     latex_power = "s_j" if power == "s" else "s_j + b_j"
+    grouped, latex_grouped = (power, latex_power) if power == "s" else (f"({power})", f"({latex_power})")
     m = item.max.text(p)
     rows = tuple((row.key, row.score.text(p), row.shifted.text(p), row.exp.text(p)) for row in item.rows)
     headers = (
@@ -166,7 +167,7 @@ def _stable(item: StableSoftmax, p: int) -> Worked:
     )
     return Worked(
         words=t("render.stable_title", name=item.query),
-        formula=Expr(f"m = max {power} = {m}", rf"m = \max_j ({latex_power}) = {m}"),
+        formula=Expr(f"m = max {grouped} = {m}", rf"m = \max_j {latex_grouped} = {m}"),
         headers=headers,
         rows=rows,
         footer=(t("render.sum"), "", "", total),
