@@ -8,13 +8,16 @@ Z = softmax(Q·Kᵀ/√d_k)·V.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
 from attncli import positions
 from attncli.errors import AttnError, fail
 from attncli.problem import Head, Operand, PositionEncoding, Problem, Projection, Score
+
+if TYPE_CHECKING:
+    from attncli.tiles import Tiles
 
 COSINE_EPS = 1e-8  # as torch.nn.functional.cosine_similarity: each norm is clamped to at least this
 # Displayed exponentials are shifted when |s| passes this share of the largest exponent the dtype holds
@@ -53,6 +56,8 @@ class HeadSteps(NamedTuple):
     scaled: np.ndarray | None = None  # (L, S) compatibility × scale, before the bias; None without one
     bias: np.ndarray | None = None  # (L, S) added to the scaled scores before the mask and softmax
     rotation: Rotation | None = None  # RoPE: the queries and keys the scores use, turned by their positions
+    logsumexp: np.ndarray | None = None  # (L,) ln Σ e^s = shift + ln Σ exp, with `stable:` or `tiles:` (attncli.tiles)
+    tiles: Tiles | None = None  # with `tiles:`, the online softmax tile by tile
 
 
 class Steps(NamedTuple):
@@ -154,6 +159,10 @@ def block_means(column_sums: np.ndarray, row_edges: np.ndarray, column_edges: np
 def compute(problem: Problem) -> Steps:
     """Every step of `problem`; an AttnError if finite inputs produce a number beyond float64's range."""
     heads = tuple(_attend(problem, index) for index in range(len(problem.heads)))
+    if problem.stable or problem.tiles is not None:
+        from attncli import tiles
+
+        heads = tuple(tiles.worked(head, problem.tiles) for head in heads)
     concat, output = combine([head.output for head in heads], problem.w_o)
     try:
         return Steps(problem, heads, concat, _finite(output, "w_o"))
@@ -205,7 +214,8 @@ def _attend(problem: Problem, index: int) -> HeadSteps:
     """`attend` for head `index`, an overflow named by file and, with several heads, by head."""
     try:
         bias = None if problem.bias is None else problem.bias.of(index)
-        return attend(problem.heads[index], problem.mask, bias, problem.rope)
+        stable = problem.stable or problem.tiles is not None
+        return attend(problem.heads[index], problem.mask, bias, problem.rope, stable=stable)
     except AttnError as error:
         if len(problem.heads) > 1:
             error.where.field = f"heads[{index + 1}].{error.where.field}"
@@ -214,7 +224,11 @@ def _attend(problem: Problem, index: int) -> HeadSteps:
 
 @np.errstate(over="ignore", invalid="ignore")
 def attend(
-    head: Head, mask: np.ndarray, bias: np.ndarray | None = None, rope: PositionEncoding | None = None
+    head: Head,
+    mask: np.ndarray,
+    bias: np.ndarray | None = None,
+    rope: PositionEncoding | None = None,
+    stable: bool = False,
 ) -> HeadSteps:
     """One head: compatibility, scale, bias, mask, softmax, weighted sum of values — every step kept.
 
@@ -230,6 +244,7 @@ def attend(
 
     Softmax is computed once: the e^s shown (shifted only as `display_shift` says) are the
     very numbers divided by their sum to give the weights, so e^s / Σ = weight exactly as shown.
+    `stable` shifts every row by its max, the stable softmax written out (`--stable`, `--tiles`).
     """
     values = _finite(project(head.values), "values")  # (S, d_v)
     rotation = None
@@ -246,7 +261,7 @@ def attend(
     scaled = _finite(compat * head.score.scale, "scores")  # (L, S)
     biased = scaled if bias is None else _finite(scaled + bias, "bias")  # (L, S)
     scores = np.where(mask, biased, -np.inf)  # (L, S)
-    shift = display_shift(scores)  # (L,)
+    shift = scores.max(axis=1) if stable else display_shift(scores)  # (L,)
     exp = np.exp(scores - shift[:, None])  # (L, S)
     weights = exp / exp.sum(axis=1, keepdims=True)  # (L, S)
     output = _finite(weights @ values, "output")  # (L, d_v)

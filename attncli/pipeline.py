@@ -31,6 +31,7 @@ from attncli.yamldoc import Document
 if TYPE_CHECKING:
     from attncli.grading import Report
     from attncli.layers import StackSteps
+    from attncli.softmax import Logits
 
 Source = str | os.PathLike | Document
 DTYPES = ("float64", "float32")
@@ -61,6 +62,21 @@ def load(
     document = yamldoc.load(text, name) if text is not None else _document(source)
     options = {"confined": confined, "results_only": results_only}
     return problem_file.parse(document, flags, _base(source), dtype=getattr(np, dtype), **options)
+
+
+def logits(
+    source: Source | None = None,
+    flags: Mapping[str, object] | None = None,
+    *,
+    text: str | None = None,
+    name: str = "<text>",
+) -> Logits:
+    """The validated rows of logits `attncli softmax` reads (attncli.parsing.logits), from a source as `load`'s,
+    the YAML `text`, or `flags` alone (`{"logits": "2, 1, 0.1"}`); `attncli.softmax.compute` works them out."""
+    from attncli.parsing import logits as read
+
+    document = yamldoc.load(text, name) if text is not None else _document(source)
+    return read.parse(document, flags, _base(source))
 
 
 def single(problem: Problem | Stack, command: str) -> Problem:

@@ -123,6 +123,8 @@ class Problem(NamedTuple):
     title: str | None = None
     notes: str | None = None
     source: str = "-"
+    tiles: int | None = None  # `tiles:` B, keys per tile of the online softmax shown (attncli.tiles)
+    stable: bool = False  # `stable:` the softmax shifted by each row's max, with its log-sum-exp
 
     def kv_label(self, group: int) -> str:
         """What a person reads for kv head `group`: its `name:`, else "kv head g" in the run's language."""

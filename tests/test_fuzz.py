@@ -40,6 +40,7 @@ SAMPLE_FILES = sorted(SAMPLES.glob("*.yaml")) + sorted((ROOT / "tests" / "check_
 EXIT = {"compute": {0, 2}, "check": {0, 1, 2}, "compare": {0, 2}, "scaling": {0, 2}, "generate": {0, 2}}
 EXIT["template"] = {0, 2}
 EXIT["practice"] = {0, 1, 2}  # 1: the session ended with a step not right (stdin is empty here)
+EXIT["softmax"] = EXIT["cost"] = {0, 2}
 
 
 def budget(examples: int) -> Callable[[Callable], Callable]:

@@ -123,6 +123,8 @@ def test_the_top_level_help_says_which_command_exits_1() -> None:
         ("compute", "attncli compute [OPTIONS] [FILE]"),
         ("template", "attncli template [OPTIONS] FILE"),
         ("generate", "attncli generate [OPTIONS]"),
+        ("softmax", "attncli softmax [OPTIONS] LOGITS|FILE"),
+        ("cost", "attncli cost [OPTIONS] [FILE]"),
     ],
 )
 def test_usage_names_arguments_as_metavars(name: str, usage: str) -> None:

@@ -14,7 +14,7 @@ import pytest
 from typer.testing import CliRunner
 
 from attncli import exercises, positions
-from attncli.cli import app, compare, compute, generate
+from attncli.cli import app, compare, compute, cost, generate, softmax
 from attncli.i18n import LANGUAGES
 from tests.paths import ROOT, SAMPLES
 
@@ -25,6 +25,7 @@ ARGUMENTS = {
     "check": [RIGHT],
     "template": [BANK],
     "compare": [BANK, str(SAMPLES / "bank_cashier.yaml")],
+    "softmax": ["2, 1, 0.1"],
 }
 # Every option whose value is one of a few names, with those names, as a user would type them.
 CHOICES = {
@@ -46,6 +47,9 @@ CHOICES = {
     ("practice", "--mask"): ["none", "causal"],
     ("practice", "--score"): ["scaled_dot", "dot", "cosine"],
     ("template", "--lang"): list(LANGUAGES),
+    ("softmax", "--format"): list(softmax.FORMATS),
+    ("cost", "--format"): list(cost.FORMATS),
+    ("cost", "--dtype"): list(cost.DTYPES),
 }
 
 

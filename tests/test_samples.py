@@ -291,3 +291,23 @@ def test_sinusoidal() -> None:
     weights = softmax(*(d * R2 for d in dots))
     close(head.weights, [weights])
     close(steps.output, [[sum(w * row[c] for w, row in zip(weights, x)) for c in range(2)]])
+
+
+def test_tiles() -> None:
+    """Given scores 0, 1, 3, 2 (net and . masked), two keys a tile: tile 2 raises m from 1 to 3, so ℓ and o
+    are multiplied by e^−2 before it adds e^0·v_mended + e^−1·v_his; tile 3 is masked whole."""
+    steps = solve("tiles.yaml")
+    (head,) = steps.heads
+    trace = head.tiles
+    assert steps.problem.tiles == 2 and trace.size == 2
+    close(trace.running_max, [[1, 3, 3]])
+    close(trace.rescale, [[0, E**-2, 1]])
+    ell = 1 + 1 / E + E**-2 + E**-3
+    close(trace.running_sum, [[1 + 1 / E, ell, ell]])
+    o = [1 + 2 / E + E**-3, 1 + E**-2]  # e^−1·[1, 0] + [0, 1], rescaled by e^−2, + [1, 1] + e^−1·[2, 0]
+    close(trace.accumulator, [[[1 / E, 1], o, o]])
+    weights = softmax(0, 1, 3, 2)
+    close(head.weights, [[*weights, 0, 0]])
+    close(steps.output, [[weights[0] + weights[2] + 2 * weights[3], weights[1] + weights[2]]])
+    close(trace.output, steps.output)
+    close(head.logsumexp, [math.log(1 + E + E**2 + E**3)])

@@ -11,7 +11,17 @@ import os
 import sys
 from typing import Any
 
-COMMANDS = ("check", "compare", "compute", "generate", "practice", "scaling", "template")  # command = module name
+COMMANDS = (
+    "check",
+    "compare",
+    "compute",
+    "cost",
+    "generate",
+    "practice",
+    "scaling",
+    "softmax",
+    "template",
+)  # command = module name
 
 
 def main() -> None:

@@ -29,6 +29,8 @@ EXAMPLES = "\n".join(  # the top-level help's: one of each thing attncli is for
         "  attncli generate --seed 7 --answers > exercise-key.yaml",
         "  attncli check --key exercise-key.yaml homework.yaml",
         "  attncli scaling --dk 2,32,512",
+        '  attncli softmax "2, 1, 0.1" --target 2 --top-p 0.9',
+        "  attncli cost --d-model 4096 --heads 32 --kv-heads 8 --tokens 16384",
     )
 )
 

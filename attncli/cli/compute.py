@@ -50,6 +50,7 @@ EXAMPLES = epilog(
     "  attncli compute samples/storm_causal.yaml --heatmap --svg storm.svg",
     "  attncli compute --queries @q.npy --keys @k.npy --values @v.npy --dtype float32 --format npy -o out.npy",
     "  attncli compute samples/layers.yaml --layer 2 --rollout",
+    "  attncli compute samples/bank.yaml --tiles 1",
 )
 
 
@@ -89,6 +90,8 @@ def compute(
     precision: Annotated[
         Optional[int], typer.Option(metavar="N", min=0, max=17, help=t("help.compute.precision"))
     ] = None,
+    tiles: Annotated[Optional[int], typer.Option(metavar="B", help=t("help.compute.tiles"))] = None,
+    stable: Annotated[bool, typer.Option("--stable", help=t("help.compute.stable"))] = False,
     format: Format = None,
     output: Output = None,
     csv_layout: Annotated[
@@ -140,7 +143,8 @@ def compute(
             raise fail("cli.binary_to_terminal", format=format)
         refuse(format, analyses=norms or bool(ablate or ablate_head or weights))
     given = {"tokens": tokens, "query_tokens": query_tokens, "queries": queries, "keys": keys, "values": values}
-    given |= {"scores": scores, "mask": mask, "score": score, "scale": scale}
+    given |= {"scores": scores, "mask": mask, "score": score, "scale": scale, "tiles": tiles}
+    given |= {"stable": True if stable else None}
     flags = {name: value for name, value in given.items() if value is not None}
     if file is None and not flags:
         raise fail("cli.no_input")

@@ -10,7 +10,7 @@ import numpy as np
 
 from attncli import core
 from attncli.errors import fail
-from attncli.parsing import biases, masks
+from attncli.parsing import biases, masks, tiling
 from attncli.parsing import positions as encodings
 from attncli.parsing.fields import FieldReader
 from attncli.parsing.heads import HEAD_FIELDS, Heads, Inputs
@@ -20,7 +20,7 @@ from attncli.yamldoc import Document
 TOP_FIELDS = (
     "title", "notes", "tokens", "query_tokens", "x", "x_query", "layers", "heads", "kv_heads", "w_o", "mask", "bias",
     "positions", "position_ids", "query_position_ids", "padding", "window", "scale", "exercise", "answers",
-    "tolerance", "carry", "min_decimals", "require",
+    "tolerance", "carry", "min_decimals", "require", "tiles", "stable",
     *HEAD_FIELDS[1:],
 )  # fmt: skip
 # A problem whose calculation would need more than this is refused before any (L, S) matrix exists.
@@ -83,6 +83,7 @@ class Builder:
         )
         mask, rule = masks.read(self.reader, self.data, positions)
         bias = biases.read(self.reader, self.data, positions, heads)
+        size, stable = tiling.read(self.reader, self.data, heads, len(query_tokens), len(tokens))
         return Problem(
             tokens=tokens,
             query_tokens=query_tokens,
@@ -98,6 +99,8 @@ class Builder:
             title=self.reader.optional_text(self.data, "title"),
             notes=self.reader.optional_text(self.data, "notes"),
             source=self.reader.document.name,
+            tiles=size,
+            stable=stable,
         )
 
     def tokens(self) -> tuple[str, ...]:

@@ -124,6 +124,10 @@ def npz_arrays(steps: Steps) -> dict[str, np.ndarray]:
             "output": head.output,
         }
         arrays |= {f"heads/{number}/{name}": array for name, array in named.items() if array is not None}
+        if head.logsumexp is not None:  # `stable:`, `tiles:`: the log-sum-exp, and the online softmax's trace
+            from attncli.render import tiles
+
+            arrays |= tiles.npz_arrays(head, number)
     if steps.concat is not None:
         arrays["concat"] = steps.concat
     arrays["output"] = steps.output

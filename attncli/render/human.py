@@ -10,7 +10,7 @@ import numpy as np
 from attncli import core
 from attncli.core import Steps
 from attncli.i18n import t
-from attncli.render import analysis, summary, walk
+from attncli.render import analysis, summary, tiles, walk
 from attncli.render.layout import BLANK, Line, bar, line, table
 from attncli.render.numbers import MASKED, fixed
 from attncli.render.walk import View
@@ -212,6 +212,14 @@ def _output_table(query: walk.Query, p: int, width: int) -> list[Line]:
     )
 
 
+def worked(shown: tiles.Worked, width: int) -> list[Line]:
+    """A table of worked numbers (attncli.render.tiles): its title, the table, then its closing lines."""
+    headers = [header if isinstance(header, str) else header.text for header in shown.headers]
+    title = f"{shown.words}: {shown.formula.text}"
+    out = table(title, headers, shown.rows, width, footer=shown.footer, right=shown.right)
+    return [*out, *(line(f"{words} ", (formula.text, "bold")) for words, formula in shown.closing), BLANK]
+
+
 def _matrix(item: walk.WeightMatrix, p: int, width: int) -> list[Line]:
     outputs = [[name, out.text(p)] for name, out in item.outputs]
     hint = [line((t("render.follow_hint"), "dim")), BLANK] if len(item.outputs) > walk.AUTO_FOLLOW else []
@@ -282,6 +290,8 @@ _RENDER: dict[type, Callable[..., list[Line]]] = {
     walk.Projected: _projected,
     walk.Rotary: _rotary,
     walk.Query: _query,
+    tiles.StableSoftmax: lambda item, p, width: worked(tiles.table(item, p), width),
+    tiles.TileTrace: lambda item, p, width: worked(tiles.table(item, p), width),
     walk.WeightMatrix: _matrix,
     walk.Combination: _combination,
     walk.StackFacts: _stack_facts,

@@ -79,6 +79,11 @@ def document(steps: Steps) -> dict:
         doc["kv_heads"] = list(problem.kv_names)
         for head, record in zip(steps.heads, doc["heads"]):
             record["kv_head"] = head.spec.kv_head
+    if problem.stable or problem.tiles is not None:  # heads[].logsumexp, and heads[].tiles per query
+        from attncli.render import tiles
+
+        for head, record in zip(steps.heads, doc["heads"]):
+            record |= tiles.json_fields(head, problem.tokens)
     if steps.concat is not None:
         doc["concat"] = steps.concat.tolist()
     doc["output"] = steps.output.tolist()

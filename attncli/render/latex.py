@@ -25,7 +25,7 @@ import numpy as np
 from attncli.core import Steps
 from attncli.i18n import t
 from attncli.layers import StackSteps
-from attncli.render import latex_math, walk
+from attncli.render import latex_math, tiles, walk
 from attncli.render.numbers import fixed, products
 
 BLANK = r"\rule{0pt}{3.2ex}\hspace{3.6em}"  # a cell of a sheet's grid, room for 0.6652 written by hand
@@ -539,6 +539,18 @@ def _mix(query: walk.Query, p: int) -> list[str]:
     return [heading, *_display(equations)]
 
 
+def worked(shown: tiles.Worked) -> list[str]:
+    """A table of worked numbers (attncli.render.tiles), its formulas displayed; one too wide for the line is scaled."""
+    headers = [text(header) if isinstance(header, str) else f"${header.latex}$" for header in shown.headers]
+    rows = [[cell(written) for written in row] for row in (*shown.rows, *([shown.footer] if shown.footer else []))]
+    lines = [
+        rf"\paragraph{{{text(shown.words)}}}",
+        rf"\[\attnfit{{${shown.formula.latex}$}}\]",
+        *_tabular(headers, rows),
+    ]
+    return [*lines, *(rf"{text(words)} \[\attnfit{{${formula.latex}$}}\]" for words, formula in shown.closing)]
+
+
 def _matrix_item(item: walk.WeightMatrix, p: int) -> list[str]:
     rows = [[text(name), *("$\\cdot$" if w is None else cell(w.text(p)) for w in row)] for name, row in item.weights]
     outputs = [[text(name), *(cell(number.text(p)) for number in out.cells)] for name, out in item.outputs]
@@ -674,6 +686,8 @@ _RENDER: dict[type, Callable[[walk.Item, int], list[str]]] = {
     walk.Projected: _projected,
     walk.Rotary: _rotary,
     walk.Query: _query,
+    tiles.StableSoftmax: lambda item, p: worked(tiles.table(item, p)),
+    tiles.TileTrace: lambda item, p: worked(tiles.table(item, p)),
     walk.WeightMatrix: _matrix_item,
     walk.Combination: _combination,
     walk.StackFacts: _stack_facts,

@@ -9,7 +9,7 @@ import numpy as np
 from attncli.core import Steps
 from attncli.i18n import t
 from attncli.layers import StackSteps
-from attncli.render import walk
+from attncli.render import tiles, walk
 from attncli.render.numbers import fixed
 
 
@@ -198,6 +198,16 @@ def _mix(query: walk.Query, p: int) -> list[str]:
     return _table(title, [t("render.key"), t("render.weight"), "v", f"{t('render.weight')} × v"], rows, right=(1,))
 
 
+def worked(shown: tiles.Worked) -> list[str]:
+    """A table of worked numbers (attncli.render.tiles): its title, the table, then its closing lines."""
+    headers = [_escape(header) if isinstance(header, str) else header.text for header in shown.headers]
+    rows = [[_escape(row[0]), *row[1:]] for row in shown.rows]
+    if shown.footer:
+        rows.append([f"**{shown.footer[0]}**", *shown.footer[1:]])
+    lines = _table(f"{_escape(shown.words)}: {shown.formula.text}", headers, rows, right=shown.right)
+    return [*lines, *(f"{_escape(words)} {formula.text}\n" for words, formula in shown.closing)]
+
+
 def _matrix(item: walk.WeightMatrix, p: int) -> list[str]:
     weights = [[_escape(name), *("·" if w is None else w.text(p) for w in row)] for name, row in item.weights]
     headers = [t("render.query"), *(_escape(name) for name in item.tokens)]
@@ -277,6 +287,8 @@ _RENDER: dict[type, Callable[[walk.Item, int], list[str]]] = {
     walk.Projected: _projected,
     walk.Rotary: _rotary,
     walk.Query: _query,
+    tiles.StableSoftmax: lambda item, p: worked(tiles.table(item, p)),
+    tiles.TileTrace: lambda item, p: worked(tiles.table(item, p)),
     walk.WeightMatrix: _matrix,
     walk.Combination: _combination,
     walk.StackFacts: _stack_facts,

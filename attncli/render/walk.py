@@ -503,7 +503,12 @@ def items(steps: Steps, view: View, every: str | None = None) -> list[Item]:
         items += projections(head, problem, short)
         if head.rotation is not None and not short:
             items.append(_rotary(head, problem))
-        items += [_query(head, row, problem) for row in followed_rows]
+        for row in followed_rows:
+            items.append(_query(head, row, problem))
+            if head.logsumexp is not None:  # `stable:` or `tiles:`: the softmax worked out again (render.tiles)
+                from attncli.render import tiles
+
+                items += tiles.items(head, row, problem)
         if view.heatmap or len(problem.query_tokens) > 1:
             items.append(_matrix(head, problem, short))
     if steps.concat is not None:
