@@ -8,13 +8,16 @@ Z = softmax(Q·Kᵀ/√d_k)·V.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
 from attncli import positions
 from attncli.errors import AttnError, fail
 from attncli.problem import Head, Operand, PositionEncoding, Problem, Projection, Score
+
+if TYPE_CHECKING:
+    from attncli.backward import Gradients
 
 COSINE_EPS = 1e-8  # as torch.nn.functional.cosine_similarity: each norm is clamped to at least this
 # Displayed exponentials are shifted when |s| passes this share of the largest exponent the dtype holds
@@ -62,6 +65,7 @@ class Steps(NamedTuple):
     heads: tuple[HeadSteps, ...]
     concat: np.ndarray | None  # (L, Σ d_v) with several heads or W_O; else None
     output: np.ndarray  # (L, d_out) the final result
+    backward: Gradients | None = None  # every gradient, when the problem asks for them (attncli.backward)
 
 
 class HeadOverview(NamedTuple):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -17,6 +18,9 @@ from attncli.core import Steps
 from attncli.errors import AttnError
 from attncli.problem import Layer, Norm, Operand, Problem, Projection, Stack
 from attncli.yamldoc import field_name
+
+if TYPE_CHECKING:
+    from attncli.backward import StackGradients
 
 
 @dataclass(frozen=True)
@@ -37,6 +41,7 @@ class StackSteps:
 
     stack: Stack
     layers: tuple[LayerSteps, ...]
+    backward: StackGradients | None = None  # every gradient, when the stack asks for them (attncli.backward)
 
     @property
     def output(self) -> np.ndarray:

@@ -13,6 +13,7 @@ and field.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 from collections.abc import Mapping, Sequence
@@ -73,13 +74,22 @@ def single(problem: Problem | Stack, command: str) -> Problem:
 def solve(problem: Problem | Stack) -> Steps | StackSteps:
     """Every step of the calculation: each head's scores, weights and output, then the heads combined.
 
-    A stack gives each layer's steps in turn (attncli.layers.StackSteps).
+    A stack gives each layer's steps in turn (attncli.layers.StackSteps). When the problem asks for
+    gradients (`backward:`), the record's `backward` holds every one of them (attncli.backward).
     """
     if isinstance(problem, Stack):
         from attncli import layers
 
-        return layers.compute(problem)
-    return core.compute(problem)
+        steps = layers.compute(problem)
+    else:
+        steps = core.compute(problem)
+    if problem.backward is None:
+        return steps
+    from attncli import backward
+
+    if isinstance(steps, core.Steps):
+        return steps._replace(backward=backward.compute(steps, problem.backward))
+    return dataclasses.replace(steps, backward=backward.compute_stack(steps, problem.backward))
 
 
 def result(problem: Problem | Stack) -> np.ndarray:

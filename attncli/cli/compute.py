@@ -37,6 +37,7 @@ FORMATS = HUMAN_FORMATS + DOCUMENT_FORMATS
 Format = format_option(FORMATS)
 DTYPES = ("float64", "float32")
 MASKS = ("none", "causal", "causal_lower_right")
+LOSSES = ("sum",)  # --loss: a target goes in the file, backward: {loss: {target: MATRIX}}
 WEIGHTS = ("uniform", "permute", "permute:")
 PICTURES = {"svg": ("--svg", ""), "html": ("--html", ""), "png": ("--figure", ".png"), "pdf": ("--figure", ".pdf")}
 EXAMPLES = epilog(
@@ -49,6 +50,7 @@ EXAMPLES = epilog(
     "  attncli compute samples/storm_causal.yaml --heatmap --svg storm.svg",
     "  attncli compute --queries @q.npy --keys @k.npy --values @v.npy --dtype float32 --format npy -o out.npy",
     "  attncli compute samples/layers.yaml --layer 2 --rollout",
+    "  attncli compute samples/bank.yaml --grad-output 1,0",
 )
 
 
@@ -82,6 +84,13 @@ def compute(
         typer.Option(metavar=t("help.metavar.name"), autocompletion=completion(*SCORES), help=t("help.score")),
     ] = None,
     scale: Annotated[Optional[str], typer.Option(metavar=t("help.metavar.x"), help=t("help.compute.scale"))] = None,
+    loss: Annotated[
+        Optional[str],
+        typer.Option(metavar=t("help.metavar.name"), autocompletion=completion(*LOSSES), help=t("help.compute.loss")),
+    ] = None,
+    grad_output: Annotated[
+        Optional[str], typer.Option(metavar=t("help.metavar.rows"), help=t("help.compute.grad_output"))
+    ] = None,
     follow: Annotated[
         Optional[list[str]], typer.Option(metavar=t("help.metavar.token"), help=t("help.compute.follow"))
     ] = None,
@@ -137,7 +146,7 @@ def compute(
             raise fail("cli.binary_to_terminal", format=format)
         refuse(format, analyses=norms or bool(ablate or ablate_head or weights))
     given = {"tokens": tokens, "query_tokens": query_tokens, "queries": queries, "keys": keys, "values": values}
-    given |= {"scores": scores, "mask": mask, "score": score, "scale": scale}
+    given |= {"scores": scores, "mask": mask, "score": score, "scale": scale, "grad_output": grad_output, "loss": loss}
     flags = {name: value for name, value in given.items() if value is not None}
     if file is None and not flags:
         raise fail("cli.no_input")
