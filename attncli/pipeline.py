@@ -1,4 +1,4 @@
-"""The library's front door: load a problem, solve it, grade answers to it, or run the blocked kernel.
+"""The library's front door: load a problem, solve it, grade answers to it, or run the blocked kernels.
 
 The command line is one client of these four, a script another:
 
@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from attncli import core, kernel, yamldoc
+from attncli import core, kernel, kernel_backward, yamldoc
 from attncli.core import Steps
 from attncli.errors import fail
 from attncli.parsing import problem_file
@@ -262,6 +262,15 @@ def attention(*arrays: np.ndarray, **options: object) -> np.ndarray | tuple[np.n
         return kernel.attention(*arrays, **options)
     except ValueError as error:
         raise fail("api.attention", reason=str(error)) from None
+
+
+@functools.wraps(kernel_backward.attention_backward)
+def attention_backward(*arrays: np.ndarray, **options: object) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """attncli.kernel_backward.attention_backward, its signature and semantics; arrays that do not fit: AttnError."""
+    try:
+        return kernel_backward.attention_backward(*arrays, **options)
+    except ValueError as error:
+        raise fail("api.attention_backward", reason=str(error)) from None
 
 
 def _document(source: Source | None) -> Document:

@@ -213,6 +213,7 @@ MESSAGES: dict[str, str] = {
     "cli.bad_lang": "unknown language '{name}' (known: {known}){hint}",
     # Errors: the calculation
     "api.attention": "attention(): {reason}",
+    "api.attention_backward": "attention_backward(): {reason}",
     "core.overflow": "a result passes the range of floating-point numbers (about ±1.8e308); use smaller numbers",
     # Human output
     "render.head_title": " {name} ",

@@ -217,6 +217,7 @@ MESSAGES: dict[str, str] = {
     "cli.bad_lang": "idioma desconocido '{name}' (se conocen: {known}){hint}",
     # Errores: el cálculo
     "api.attention": "attention(): {reason}",
+    "api.attention_backward": "attention_backward(): {reason}",
     "core.overflow": "un resultado supera el rango de los números de coma flotante (unos ±1.8e308); usa números más pequeños",
     # Salida para personas
     "render.head_title": " {name} ",
