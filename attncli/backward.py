@@ -9,12 +9,13 @@ the gradient of its output:
 
 References, each for what it gives here:
 - The softmax Jacobian: ∂p_j/∂s_k = p_j·(δ_jk − p_k), that is diag(p) − p·pᵀ, so that
-  ds = p ∘ (dp − p·dp) (Bishop, "Pattern Recognition and Machine Learning", 2006, §4.3.4, eq. 4.106;
-  the form with D_i = dO_i·O_i is Dao, "FlashAttention-2", 2023, §2.3.2 and Algorithm 2, line 19).
-- LayerNorm's backward: dx = (1/σ)·(dy − mean(dy) − x̂·mean(dy ∘ x̂)), dy taken after the gain (Ba,
-  Kiros and Hinton, "Layer Normalization", 2016, applied to its eq. 4); RMSNorm's the same without the
-  mean (Zhang and Sennrich, "Root Mean Square Layer Normalization", 2019, eq. 4).
-- RoPE turns q by R(m·θ), an orthogonal matrix: dq = R(m·θ)ᵀ·dq̃ = R(−m·θ)·dq̃ (Su et al., "RoFormer", 2021, eq. 34).
+  ds = p ∘ (dp − p·dp) (Bishop, "Pattern Recognition and Machine Learning", 2006, §4.3.4, the
+  softmax's derivatives); D_i = Σ_j P_ij·dP_ij equals dO_i·O_i, as dP = dO·Vᵀ and P·V = O (the form
+  FlashAttention-2's backward pass computes: Dao, "FlashAttention-2", 2023, Algorithm 2).
+- LayerNorm's backward: dx = (1/σ)·(dy − mean(dy) − x̂·mean(dy ∘ x̂)), dy taken after the gain: the
+  derivative of LayerNorm as Ba, Kiros and Hinton ("Layer Normalization", 2016) define it; RMSNorm's
+  the same without the mean (Zhang and Sennrich, "Root Mean Square Layer Normalization", 2019).
+- RoPE turns q by R(m·θ), a rotation: dq = R(m·θ)ᵀ·dq̃ = R(−m·θ)·dq̃ (Su et al., "RoFormer", 2021).
 
 Every gradient is checked against PyTorch's autograd in tests/test_backward_torch.py and against
 central differences in tests/test_backward.py.
@@ -94,7 +95,8 @@ class LayerGradients(NamedTuple):
     grad_residual: np.ndarray | None  # (S, d) post-norm: of X + Attn(X), through the norm
     attention: Gradients  # its grad_output is the gradient of Attn(·), its grad_x that of the attention's input
     grad_normed: np.ndarray | None  # (S, d) pre-norm: of N(X), the attention's input
-    grad_input: np.ndarray  # (S, d) of the stream X the layer reads, residual included
+    grad_branch: np.ndarray  # (S, d) the attention branch's part of grad_input: its grad_x, through the norm (pre)
+    grad_input: np.ndarray  # (S, d) of the stream X the layer reads: the residual's path plus the branch
     grad_gain: np.ndarray | None = None  # (d,) the norm's gain
     grad_shift: np.ndarray | None = None  # (d,) the norm's bias
 
@@ -293,7 +295,7 @@ def layer_gradients(layer: LayerSteps, grad_output: np.ndarray) -> LayerGradient
         grad_normed = through
         through, gain, shift = normalise_backward(layer.input, grad_normed, norm)
     grad_input = grad_sum + through  # (S, d) the residual's two paths
-    return LayerGradients(grad_output, grad_residual, attention, grad_normed, grad_input, gain, shift)
+    return LayerGradients(grad_output, grad_residual, attention, grad_normed, through, grad_input, gain, shift)
 
 
 def normalise_backward(

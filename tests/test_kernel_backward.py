@@ -9,6 +9,7 @@ float32's error over the whole array (against float64) within 1.5× torch's own 
 from __future__ import annotations
 
 import math
+import sys
 
 import numpy as np
 import pytest
@@ -18,6 +19,7 @@ from hypothesis import strategies as st
 from attncli import attention, attention_backward, backward, core
 from attncli.errors import AttnError
 from attncli.problem import Head, Score
+from tests.paths import ROOT
 
 EPS = np.finfo(np.float64).eps
 
@@ -147,3 +149,15 @@ def test_float32_error_is_within_torchs_own(causal: bool) -> None:
     for name, a, b, truth in zip(("dq", "dk", "dv"), ours, theirs, exact):
         assert a.dtype == np.float32
         assert error(a, truth) <= 1.5 * error(b, truth), name
+
+
+def test_the_backward_benchmark_runs_in_quick_mode() -> None:
+    """benchmarks/backward.py --quick: toy sizes, torch left out; nothing here looks at a time."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import backward as benchmark
+    finally:
+        sys.path.pop(0)
+    rows = {row.name: row for row in benchmark.main(["--quick", "--without-torch"])}
+    assert "backward / forward, float64" in rows and rows["attncli / torch backward, float32"].missing
+    assert rows["peak RSS added, n=256, d=64, float64 (MiB)"].minimum >= 0

@@ -175,7 +175,7 @@ def compute(
         return
     shape = {"precision": precision, "follow": tuple(follow) if follow else None}
     large = None
-    if not (analyses or figure) and format in HUMAN_FORMATS:
+    if not (analyses or figure) and format in HUMAN_FORMATS and parsed.backward is None:  # gradients need steps
         from attncli.render import summary
 
         large = summary.lines(parsed, **shape)
