@@ -168,8 +168,9 @@ def head_gradients(head: HeadSteps, grad_output: np.ndarray, mask: np.ndarray) -
     bias = grad_scores if head.bias is not None else None
     if spec.scores is not None:  # given scores: nothing before them to differentiate
         grad_w_v = _weight(spec.values, grad_values)
-        return HeadGradients(grad_output, grad_values, grad_weights, row_term, grad_scores, None, None, None, None,
-                             None, None, None, grad_w_v, bias)  # fmt: skip
+        nothing = {"grad_dot": None, "grad_queries": None, "grad_keys": None}
+        return HeadGradients(grad_output, grad_values, grad_weights, row_term, grad_scores, **nothing,
+                             grad_w_v=grad_w_v, grad_bias=bias)  # fmt: skip
     grad_dot = grad_scores * spec.score.scale  # (L, S)
     rotation = head.rotation
     queries, keys = (head.queries, head.keys) if rotation is None else (rotation.queries, rotation.keys)
@@ -215,7 +216,7 @@ def _inputs(problem: Problem, heads: Sequence[HeadGradients]) -> tuple[np.ndarra
     The queries' path goes to x_query when the queries have inputs of their own, else into x's rows they are.
     """
     grad_x = grad_x_query = None
-    for spec, grads in zip((head for head in problem.heads), heads):
+    for spec, grads in zip(problem.heads, heads):
         for operand, grad in ((spec.keys, grads.grad_keys), (spec.values, grads.grad_values)):
             if isinstance(operand, Projection):
                 part = grad @ operand.w.T  # (S, d)
@@ -303,22 +304,17 @@ def normalise_backward(
 ) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
     """LayerNorm's or RMSNorm's backward: dx (S, d) for dy = `grad`, and the gain's and shift's gradients (d,).
 
-    LayerNorm: dx = (1/σ)·(dŷ − mean(dŷ) − x̂·mean(dŷ ∘ x̂)); RMSNorm: dx = (1/r)·(dŷ − x̂·mean(dŷ ∘ x̂));
-    dŷ = dy ∘ gain, the gradient of the normalised row x̂.
+    LayerNorm: dx = (1/σ)·(dx̂ − mean(dx̂) − x̂·mean(dx̂ ∘ x̂)); RMSNorm: dx = (1/r)·(dx̂ − x̂·mean(dx̂ ∘ x̂));
+    dx̂ = dy ∘ gain, the gradient of the normalised row x̂.
     """
+    from attncli.layers import norm_parts  # stacks only: attncli.layers is not imported for one layer
+
     centred, root = norm_parts(rows, norm)  # (S, d), (S, 1)
     hat = centred / root  # (S, d) x̂
     grad_hat = grad * norm.gain if norm.gain is not None else grad  # (S, d)
     inner = grad_hat - hat * (grad_hat * hat).mean(axis=1, keepdims=True)  # (S, d)
     if norm.kind == "layer":
-        inner = inner - grad_hat.mean(axis=1, keepdims=True)
+        inner = inner - grad_hat.mean(axis=1, keepdims=True)  # (S, d)
     gain = (grad * hat).sum(axis=0) if norm.gain is not None else None  # (d,)
     shift = grad.sum(axis=0) if norm.shift is not None else None  # (d,)
     return inner / root, gain, shift
-
-
-def norm_parts(rows: np.ndarray, norm: Norm) -> tuple[np.ndarray, np.ndarray]:
-    """What a norm divides, and by what: x − mean and σ = √(var + eps) for LayerNorm, x and √(mean(x²) + eps)
-    for RMSNorm (S, d), (S, 1); as attncli.layers.normalise computes them."""
-    centred = rows - rows.mean(axis=1, keepdims=True) if norm.kind == "layer" else rows  # (S, d)
-    return centred, np.sqrt((centred * centred).mean(axis=1, keepdims=True) + norm.eps)  # (S, d), (S, 1)

@@ -15,6 +15,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from typer.testing import CliRunner, Result
 
 from attncli import pipeline
@@ -183,3 +186,39 @@ def test_a_large_problem_shows_its_gradients_condensed() -> None:
 def test_npy_and_quiet_compute_no_gradients() -> None:
     assert run(BANK_BACKWARD, "-q").exit_code == 0
     assert run(BANK_BACKWARD, "--format", "npy", "-o", "/dev/null").exit_code == 0
+
+
+# Any backward: section at all
+
+
+LEAVES = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-3, 3),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.sampled_from(["sum", "target", "grad_output", "loss", "1e999", "sqrt(2)", "@q.npy"]),
+)
+SECTIONS = st.recursive(
+    LEAVES,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=3),
+        st.dictionaries(
+            st.sampled_from(["grad_output", "loss", "target", "bank", "x-note", "weight"]), inner, max_size=3
+        ),
+    ),
+    max_leaves=8,
+)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(section=SECTIONS)
+def test_any_backward_section_is_an_answer_or_one_line(section: object) -> None:
+    """Whatever `backward:` holds, compute answers (exit 0, a "backward" object) or says in one line why not."""
+    text = Path(BANK).read_text() + yaml.safe_dump({"backward": section})
+    result = CliRunner().invoke(app, ["compute", "-", "--format", "json"], input=text, env=ENV)
+    assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
+    assert result.exit_code in (0, 2), result.output
+    if result.exit_code == 0:
+        assert "backward" in json.loads(result.stdout) or section is None
+    else:
+        assert len(result.output.splitlines()) == 1 and "Traceback" not in result.output

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
-from attncli.backward import Gradients, HeadGradients, LayerGradients, StackGradients, norm_parts
+from attncli.backward import Gradients, HeadGradients, LayerGradients, StackGradients
 from attncli.core import HeadSteps, Steps
 from attncli.i18n import t
 from attncli.problem import Backward, Norm, Problem, Projection
@@ -145,14 +145,10 @@ def attention(steps: Steps, record: Gradients, shown: _Shown, name: str = "dO") 
         summed = {"kv": problem.kv_label(group), "heads": " + ".join(steps.heads[h].spec.label for h in kv.heads)}
         for key, array in zip(("grad_keys", "grad_values", "grad_w_k", "grad_w_v"), kv[1:]):
             if array is not None:
-                field, label = FIELDS[key]
-                title = t("backward.kv_sum", field=field, **summed)
-                out.append(_rows_grid(title, _row_names(label, problem), label, array, field, shown))
-    for key, array in record.shared:
-        field, label = FIELDS[key]
-        out.append(
-            _rows_grid(t("backward.shared", field=field), _row_names(label, problem), label, array, field, shown)
-        )
+                title = t("backward.kv_sum", field=FIELDS[key][0], **summed)
+                out.append(_sum_grid(title, key, kv.heads, array, steps, record, shown))
+    for (key, array), (_, readers) in zip(record.shared, problem.shared):
+        out.append(_sum_grid(t("backward.shared", field=FIELDS[key][0]), key, readers, array, steps, record, shown))
     if record.grad_bias is not None:
         out.append(_matrix_grid(t("backward.grad_bias_sum"), record.grad_bias, problem, shown, masked=False))
     if record.grad_x is not None:
@@ -338,6 +334,8 @@ def _norm(
     place: str,
 ) -> list[Item]:
     """A norm backwards, token by token: x̂, dx̂ = dy ∘ gain, the means, σ (or RMSNorm's root), dx."""
+    from attncli.layers import norm_parts
+
     centred, root = norm_parts(rows_in, norm)  # (S, d), (S, 1)
     hat = centred / root  # (S, d) x̂
     grad_hat = grad * norm.gain if norm.gain is not None else grad  # (S, d)
@@ -395,6 +393,21 @@ def _rows_grid(
     names = tuple(str(i + 1) for i in range(len(matrix))) if names is None else tuple(names)
     lines = [[name, row.text(shown.p)] for name, row in zip(_names(names, shown), _rows(matrix, shown, style))]
     return Grid(title, [t(f"render.{label}"), header], lines, ())
+
+
+def _sum_grid(
+    title: str, key: str, readers: Sequence[int], total: np.ndarray, steps: Steps, record: Gradients, shown: _Shown
+) -> Grid:
+    """A gradient several heads add up to: each reader's share side by side, then the sum, row by row."""
+    field, label = FIELDS[key]
+    names = _row_names(label, steps.problem) or tuple(str(i + 1) for i in range(len(total)))
+    shares = [_rows(getattr(record.heads[h], key), shown) for h in readers]
+    lines = [
+        [name, *(rows_of[i].text(shown.p) for rows_of in shares), row.text(shown.p)]
+        for i, (name, row) in enumerate(zip(_names(names, shown), _rows(total, shown)))
+    ]
+    headers = [t(f"render.{label}"), *(f"{field} ({steps.heads[h].spec.label})" for h in readers), field]
+    return Grid(title, headers, lines, ())
 
 
 def _row_names(label: str, problem: Problem) -> tuple[str, ...] | None:
