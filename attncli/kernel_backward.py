@@ -148,10 +148,10 @@ def _run(
     flat_dk, flat_dv = dk.reshape(len(units), n_k, d), dv.reshape(len(units), n_k, d_v)
     blocks, buffers = [], []
     for index, unit in enumerate(units):
-        for chunk in np.array_split(np.array(starts), parts):
+        for part in range(parts):  # every parts-th block of keys: as much work each, with a causal mask too
             target = flat_dq[index] if parts == 1 else np.zeros_like(flat_dq[index])  # (R, L, E)
             buffers.append((index, target))
-            blocks.append((unit, [int(s) for s in chunk], target, flat_dk[index], flat_dv[index]))
+            blocks.append((unit, starts[part::parts], target, flat_dk[index], flat_dv[index]))
     order = None if diagonal is None else sorted(range(len(blocks)), key=lambda i: blocks[i][1][0])  # longest first
     run = functools.partial(_keys_block, diagonal, keys, rows)
     call = kernel._Call(blocks, run, lambda: _Scratch(keys, rows, d, d_v, dq.dtype), order)

@@ -109,9 +109,7 @@ def _upstream(
     out: list[Item] = [Section(t("backward.title"), 1)]
     if asked.loss == "target":
         out.append(Note(t("backward.loss_target", value=fixed(record.loss, shown.p))))
-        columns = zip(
-            rows(output, FIXED, shown.short), rows(asked.target, ENTRY, shown.short), _rows(record.grad_output, shown)
-        )
+        columns = zip(_rows(output, shown), _rows(asked.target, shown, ENTRY), _rows(record.grad_output, shown))
         lines = [[name, *(row.text(shown.p) for row in three)] for name, three in zip(_names(names, shown), columns)]
         out.append(Grid(t("backward.grad_output_target"), [t(f"render.{label}"), "O", "T", "dO = O − T"], lines, ()))
     else:

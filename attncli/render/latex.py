@@ -82,6 +82,7 @@ _TEXT = {
     "ᵀ": r"$^{\top}$",
     "∘": r"$\circ$",
     "σ": r"$\sigma$",
+    "∂": r"$\partial$",
     **{chr(0x2080 + digit): f"$_{digit}$" for digit in range(10)},  # X₂, a stream's subscript
     "‘": "`",
     "’": "'",
