@@ -1,15 +1,15 @@
 """attncli: the attention mechanism of Transformers, calculated step by step.
 
 The library's front door is attncli.pipeline: `load` a problem, `solve` it, `grade` answers
-to it, or run the blocked `attention` kernel. They are imported lazily, so that the command
-line starts without numpy.
+to it, or run the blocked `attention` kernel and its backward pass, `attention_backward`. They
+are imported lazily, so that the command line starts without numpy.
 """
 
 from __future__ import annotations
 
 __version__ = "0.1.0"
-__all__ = ["__version__", "attention", "grade", "load", "solve"]
-_PIPELINE = ("attention", "grade", "load", "solve")
+__all__ = ["__version__", "attention", "attention_backward", "grade", "load", "solve"]
+_PIPELINE = ("attention", "attention_backward", "grade", "load", "solve")
 
 
 def __getattr__(name: str) -> object:

@@ -17,6 +17,7 @@ from attncli.errors import AttnError, fail
 from attncli.problem import Head, Operand, PositionEncoding, Problem, Projection, Score
 
 if TYPE_CHECKING:
+    from attncli.backward import Gradients
     from attncli.tiles import Tiles
 
 COSINE_EPS = 1e-8  # as torch.nn.functional.cosine_similarity: each norm is clamped to at least this
@@ -67,6 +68,7 @@ class Steps(NamedTuple):
     heads: tuple[HeadSteps, ...]
     concat: np.ndarray | None  # (L, Σ d_v) with several heads or W_O; else None
     output: np.ndarray  # (L, d_out) the final result
+    backward: Gradients | None = None  # every gradient, when the problem asks for them (attncli.backward)
 
 
 class HeadOverview(NamedTuple):

@@ -50,6 +50,7 @@ def attention(
     enable_gqa: bool = False,
     return_weights: bool = False,
     key_bins: np.ndarray | None = None,
+    return_lse: bool = False,
     block_rows: int | None = None,
     block_keys: int | None = None,
     threads: int | None = None,
@@ -70,7 +71,9 @@ def attention(
     unless `return_weights` asks for it (a block then takes whole rows of keys). `key_bins`,
     the first key of each of a few bins of keys (increasing, from 0), also returns each
     query's weights summed over each bin, (..., L, bins), after the weights if those are
-    asked for: an attention map drawn to scale in the same pass.
+    asked for: an attention map drawn to scale in the same pass. `return_lse` returns last each
+    query's log Σ_j e^(s_j) (..., L), from which the backward pass recomputes the weights
+    (attncli.kernel_backward).
     `threads` defaults to the cores this process may use once a problem is big enough
     (SERIAL_WORK; below it the caller's thread alone, BLAS held at one thread, and below
     PARALLEL_WORK BLAS left as it is); `threads=1` is a plain loop that leaves BLAS as it is.
@@ -87,6 +90,7 @@ def attention(
         raise ValueError(f"q, k and v need the same number (≥ 2) of dimensions, got {q.ndim}, {k.ndim}, {v.ndim}")
     if enable_gqa and q.ndim >= 3 and (q.shape[-3], v.shape[-3]) != (k.shape[-3],) * 2:
         options = {"causal": causal, "scale": scale, "return_weights": return_weights, "key_bins": key_bins}
+        options["return_lse"] = return_lse
         blocks = {"block_rows": block_rows, "block_keys": block_keys, "threads": threads}
         return _grouped(q, k, v, mask, options | blocks)
     batch = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
@@ -101,6 +105,7 @@ def attention(
     weights = np.empty((*batch, n_q, n_k), dtype=dtype) if return_weights else None  # (..., L, S)
     bins = None if key_bins is None else _bins(key_bins, n_k)
     sums = None if bins is None else np.empty((*batch, n_q, len(bins)), dtype=dtype)  # (..., L, bins)
+    lse = np.empty((*batch, n_q), dtype=dtype) if return_lse else None  # (..., L)
     q, k, v = (a if a.shape[:-2] == batch else np.broadcast_to(a, (*batch, *a.shape[-2:])) for a in (q, k, v))
     heads = [
         _Head(
@@ -113,6 +118,7 @@ def attention(
             None if weights is None else weights[index],
             bins,
             None if sums is None else sums[index],
+            None if lse is None else lse[index],
         )
         for index in np.ndindex(*batch)
     ]
@@ -121,7 +127,8 @@ def attention(
     cores = 1 if own or (threads is None and work <= SERIAL_WORK) else threads or _cores()
     rows, keys = _block_shape(n_q, n_k, cores, return_weights, block_rows, block_keys)
     blocks = [(head, start, min(n_q, start + rows)) for head in heads for start in range(0, n_q, rows)]
-    call = _Call(blocks, causal, lambda: _Scratch(rows, keys, d, d_v, dtype, causal))
+    order = None if causal is None else sorted(range(len(blocks)), key=lambda i: -blocks[i][1])  # the widest first
+    call = _Call(blocks, _attend(causal), lambda: _Scratch(rows, keys, d, d_v, dtype, causal), order)
     if own:
         call.work()
     else:
@@ -132,7 +139,7 @@ def attention(
             finally:
                 call.close()
     call.raise_first_failure()
-    extra = tuple(array for array in (weights, sums) if array is not None)
+    extra = tuple(array for array in (weights, sums, lse) if array is not None)
     return (out, *extra) if extra else out
 
 
@@ -163,7 +170,7 @@ class _Head:
     A plain class: a dataclass is built, at some cost, by every start of the command line.
     """
 
-    __slots__ = ("bins", "factor", "k", "mask", "out", "q", "shift", "sums", "v", "weights")
+    __slots__ = ("bins", "factor", "k", "lse", "mask", "out", "q", "shift", "sums", "v", "weights")
 
     def __init__(
         self,
@@ -176,6 +183,7 @@ class _Head:
         weights: np.ndarray | None,
         bins: np.ndarray | None,
         sums: np.ndarray | None,
+        lse: np.ndarray | None = None,
     ) -> None:
         """Softmax is shift-invariant, and subtracting the row maximum only guards e^s against overflow.
 
@@ -195,6 +203,7 @@ class _Head:
         self.weights = weights  # (L, S)
         self.bins = bins  # (C,) the first key of each bin
         self.sums = sums  # (L, C) the weights summed over each bin
+        self.lse = lse  # (L,) log Σ e^s of each query
 
 
 @functools.cache
@@ -241,7 +250,7 @@ def _grouped(
     q = np.broadcast_to(q, (*batch, *q.shape[-3:])).reshape(*split, *q.shape[-2:])
     result = attention(q, k[..., None, :, :], v[..., None, :, :], mask=mask, **options)
     arrays = [
-        array.reshape(*batch, heads, *array.shape[-2:])  # out, and weights and sums when asked for
+        array.reshape(*batch, heads, *array.shape[len(split) :])  # out, and weights, sums and lse when asked for
         for array in (result if isinstance(result, tuple) else (result,))
     ]
     return tuple(arrays) if isinstance(result, tuple) else arrays[0]
@@ -335,6 +344,10 @@ def _attend_block(head: _Head, start: int, stop: int, causal: int | None, scratc
     if head.shift:
         _check_rows(np.isfinite(top), start)
     _check_rows(total > 0, start)
+    if head.lse is not None:  # log Σ e^s = base + log Σ e^(s − base)
+        np.log(total, out=head.lse[start:stop])
+        if head.shift:
+            head.lse[start:stop] += base
     out /= total[:, None]  # (B, E_v)
     if head.weights is not None:
         head.weights[start:stop, :width] /= total[:, None]
@@ -375,21 +388,30 @@ def _check_rows(ok: np.ndarray, start: int) -> None:
         raise ValueError(f"query row {row} has no key to attend to: every key is masked")
 
 
-class _Call:
-    """One call's blocks, taken by whichever thread is free (the caller's and any helpers'), in order, or
-    with a causal mask the widest first: the last block to finish is then a narrow one, and no core waits long.
+def _attend(causal: int | None) -> Callable[[_Head, int, int, _Scratch], None]:
+    """What `_Call` runs for a block of the forward pass: `_attend_block` under `causal`."""
+    return lambda head, start, stop, scratch: _attend_block(head, start, stop, causal, scratch)
 
+
+class _Call:
+    """One call's blocks, taken by whichever thread is free (the caller's and any helpers'), in `order`
+    (with a causal mask the widest first: the last block to finish is then a narrow one, and no core waits long).
+
+    Each block is `run(*block, scratch)`, with the thread's own scratch buffers, made once per thread.
     A block that fails is recorded and no block after it in `blocks` is started; the first failing
     block's error is raised, whichever thread met it, so the message does not depend on scheduling.
     """
 
     def __init__(
-        self, blocks: list[tuple[_Head, int, int]], causal: int | None, scratch: Callable[[], _Scratch]
+        self,
+        blocks: list[tuple],
+        run: Callable[..., None],
+        scratch: Callable[[], object],
+        order: list[int] | None = None,
     ) -> None:
-        order = range(len(blocks)) if causal is None else sorted(range(len(blocks)), key=lambda i: -blocks[i][1])
-        self._blocks = ((position, blocks[position]) for position in order)
+        self._blocks = ((position, blocks[position]) for position in (order or range(len(blocks))))
         self._first_failure = len(blocks)
-        self._causal = causal
+        self._run = run
         self._scratch = scratch
         self._lock = threading.Lock()
         self._idle = threading.Condition(self._lock)
@@ -406,11 +428,11 @@ class _Call:
                     continue  # an earlier block has failed: its error is the one raised
             if task is None:
                 return
-            position, (head, start, stop) = task
+            position, block = task
             if buffers is None:
                 buffers = self._scratch()
             try:
-                _attend_block(head, start, stop, self._causal, buffers)
+                self._run(*block, buffers)
             except Exception as error:  # anything else (Ctrl-C) propagates at once
                 with self._lock:
                     self._failures.append((position, error))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -17,6 +18,9 @@ from attncli.core import Steps
 from attncli.errors import AttnError
 from attncli.problem import Layer, Norm, Operand, Problem, Projection, Stack
 from attncli.yamldoc import field_name
+
+if TYPE_CHECKING:
+    from attncli.backward import StackGradients
 
 
 @dataclass(frozen=True)
@@ -37,6 +41,7 @@ class StackSteps:
 
     stack: Stack
     layers: tuple[LayerSteps, ...]
+    backward: StackGradients | None = None  # every gradient, when the stack asks for them (attncli.backward)
 
     @property
     def output(self) -> np.ndarray:
@@ -89,12 +94,19 @@ def normalise(rows: np.ndarray, norm: Norm) -> np.ndarray:
     as torch.nn.functional.layer_norm. Rows whose squares
     pass float's range are an error: dividing by an infinite root would silently give 0.
     """
-    centred = rows - rows.mean(axis=1, keepdims=True) if norm.kind == "layer" else rows  # (S, d)
-    square = core._finite((centred * centred).mean(axis=1, keepdims=True), "norm")  # (S, 1) var or mean(x²)
-    out = centred / np.sqrt(square + norm.eps)  # (S, d)
+    centred, root = norm_parts(rows, norm)  # (S, d), (S, 1)
+    out = centred / root  # (S, d)
     if norm.gain is not None:
         out = out * norm.gain
     return core._finite(out + norm.shift if norm.shift is not None else out, "norm")
+
+
+def norm_parts(rows: np.ndarray, norm: Norm) -> tuple[np.ndarray, np.ndarray]:
+    """What a norm divides, and by what (S, d), (S, 1): x − mean and σ = √(var + eps) for LayerNorm, x and
+    √(mean(x²) + eps) for RMSNorm. The backward pass (attncli.backward) reads them too."""
+    centred = rows - rows.mean(axis=1, keepdims=True) if norm.kind == "layer" else rows  # (S, d)
+    square = core._finite((centred * centred).mean(axis=1, keepdims=True), "norm")  # (S, 1) var or mean(x²)
+    return centred, np.sqrt(square + norm.eps)
 
 
 def mean_weights(steps: Steps) -> np.ndarray:

@@ -1,4 +1,4 @@
-"""The library's front door: load a problem, solve it, grade answers to it, or run the blocked kernel.
+"""The library's front door: load a problem, solve it, grade answers to it, or run the blocked kernels.
 
 The command line is one client of these four, a script another:
 
@@ -13,6 +13,7 @@ and field.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 from collections.abc import Mapping, Sequence
@@ -21,7 +22,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from attncli import core, kernel, yamldoc
+from attncli import core, kernel, kernel_backward, yamldoc
 from attncli.core import Steps
 from attncli.errors import fail
 from attncli.parsing import problem_file
@@ -89,13 +90,22 @@ def single(problem: Problem | Stack, command: str) -> Problem:
 def solve(problem: Problem | Stack) -> Steps | StackSteps:
     """Every step of the calculation: each head's scores, weights and output, then the heads combined.
 
-    A stack gives each layer's steps in turn (attncli.layers.StackSteps).
+    A stack gives each layer's steps in turn (attncli.layers.StackSteps). When the problem asks for
+    gradients (`backward:`), the record's `backward` holds every one of them (attncli.backward).
     """
     if isinstance(problem, Stack):
         from attncli import layers
 
-        return layers.compute(problem)
-    return core.compute(problem)
+        steps = layers.compute(problem)
+    else:
+        steps = core.compute(problem)
+    if problem.backward is None:
+        return steps
+    from attncli import backward
+
+    if isinstance(steps, core.Steps):
+        return steps._replace(backward=backward.compute(steps, problem.backward))
+    return dataclasses.replace(steps, backward=backward.compute_stack(steps, problem.backward))
 
 
 def result(problem: Problem | Stack) -> np.ndarray:
@@ -289,6 +299,15 @@ def attention(*arrays: np.ndarray, **options: object) -> np.ndarray | tuple[np.n
         return kernel.attention(*arrays, **options)
     except ValueError as error:
         raise fail("api.attention", reason=str(error)) from None
+
+
+@functools.wraps(kernel_backward.attention_backward)
+def attention_backward(*arrays: np.ndarray, **options: object) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """attncli.kernel_backward.attention_backward, its signature and semantics; arrays that do not fit: AttnError."""
+    try:
+        return kernel_backward.attention_backward(*arrays, **options)
+    except ValueError as error:
+        raise fail("api.attention_backward", reason=str(error)) from None
 
 
 def _document(source: Source | None) -> Document:

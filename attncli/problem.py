@@ -108,6 +108,17 @@ class PositionEncoding(NamedTuple):
     query_encoding: np.ndarray | None = None  # sinusoidal: PE of the query positions (L, d)
 
 
+class Backward(NamedTuple):
+    """What `backward:` (or --grad-output, --loss) asks: the upstream gradient dO of the final output, and its loss.
+
+    `sum` is L = Σ O (dO all ones); `target` is L = ½·Σ (O − T)² (dO = O − T); `grad_output` gives dO itself.
+    """
+
+    loss: str  # grad_output | sum | target
+    grad_output: np.ndarray | None = None  # (L, d_out) dO as given; rows = the output's rows
+    target: np.ndarray | None = None  # (L, d_out) T of the `target` loss
+
+
 class Problem(NamedTuple):
     tokens: tuple[str, ...]  # S key/value positions
     query_tokens: tuple[str, ...]  # L query positions
@@ -125,6 +136,10 @@ class Problem(NamedTuple):
     source: str = "-"
     tiles: int | None = None  # `tiles:` B, keys per tile of the online softmax shown (attncli.tiles)
     stable: bool = False  # `stable:` the softmax shifted by each row's max, with its log-sum-exp
+    backward: Backward | None = None  # the gradients asked for, when `backward:` is given
+    # Fields given once at the top level and read by several heads, and those heads: their gradients add up there
+    shared: tuple[tuple[str, tuple[int, ...]], ...] = ()
+    query_rows: tuple[int, ...] | None = None  # the rows of x the queries' inputs are, when they are not x_query
 
     def kv_label(self, group: int) -> str:
         """What a person reads for kv head `group`: its `name:`, else "kv head g" in the run's language."""
@@ -180,3 +195,4 @@ class Stack(NamedTuple):
     title: str | None = None
     notes: str | None = None
     source: str = "-"
+    backward: Backward | None = None  # the gradients asked for, dO a row per token of the last layer's stream

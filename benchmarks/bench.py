@@ -398,6 +398,14 @@ def blas() -> str:
     )
 
 
+def report(rows: list[Row]) -> None:
+    """The rows as a table, then the BLAS in use."""
+    print(f"{'measure':<58} {'min':>10} {'median':>10}  note")
+    for row in rows:
+        print(f"{row.name:<58} {row.minimum:>10.4g} {row.median:>10.4g}  {row.note}")
+    print(f"BLAS: {blas()}")
+
+
 def main(argv: list[str] | None = None) -> list[Row]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="toy sizes: checks the script, measures nothing")
@@ -409,10 +417,7 @@ def main(argv: list[str] | None = None) -> list[Row]:
     rows += startup(plan) + large_cli(plan, 64)
     end = os.getloadavg()[0]
     rows.append(Row("load average over 1 min, at the start and the end", load, end, f"{os.cpu_count()} cores"))
-    print(f"{'measure':<58} {'min':>10} {'median':>10}  note")
-    for row in rows:
-        print(f"{row.name:<58} {row.minimum:>10.4g} {row.median:>10.4g}  {row.note}")
-    print(f"BLAS: {blas()}")
+    report(rows)
     print(f"numpy {np.__version__}, cores={os.cpu_count()}, OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE')}")
     return rows
 

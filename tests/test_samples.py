@@ -311,3 +311,75 @@ def test_tiles() -> None:
     close(steps.output, [[weights[0] + weights[2] + 2 * weights[3], weights[1] + weights[2]]])
     close(trace.output, steps.output)
     close(head.logsumexp, [math.log(1 + E + E**2 + E**3)])
+
+
+def test_bank_backward() -> None:
+    """dO = [1, 0]: dV = [P_j, 0]; dP = 2, 0, 1 (the values' first coordinates); D = (2e² + 1)/z, the output's
+    first coordinate; dS_j = P_j·(dP_j − D); dk_j = d(q·k)_j·[√2, 0] = [dS_j, 0]; dq = (1/√2)·Σ dS_j·k_j."""
+    steps = solve("bank_backward.yaml")
+    z = E**2 + E + 1
+    p = [E**2 / z, E / z, 1 / z]
+    d = (2 * E**2 + 1) / z
+    ds = [p[0] * (2 - d), p[1] * (0 - d), p[2] * (1 - d)]
+    record = steps.backward
+    (head,) = record.heads
+    assert record.loss is None
+    close(record.grad_output, [[1, 0]])
+    close(head.grad_values, [[p[0], 0], [p[1], 0], [p[2], 0]])
+    close(head.grad_weights, [[2, 0, 1]])
+    close(head.row_term, [d])
+    close(steps.output[:, 0], [d])  # D = dO·O
+    close(head.grad_scores, [ds])
+    assert sum(ds) == pytest.approx(0, abs=TOLERANCE)  # every row of softmax's Jacobian sums to 0
+    close(head.grad_dot, [[R2 * x for x in ds]])
+    close(head.grad_keys, [[x, 0] for x in ds])
+    close(head.grad_queries, [[R2 * (2 * ds[0] + ds[1]), R2 * (ds[1] + ds[2])]])
+    # the issue's and the README's rounded figures
+    assert [round(x, 4) for x in head.grad_values[:, 0]] == [0.6652, 0.2447, 0.0900]
+    assert [round(x, 4) for x in ds] == [0.3855, -0.3476, -0.0379]
+    assert [round(x, 4) for x in head.grad_queries[0]] == [0.2994, -0.2726]
+
+
+def _softmax_backward(weights: list[float], grad_weights: list[float]) -> list[float]:
+    """dS_j = P_j·(dP_j − Σ_k P_k·dP_k), in plain Python."""
+    row_term = sum(p * g for p, g in zip(weights, grad_weights))
+    return [p * (g - row_term) for p, g in zip(weights, grad_weights)]
+
+
+def test_two_heads_backward() -> None:
+    """Causal; head 1 scores fisherman 2 (alone: weight 1), net 0, 1, bank 2, 1, 0; head 2 fisherman 0, net 2, 1,
+    bank 0, 1, 1. d(concat) = dO·W_Oᵀ: head 1's dO is dO, head 2's dO/2; dK and dV add the heads' shares."""
+    steps = solve("two_heads_backward.yaml")
+    record = steps.backward
+    keys, values = [[2, 0], [1, 1], [0, 1]], [[2, 0], [0, 2], [1, 1]]
+    grad_output = [[1, 0], [0, 1], [1, 1]]
+    z, y = E**2 + E + 1, 1 + 2 * E
+    weights = [
+        [[1, 0, 0], [1 / (1 + E), E / (1 + E), 0], [E**2 / z, E / z, 1 / z]],
+        [[1, 0, 0], [E / (1 + E), 1 / (1 + E), 0], [1 / y, E / y, E / y]],
+    ]
+    queries = [[[math.sqrt(2), 0], [0, math.sqrt(2)], [math.sqrt(2), 0]],
+               [[0, math.sqrt(2)], [math.sqrt(2), 0], [0, math.sqrt(2)]]]  # fmt: skip
+    close(record.grad_concat, [[1, 0, 0.5, 0], [0, 1, 0, 0.5], [1, 1, 0.5, 0.5]])
+    summed_keys, summed_values = np.zeros((3, 2)), np.zeros((3, 2))
+    for h, (head, factor) in enumerate(zip(record.heads, (1.0, 0.5))):
+        d_o = [[factor * x for x in row] for row in grad_output]
+        close(head.grad_output, d_o)
+        d_p = [[sum(a * b for a, b in zip(row, v)) for v in values] for row in d_o]
+        close(head.grad_weights, d_p)
+        d_s = [_softmax_backward(p, g) for p, g in zip(weights[h], d_p)]
+        close(head.grad_scores, d_s)
+        assert head.grad_scores[0].tolist() == [0, 0, 0]  # fisherman sees only itself: nothing to share out
+        assert head.grad_scores[1, 2] == 0  # masked: net cannot see bank
+        d_v = [[sum(weights[h][i][j] * d_o[i][c] for i in range(3)) for c in range(2)] for j in range(3)]
+        close(head.grad_values, d_v)
+        d_k = [[R2 * sum(d_s[i][j] * queries[h][i][c] for i in range(3)) for c in range(2)] for j in range(3)]
+        close(head.grad_keys, d_k)
+        d_q = [[R2 * sum(d_s[i][j] * keys[j][c] for j in range(3)) for c in range(2)] for i in range(3)]
+        close(head.grad_queries, d_q)
+        summed_keys += d_k
+        summed_values += d_v
+    shared = dict(record.shared)
+    close(shared["grad_keys"], summed_keys)
+    close(shared["grad_values"], summed_values)
+    close(record.grad_w_o, steps.concat.T @ np.array(grad_output))

@@ -364,6 +364,22 @@ def replayed(steps: core.Steps, follow: tuple[str, ...] | None, fmt: str) -> lis
                 elif score.kind == "additive":
                     hidden = np.tanh(q @ np.asarray(score.w_query) + k @ np.asarray(score.w_key))
                     out.append(("additive", [*hidden, float(np.dot(np.asarray(score.v), hidden))]))
+    return out + replayed_backward(steps, rows, fmt)
+
+
+def replayed_backward(steps: core.Steps, rows: list[int], fmt: str) -> list[tuple[str, list[float]]]:
+    """The backward pass's arithmetic (terminal and Markdown; LaTeX writes it in its tables' text): for each
+    followed query, dP = dO·v key by key, then D = dO·O, each term by term up to four coordinates."""
+    if steps.backward is None or fmt == "latex" or len(steps.problem.tokens) > 16:
+        return []
+    out = []
+    for head, grads in zip(steps.heads, steps.backward.heads):
+        for row in rows:
+            grad_output = np.asarray(grads.grad_output[row], float)
+            for other in [*head.values, head.output[row]]:
+                if len(other) <= 4:
+                    pairs = [x for pair in zip(grad_output, other) for x in pair]
+                    out.append(("terms", [*pairs, float(np.dot(grad_output, other))]))
     return out
 
 

@@ -38,6 +38,7 @@ DEFAULT_PRECISION = 4
 Format = format_option(FORMATS)
 DTYPES = ("float64", "float32")
 MASKS = ("none", "causal", "causal_lower_right")
+LOSSES = ("sum",)  # --loss: a target goes in the file, backward: {loss: {target: MATRIX}}
 WEIGHTS = ("uniform", "permute", "permute:")
 PICTURES = {"svg": ("--svg", ""), "html": ("--html", ""), "png": ("--figure", ".png"), "pdf": ("--figure", ".pdf")}
 EXAMPLES = epilog(
@@ -51,6 +52,7 @@ EXAMPLES = epilog(
     "  attncli compute --queries @q.npy --keys @k.npy --values @v.npy --dtype float32 --format npy -o out.npy",
     "  attncli compute samples/layers.yaml --layer 2 --rollout",
     "  attncli compute samples/bank.yaml --tiles 1",
+    "  attncli compute samples/bank.yaml --grad-output 1,0",
 )
 
 
@@ -84,6 +86,13 @@ def compute(
         typer.Option(metavar=t("help.metavar.name"), autocompletion=completion(*SCORES), help=t("help.score")),
     ] = None,
     scale: Annotated[Optional[str], typer.Option(metavar=t("help.metavar.x"), help=t("help.compute.scale"))] = None,
+    loss: Annotated[
+        Optional[str],
+        typer.Option(metavar=t("help.metavar.name"), autocompletion=completion(*LOSSES), help=t("help.compute.loss")),
+    ] = None,
+    grad_output: Annotated[
+        Optional[str], typer.Option(metavar=t("help.metavar.rows"), help=t("help.compute.grad_output"))
+    ] = None,
     follow: Annotated[
         Optional[list[str]], typer.Option(metavar=t("help.metavar.token"), help=t("help.compute.follow"))
     ] = None,
@@ -144,7 +153,7 @@ def compute(
         refuse(format, analyses=norms or bool(ablate or ablate_head or weights))
     given = {"tokens": tokens, "query_tokens": query_tokens, "queries": queries, "keys": keys, "values": values}
     given |= {"scores": scores, "mask": mask, "score": score, "scale": scale, "tiles": tiles}
-    given |= {"stable": True if stable else None}
+    given |= {"stable": True if stable else None, "grad_output": grad_output, "loss": loss}
     flags = {name: value for name, value in given.items() if value is not None}
     if file is None and not flags:
         raise fail("cli.no_input")
@@ -185,7 +194,8 @@ def compute(
     if summarised:
         from attncli.render import summary
 
-        if summary.is_large(parsed):  # the summary of a large problem, from one pass of the kernel
+        # the summary of a large problem, from one pass of the kernel (gradients need every step)
+        if parsed.backward is None and summary.is_large(parsed):
             _summary(env, parsed, shape, output, silent, (svg, html, figure, no_color))
             return
         pipeline.within_budget(parsed)  # loaded on the kernel's budget, it takes every step after all

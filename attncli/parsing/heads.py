@@ -55,6 +55,7 @@ class Inputs(NamedTuple):
     x: np.ndarray | None  # (S, d)
     x_query: np.ndarray | None  # (L, d)
     query_field: str = "x_query"  # what errors call the queries' inputs: a layer's queries read x itself
+    query_rows: tuple[int, ...] | None = None  # the rows of x that x_query is, when it is taken from x
 
 
 class Heads:

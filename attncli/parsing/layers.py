@@ -10,15 +10,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from attncli.parsing import masks
+from attncli.parsing import backward, masks
 from attncli.parsing.fields import FieldReader
 from attncli.parsing.heads import Inputs
 from attncli.parsing.problem_file import TOP_FIELDS, Builder
-from attncli.problem import NORM_KINDS, NORM_PLACES, Layer, Norm, Problem, Stack, width
+from attncli.problem import NORM_KINDS, NORM_PLACES, Backward, Layer, Norm, Problem, Stack, width
 from attncli.yamldoc import FieldPath, did_you_mean, kind_of
 
 STACK_FIELDS = (
     "title", "notes", "tokens", "x", "layers", "exercise", "answers", "tolerance", "carry", "min_decimals", "require",
+    "backward", *backward.FIELDS,
 )  # fmt: skip
 GIVEN = ("queries", "keys", "values", "scores")  # fixed matrices: a layer computes them from its input instead
 NOT_IN_LAYER = ("query_tokens", "x_query")  # a stack is self-attention over one sequence
@@ -42,6 +43,7 @@ def read(reader: FieldReader, data: dict) -> Stack:
     tokens = _tokens(reader, data)
     x = reader.matrix(("x",), data["x"], tokens, "tokens")  # (S, d)
     layers = tuple(_layer(reader.within(("layers", i)), fields, tokens, x, i) for i, fields in enumerate(listed))
+    asked = _backward(reader, data, tokens, x.shape[1], layers)
     return Stack(
         tokens=tokens,
         x=x,
@@ -49,7 +51,22 @@ def read(reader: FieldReader, data: dict) -> Stack:
         title=reader.optional_text(data, "title"),
         notes=reader.optional_text(data, "notes"),
         source=reader.document.name,
+        backward=asked,
     )
+
+
+def _backward(
+    reader: FieldReader, data: dict, tokens: tuple[str, ...], d: int, layers: tuple[Layer, ...]
+) -> Backward | None:
+    """The gradients `backward:` asks for: dO a row per token of the last layer's stream, d wide."""
+    labelled = [(f"{layer.label}, {head.label}", head.score) for layer in layers for head in layer.attention.heads]
+    asked = backward.read(reader, data, ("tokens", tokens), d, labelled)
+    if asked is not None:
+        for layer in layers:
+            problem = layer.attention
+            scores = [head.score for head in problem.heads]
+            backward.check_memory(reader, scores, len(tokens), len(tokens), problem.bias is not None)
+    return asked
 
 
 def _tokens(reader: FieldReader, data: dict) -> tuple[str, ...]:
@@ -76,7 +93,7 @@ class _Fed(Builder):
         return tokens, False
 
     def inputs(self, positions: masks.Positions) -> Inputs:
-        return Inputs(self.fed[1], self.fed[1], "x")
+        return Inputs(self.fed[1], self.fed[1], "x", tuple(range(len(self.fed[0]))))
 
 
 def _layer(reader: FieldReader, data: dict, tokens: tuple[str, ...], x: np.ndarray, index: int) -> Layer:

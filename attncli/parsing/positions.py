@@ -104,7 +104,7 @@ def encoded_inputs(reader: FieldReader, encoding: PositionEncoding, inputs: Inpu
         x_query=x_query,
         query_encoding=encoding_q,
     )
-    return kept, Inputs(inputs.x + encoding_x, None if x_query is None else x_query + encoding_q)
+    return kept, inputs._replace(x=inputs.x + encoding_x, x_query=None if x_query is None else x_query + encoding_q)
 
 
 def check_heads(reader: FieldReader, encoding: PositionEncoding, heads: tuple[Head, ...]) -> None:

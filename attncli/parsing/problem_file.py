@@ -10,17 +10,17 @@ import numpy as np
 
 from attncli import core
 from attncli.errors import fail
-from attncli.parsing import biases, masks, tiling
+from attncli.parsing import backward, biases, masks, tiling
 from attncli.parsing import positions as encodings
 from attncli.parsing.fields import FieldReader
 from attncli.parsing.heads import HEAD_FIELDS, Heads, Inputs
-from attncli.problem import Head, Problem, Projection, Score, Stack, width
+from attncli.problem import Backward, Head, Problem, Projection, Score, Stack, width
 from attncli.yamldoc import Document
 
 TOP_FIELDS = (
     "title", "notes", "tokens", "query_tokens", "x", "x_query", "layers", "heads", "kv_heads", "w_o", "mask", "bias",
     "positions", "position_ids", "query_position_ids", "padding", "window", "scale", "exercise", "answers",
-    "tolerance", "carry", "min_decimals", "require", "tiles", "stable",
+    "tolerance", "carry", "min_decimals", "require", "tiles", "stable", "backward", *backward.FIELDS,
     *HEAD_FIELDS[1:],
 )  # fmt: skip
 # A problem whose calculation would need more than this is refused before any (L, S) matrix exists.
@@ -84,6 +84,7 @@ class Builder:
         mask, rule = masks.read(self.reader, self.data, positions)
         bias = biases.read(self.reader, self.data, positions, heads)
         size, stable = tiling.read(self.reader, self.data, heads, len(query_tokens), len(tokens))
+        asked = self.backward(heads, w_o, query_tokens, len(tokens))
         return Problem(
             tokens=tokens,
             query_tokens=query_tokens,
@@ -101,7 +102,22 @@ class Builder:
             source=self.reader.document.name,
             tiles=size,
             stable=stable,
+            backward=asked,
+            shared=backward.shared_fields(self.heads, heads),
+            query_rows=inputs.query_rows,
         )
+
+    def backward(
+        self, heads: tuple[Head, ...], w_o: np.ndarray | None, query_tokens: tuple[str, ...], keys: int
+    ) -> Backward | None:
+        """The gradients `backward:` asks for: dO a row per query, as wide as the final output (attncli.backward)."""
+        columns = w_o.shape[1] if w_o is not None else sum(width(head.values) for head in heads)
+        labelled = [(head.label, head.score) for head in heads]
+        asked = backward.read(self.reader, self.data, ("query_tokens", query_tokens), columns, labelled)
+        if asked is not None and not self.results_only:
+            scores = [head.score for head in heads]
+            backward.check_memory(self.reader, scores, len(query_tokens), keys, "bias" in self.data)
+        return asked
 
     def tokens(self) -> tuple[str, ...]:
         """`tokens:`, else the names of the first mapping of keys, values or x, else t1..tS."""
@@ -161,7 +177,8 @@ class Builder:
         if "x_query" in self.data:
             x_query = self.reader.matrix(("x_query",), self.data["x_query"], positions.query_tokens, "query_tokens")
         elif x is not None and not positions.cross:
-            x_query = x[positions.query_indexes()]
+            rows = positions.query_indexes()
+            return Inputs(x, x[rows], query_rows=tuple(rows))
         return Inputs(x, x_query)
 
     def output_projection(self, heads: tuple[Head, ...]) -> np.ndarray | None:

@@ -107,7 +107,8 @@ def npy(output: np.ndarray) -> Callable[[BinaryIO], None]:
 
 def npz_arrays(steps: Steps) -> dict[str, np.ndarray]:
     """Every step of every head by its JSON name and place (`heads/0/weights`), the concatenation and the
-    final `output`, with the tokens and the mask; masked scores are -inf, a step a problem lacks is absent."""
+    final `output`, with the tokens and the mask; masked scores are -inf, a step a problem lacks is absent;
+    the gradients, when asked for, by their JSON paths under `backward/`."""
     import numpy as np
 
     problem = steps.problem
@@ -131,6 +132,10 @@ def npz_arrays(steps: Steps) -> dict[str, np.ndarray]:
     if steps.concat is not None:
         arrays["concat"] = steps.concat
     arrays["output"] = steps.output
+    if steps.backward is not None:  # every gradient under backward/...
+        from attncli.render import backward_doc
+
+        arrays |= backward_doc.npz_arrays(steps.backward)
     return arrays
 
 

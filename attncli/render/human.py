@@ -24,13 +24,24 @@ BAR_WIDTH = 20
 def render(steps: Steps, view: View, width: int, extra: Sequence[Line] = ()) -> list[Line]:
     """The whole explanation as styled lines, laid out for a screen `width` columns wide.
 
-    `extra` (norms, interventions) goes after the result, before the note on rounding.
+    `extra` (norms, interventions) goes after the result and the backward pass, before the note on rounding.
     """
+    backward = _backward(steps, view, width)
     if summary.is_large(steps.problem):
         found = core.overview(steps, summary.kept_rows(steps.problem, view.follow), summary.MAP_SHAPE)
-        return [*summary.render(found, view.follow, view.precision, width), *extra]
+        return [*summary.render(found, view.follow, view.precision, width), *backward, *extra]
     out = [line for item in walk.items(steps, view) for line in _RENDER[type(item)](item, view.precision, width)]
-    return analysis.cautioned_once([*out, *extra, line((t("render.rounding_note", precision=view.precision), "dim"))])
+    rounding = line((t("render.rounding_note", precision=view.precision), "dim"))
+    return analysis.cautioned_once([*out, *backward, *extra, rounding])
+
+
+def _backward(steps: Steps | StackSteps, view: View, width: int) -> list[Line]:
+    """Every gradient, when the problem asks for them (attncli.render.backward_show)."""
+    if steps.backward is None:
+        return []
+    from attncli.render import backward_show
+
+    return backward_show.terminal(steps, view, width)
 
 
 def render_stack(
@@ -39,6 +50,7 @@ def render_stack(
     """A stack's explanation, layer by layer (only `layer` when given), then the rollout when asked for."""
     records = walk.stack_items(steps, view, layer, rollout)
     out = [line for item in records for line in _RENDER[type(item)](item, view.precision, width)]
+    out += _backward(steps, view, width)
     return analysis.cautioned_once([*out, line((t("render.rounding_note", precision=view.precision), "dim"))])
 
 

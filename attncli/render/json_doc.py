@@ -13,6 +13,7 @@ from attncli.core import HeadSteps, Steps
 from attncli.problem import Problem
 
 if TYPE_CHECKING:
+    from attncli.backward import Gradients, StackGradients
     from attncli.layers import LayerSteps, StackSteps
     from attncli.probes import Comparison, Intervention, Norms, Scaling
 
@@ -87,7 +88,16 @@ def document(steps: Steps) -> dict:
     if steps.concat is not None:
         doc["concat"] = steps.concat.tolist()
     doc["output"] = steps.output.tolist()
+    if steps.backward is not None:
+        doc["backward"] = _backward(steps.backward)
     return doc
+
+
+def _backward(record: Gradients | StackGradients) -> object:
+    """The top-level "backward" object: every gradient, full precision (attncli.render.backward_doc)."""
+    from attncli.render import backward_doc
+
+    return backward_doc.json_ready(backward_doc.fields(record))
 
 
 def stack_document(steps: StackSteps, rollout: np.ndarray | None = None, layer: int | None = None) -> str:
@@ -110,6 +120,8 @@ def stack_document(steps: StackSteps, rollout: np.ndarray | None = None, layer: 
     }
     if rollout is not None:
         doc["rollout"] = rollout.tolist()
+    if steps.backward is not None:
+        doc["backward"] = _backward(steps.backward)
     return json.dumps(doc, ensure_ascii=False, allow_nan=False) + "\n"
 
 

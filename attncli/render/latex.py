@@ -78,6 +78,12 @@ _TEXT = {
     "ε": r"$\varepsilon$",
     "θ": r"$\theta$",
     "\u0303": r"\~{}",  # the combining tilde of q̃ and k̃, RoPE's turned vectors
+    "\u0302": r"\^{}",  # the combining circumflex of x̂, a normalised row (the backward pass)
+    "ᵀ": r"$^{\top}$",
+    "∘": r"$\circ$",
+    "σ": r"$\sigma$",
+    "∂": r"$\partial$",
+    **{chr(0x2080 + digit): f"$_{digit}$" for digit in range(10)},  # X₂, a stream's subscript
     "‘": "`",
     "’": "'",
     "“": "``",
@@ -88,7 +94,8 @@ _TEXT = {
 def render(steps: Steps, precision: int = 4, follow: tuple[str, ...] | None = None, heatmap: bool = False) -> str:
     """A complete document; `follow` picks the queries written out in detail (default: all, up to three);
     `heatmap` shows the weight matrix even of one query."""
-    return _document(walk.items(steps, walk.View(precision, follow, heatmap)), _widest(steps), precision)
+    view = walk.View(precision, follow, heatmap)
+    return _document(walk.items(steps, view), _widest(steps), precision, _backward(steps, view))
 
 
 def render_stack(
@@ -103,14 +110,24 @@ def render_stack(
     """A stack's complete document, layer by layer (only `layer` when given), then `rollout` when given."""
     widest = max(_widest(record.attention) for record in steps.layers)
     widest = max(widest, steps.stack.x.shape[1], len(steps.stack.tokens))
-    records = walk.stack_items(steps, walk.View(precision, follow, heatmap), layer, rollout)
-    return _document(records, widest, precision)
+    view = walk.View(precision, follow, heatmap)
+    return _document(walk.stack_items(steps, view, layer, rollout), widest, precision, _backward(steps, view))
 
 
-def _document(items: Sequence[walk.Item], widest: int, precision: int) -> str:
+def _backward(steps: Steps | StackSteps, view: walk.View) -> list[str]:
+    """Every gradient, when the problem asks for them (attncli.render.backward_show)."""
+    if steps.backward is None:
+        return []
+    from attncli.render import backward_show
+
+    return backward_show.latex(steps, view)
+
+
+def _document(items: Sequence[walk.Item], widest: int, precision: int, backward: Sequence[str] = ()) -> str:
     lines = [
         *_preamble(widest),
         *(line for item in items for line in _RENDER[type(item)](item, precision)),
+        *backward,
         "",
         rf"\emph{{{text(t('writeup.rounding_note', precision=precision))}}}",
         "",

@@ -21,6 +21,7 @@ def render(steps: Steps, precision: int = 4, follow: tuple[str, ...] | None = No
         for item in walk.items(steps, walk.View(precision, follow, heatmap))
         for line in _RENDER[type(item)](item, precision)
     ]
+    lines += _backward(steps, precision, follow)
     lines.append(f"_{t('writeup.rounding_note', precision=precision)}_")
     return "\n".join(lines) + "\n"
 
@@ -67,8 +68,18 @@ def render_stack(
     """A stack layer by layer (only `layer` when given), then `rollout` when given."""
     records = walk.stack_items(steps, walk.View(precision, follow, heatmap), layer, rollout)
     lines = [line for item in records for line in _RENDER[type(item)](item, precision)]
+    lines += _backward(steps, precision, follow)
     lines.append(f"_{t('writeup.rounding_note', precision=precision)}_")
     return "\n".join(lines) + "\n"
+
+
+def _backward(steps: Steps | StackSteps, precision: int, follow: tuple[str, ...] | None) -> list[str]:
+    """Every gradient, when the problem asks for them (attncli.render.backward_show)."""
+    if steps.backward is None:
+        return []
+    from attncli.render import backward_show
+
+    return backward_show.markdown(steps, walk.View(precision, follow))
 
 
 def _facts(facts: walk.Facts, p: int) -> list[str]:
