@@ -158,7 +158,7 @@ def _bins(key_bins: np.ndarray, n_k: int) -> np.ndarray:
 
 
 class _Head:
-    """One (L, S) problem, ready for its blocks: `q` to be scaled a block at a time, and whether to shift.
+    """One (L, S) problem, ready for its blocks: `q` to be scaled a block at a time, and whether to shift at once.
 
     A plain class: a dataclass is built, at some cost, by every start of the command line.
     """
@@ -180,8 +180,9 @@ class _Head:
         """Softmax is shift-invariant, and subtracting the row maximum only guards e^s against overflow.
 
         When |q·k| ≤ ‖q‖·max‖k‖ (Cauchy–Schwarz) is small enough for e^s to stay a normal
-        float, the shift and the pass that finds the maximum are skipped; the result is the
-        same softmax, rounded no worse.
+        float, each block is first gathered without the shift and the pass that finds the
+        maximum, and kept only where that lost nothing (`_attend_block`): the same softmax,
+        rounded no worse.
         """
         safe = _safe_exponent(q.dtype)
         bound = np.sqrt(_largest_square(q) * _largest_square(k)) * abs(factor)  # ≥ every |q·k·scale|
@@ -272,24 +273,27 @@ class _Scratch:
     def mixed(self, rows: int) -> np.ndarray:
         return self._mixed[: rows * self.d_v].reshape(rows, self.d_v)
 
-    def totals(self, rows: int) -> tuple[np.ndarray, np.ndarray]:
-        """Σ e^s over the tiles so far, and over this tile."""
-        return self._totals[0, :rows], self._totals[1, :rows]
+    def totals(self, rows: int, at: int = 0) -> tuple[np.ndarray, np.ndarray]:
+        """Σ e^s over the tiles so far, and over this tile, of the block's rows at..at + rows."""
+        return self._totals[0, at : at + rows], self._totals[1, at : at + rows]
 
-    def tops(self, rows: int) -> tuple[np.ndarray, np.ndarray]:
+    def tops(self, rows: int, at: int = 0) -> tuple[np.ndarray, np.ndarray]:
         """Each row's largest score over the tiles so far, and what e^s is taken from (0 while it is −∞)."""
-        return self._tops[0, :rows], self._tops[1, :rows]
+        return self._tops[0, at : at + rows], self._tops[1, at : at + rows]
 
 
 def _attend_block(head: _Head, start: int, stop: int, causal: int | None, scratch: _Scratch) -> None:
-    """Query rows start..stop of `head`, into its `out` (and `weights`, `sums`), a tile of keys at a time.
+    """Query rows start..stop of `head`, into its `out` (and `weights`, `sums`): softmax(q·kᵀ·scale)·v.
 
-    Each tile adds its e^s·v and Σ e^s to the block's. With the shift, a tile that raises a
-    row's largest score first scales what the row has gathered by e^(old − new): the online
-    softmax of FlashAttention (Dao et al., 2022), exact up to rounding. With a causal mask row r
-    sees keys up to r + `causal` (`_diagonal`): keys past `stop - 1 + causal` are not computed,
-    and keys before `start + causal` are visible to every row: only the square on the diagonal
-    needs a mask.
+    Never a result the every-step path (attncli.core.attend) would not give. Without the shift
+    (`head.shift` false: every e^s a normal float), a row is kept only if its Σ e^s is at least 1
+    and its Σ e^s·v finite: the every-step path's weight·v is e^s·v / Σ e^s, so no product
+    e^s·v lost more to underflow than that one may (tiny values under low scores), and none
+    overflowed (huge values). The other rows (from the first to the last of them, the rows kept
+    between them put back) are gathered again with each row's maximum subtracted, so the
+    largest e^s is 1 and Σ e^s·v ≤ S·max|v|; where even that overflows (values near float's
+    largest), once more with the exponents lowered by log(2S), so that Σ e^s ≤ 1/2. Each
+    row's way depends on its own numbers alone, not on the rows beside it.
     """
     rows = stop - start
     width = head.k.shape[0] if causal is None else max(0, min(head.k.shape[0], stop + causal))
@@ -297,25 +301,104 @@ def _attend_block(head: _Head, start: int, stop: int, causal: int | None, scratc
         _check_rows(np.zeros(rows, dtype=bool), start)
     q = np.multiply(head.q[start:stop], head.factor, out=scratch.queries(rows))  # (B, E)
     out = head.out[start:stop]  # (B, E_v) Σ e^s·v until divided by Σ e^s
-    total, part = scratch.totals(rows)  # (B,), (B,)
-    top, base = scratch.tops(rows)  # (B,), (B,)
-    sums = None if head.sums is None else head.sums[start:stop]  # (B, C)
+    total, _ = scratch.totals(rows)  # (B,)
+    if head.shift:
+        _gather_again(head, q, start, width, causal, scratch, np.zeros(rows, dtype=bool))
+    else:
+        _gather(head, q, start, width, causal, scratch, None, 0)
+        if total.min() < 1 or not np.isfinite(out).all():
+            _gather_again(head, q, start, width, causal, scratch, (total >= 1) & np.isfinite(out).all(axis=1))
+    _check_rows(total > 0, start)
+    out /= total[:, None]  # (B, E_v)
+    if head.weights is not None:
+        head.weights[start:stop, :width] /= total[:, None]
+        head.weights[start:stop, width:] = 0
+    if head.sums is not None:
+        head.sums[start:stop] /= total[:, None]
+
+
+def _gather_again(
+    head: _Head, q: np.ndarray, start: int, width: int, causal: int | None, scratch: _Scratch, done: np.ndarray
+) -> None:
+    """The block's rows not `done` (B,) gathered again with the shift, then lowered by log(2S) where Σ e^s·v
+    still overflows; each time the rows from the first not done to the last, the done ones between put back."""
+    out, (total, _), (top, _) = head.out[start : start + len(q)], scratch.totals(len(q)), scratch.tops(len(q))
+    for lowered in (0.0, float(np.log(2 * width))):
+        redone = np.flatnonzero(~done)
+        low, high = int(redone[0]), int(redone[-1]) + 1
+        kept = _Kept(head, start + low, start + high, width, total[low:high], done[low:high])
+        _gather(head, q[low:high], start + low, width, causal, scratch, lowered, low)
+        if not lowered:
+            _check_rows(np.isfinite(top[low:high]), start + low)
+        kept.restore()
+        done[low:high] |= np.isfinite(out[low:high]).all(axis=1)
+        if done.all():
+            return
+
+
+class _Kept:
+    """The rows of a block already done, copied aside while the block is gathered again, then put back."""
+
+    def __init__(self, head: _Head, start: int, stop: int, width: int, total: np.ndarray, rows: np.ndarray) -> None:
+        self.rows = rows
+        self.parts = [
+            (part, part[rows].copy())
+            for part in (
+                head.out[start:stop],  # (B, E_v)
+                total,  # (B,)
+                None if head.weights is None else head.weights[start:stop, :width],  # (B, S)
+                None if head.sums is None else head.sums[start:stop],  # (B, C)
+            )
+            if part is not None
+        ]
+
+    def restore(self) -> None:
+        for part, copy in self.parts:
+            part[self.rows] = copy
+
+
+def _gather(
+    head: _Head,
+    q: np.ndarray,
+    start: int,
+    width: int,
+    causal: int | None,
+    scratch: _Scratch,
+    lowered: float | None,
+    at: int,
+) -> None:
+    """Σ e^s·v into rows start..start + len(q) of `out`, and Σ e^s into the scratch's totals from row `at`
+    of the block, a tile of keys at a time.
+
+    `lowered` None: e^s as they are. Otherwise each row's largest score so far plus `lowered` is
+    subtracted, and a tile that raises a row's largest score first scales what the row has
+    gathered by e^(old − new): the online softmax of FlashAttention (Dao et al., 2022), exact up
+    to rounding. With a causal mask row r sees keys up to r + `causal` (`_diagonal`): keys past
+    `stop - 1 + causal` are not computed, and keys before `start + causal` are visible to every
+    row: only the square on the diagonal needs a mask.
+    """
+    rows = q.shape[0]
+    out = head.out[start : start + rows]  # (B, E_v)
+    total, part = scratch.totals(rows, at)  # (B,), (B,)
+    top, base = scratch.tops(rows, at)  # (B,), (B,)
+    sums = None if head.sums is None else head.sums[start : start + rows]  # (B, C)
     if sums is not None:
         sums[:] = 0
     for first in range(0, width, scratch.keys):
         last = min(width, first + scratch.keys)
         s = np.matmul(q, head.k[first:last].T, out=scratch.scores(rows, last - first))  # (B, T)
         _mask_tile(head, s, start, first, last, causal, scratch)
-        if head.shift:
+        if lowered is not None:
             if first:
                 np.copyto(part, top)  # (B,) the largest scores before this tile
                 np.maximum(top, s.max(axis=1), out=top)
             else:
                 s.max(axis=1, out=top)  # (B,)
-            np.copyto(base, top)
+            np.add(top, lowered, out=base)
             base[np.isneginf(top)] = 0  # a row that has seen only masked keys: its e^s are 0 whatever the base
             s -= base[:, None]
             if first:  # what earlier tiles gathered, moved to the new base: e^(old − new) ≤ 1, 0 from −∞
+                part += lowered  # the earlier base, −∞ for a row that saw only masked keys
                 np.exp(np.subtract(part, base, out=part), out=part)
                 out *= part[:, None]
                 total *= part
@@ -331,16 +414,7 @@ def _attend_block(head: _Head, start: int, stop: int, causal: int | None, scratc
         if sums is not None:
             _add_bin_sums(head.bins, s, first, last, sums)
         if head.weights is not None:  # whole rows: one tile
-            head.weights[start:stop, :last] = s
-    if head.shift:
-        _check_rows(np.isfinite(top), start)
-    _check_rows(total > 0, start)
-    out /= total[:, None]  # (B, E_v)
-    if head.weights is not None:
-        head.weights[start:stop, :width] /= total[:, None]
-        head.weights[start:stop, width:] = 0
-    if sums is not None:
-        sums /= total[:, None]
+            head.weights[start : start + rows, :last] = s
 
 
 def _mask_tile(
@@ -410,7 +484,8 @@ class _Call:
             if buffers is None:
                 buffers = self._scratch()
             try:
-                _attend_block(head, start, stop, self._causal, buffers)
+                with np.errstate(over="ignore", invalid="ignore"):  # an overflow is found in the rows, gathered again
+                    _attend_block(head, start, stop, self._causal, buffers)
             except Exception as error:  # anything else (Ctrl-C) propagates at once
                 with self._lock:
                     self._failures.append((position, error))
