@@ -286,6 +286,19 @@ def test_extreme_values_and_scores_give_what_every_step_gives(name: str, dtype: 
         assert_as_every_step(q, k, v, scale)
 
 
+@pytest.mark.parametrize("name", EXTREMES)
+def test_extreme_values_and_scores_give_what_torch_gives(name: str) -> None:
+    """The float64 extremes through torch's scaled_dot_product_attention: the kernel within a few ulps of
+    Σ weight·|v| (torch's own weights, e^(s − max) normalised, times the values)."""
+    torch = pytest.importorskip("torch")
+    q, k, v, scale = extreme_case(name, np.float64)
+    expected = torch.nn.functional.scaled_dot_product_attention(*map(torch.from_numpy, (q, k, v)), scale=scale).numpy()
+    weights = torch.softmax(torch.from_numpy(q @ k.T * scale), dim=-1).numpy()
+    spread = float(np.abs(q @ k.T * scale).max())
+    allowed = 16 * EPS * (1 + spread + len(k)) * (weights @ np.abs(v)) + 5e-324 * len(k) * max(1.0, np.abs(v).max())
+    assert (np.abs(attention(q, k, v, scale=scale) - expected) <= allowed).all()
+
+
 def test_the_issues_tiny_values_come_out_as_torch_gives_them() -> None:
     """q [[-22.1]], k [[22.1], [22.0], [22.05]], v [[1e-300], [2e-300], [3e-300]], scale 1: 2.1537e-300 (torch,
     and by hand: the scores are −488.41, −486.2, −487.305, the weights e^(−2.21, 0, −1.105) normalised)."""
