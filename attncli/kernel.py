@@ -15,6 +15,7 @@ so the cores are not asked for twice over.
 from __future__ import annotations
 
 import functools
+import math
 import os
 import queue
 import threading
@@ -74,9 +75,10 @@ def attention(
     `threads` defaults to the cores this process may use once a problem is big enough
     (SERIAL_WORK; below it the caller's thread alone, BLAS held at one thread, and below
     PARALLEL_WORK BLAS left as it is); `threads=1` is a plain loop that leaves BLAS as it is.
-    A float64 result does not depend on the threads or a block's rows to the last bit; in
-    float32 OpenBLAS's sgemm may round a last bit differently with a block's rows and its own
-    threads. Tiles of another size add the same terms in another order.
+    The threads and the block shapes change the last bits at most, never to the bit on every
+    BLAS: each block is the same BLAS calls whichever thread takes it, but BLAS may round a row
+    otherwise among another number of rows (OpenBLAS's AVX-512 kernels do, by up to 4e-16 in
+    float64; its Haswell ones do not), and tiles of another size add the same terms in another order.
     """
     q, k, v = np.asarray(q), np.asarray(k), np.asarray(v)
     dtype = np.result_type(q.dtype, k.dtype, v.dtype, np.float16)
@@ -96,26 +98,32 @@ def attention(
     if mask is not None:
         mask = np.broadcast_to(np.asarray(mask), (*batch, n_q, n_k))
     causal = _diagonal(causal, n_q, n_k)
-    factor = dtype.type(1 / np.sqrt(d) if scale is None else scale)
+    _check_blocks(block_rows=block_rows, block_keys=block_keys, threads=threads)
+    with np.errstate(over="ignore"):  # a scale past float32's range: the scores overflow, which is reported
+        factor = dtype.type((1 / math.sqrt(d) if d else 1.0) if scale is None else scale)  # E = 0: every score is 0
     out = np.empty((*batch, n_q, d_v), dtype=dtype)  # (..., L, E_v)
     weights = np.empty((*batch, n_q, n_k), dtype=dtype) if return_weights else None  # (..., L, S)
     bins = None if key_bins is None else _bins(key_bins, n_k)
     sums = None if bins is None else np.empty((*batch, n_q, len(bins)), dtype=dtype)  # (..., L, bins)
+    if n_q == 0 or (n_k == 0 and mask is None and causal is None):  # as torch: no rows, or a mean of no values
+        out[...] = 0
+        return _results(out, weights, sums)
     q, k, v = (a if a.shape[:-2] == batch else np.broadcast_to(a, (*batch, *a.shape[-2:])) for a in (q, k, v))
-    heads = [
-        _Head(
-            q[index],
-            factor,
-            k[index],
-            v[index],
-            None if mask is None else mask[index],
-            out[index],
-            None if weights is None else weights[index],
-            bins,
-            None if sums is None else sums[index],
-        )
-        for index in np.ndindex(*batch)
-    ]
+    with np.errstate(over="ignore", invalid="ignore"):  # a bound past float's range, or 0·∞: the shift
+        heads = [
+            _Head(
+                q[index],
+                factor,
+                k[index],
+                v[index],
+                None if mask is None else mask[index],
+                out[index],
+                None if weights is None else weights[index],
+                bins,
+                None if sums is None else sums[index],
+            )
+            for index in np.ndindex(*batch)
+        ]
     work = len(heads) * n_q * n_k * (d + d_v)  # multiply-adds
     own = threads == 1 or (threads is None and work <= PARALLEL_WORK)  # one thread, BLAS left as it is
     cores = 1 if own or (threads is None and work <= SERIAL_WORK) else threads or _cores()
@@ -132,8 +140,22 @@ def attention(
             finally:
                 call.close()
     call.raise_first_failure()
+    return _results(out, weights, sums)
+
+
+def _results(
+    out: np.ndarray, weights: np.ndarray | None, sums: np.ndarray | None
+) -> np.ndarray | tuple[np.ndarray, ...]:
+    """The output, then the weights and the binned sums where they were asked for."""
     extra = tuple(array for array in (weights, sums) if array is not None)
     return (out, *extra) if extra else out
+
+
+def _check_blocks(**sizes: int | None) -> None:
+    """`block_rows`, `block_keys` and `threads`: None or a whole number from 1."""
+    for name, size in sizes.items():
+        if size is not None and (isinstance(size, bool) or not isinstance(size, (int, np.integer)) or size < 1):
+            raise ValueError(f"{name} must be a whole number from 1, got {size!r}")
 
 
 def _block_shape(
@@ -329,7 +351,7 @@ def _gather_again(
         kept = _Kept(head, start + low, start + high, width, total[low:high], done[low:high])
         _gather(head, q[low:high], start + low, width, causal, scratch, lowered, low)
         if not lowered:
-            _check_rows(np.isfinite(top[low:high]), start + low)
+            _check_tops(top[low:high], start + low)
         kept.restore()
         done[low:high] |= np.isfinite(out[low:high]).all(axis=1)
         if done.all():
@@ -447,6 +469,16 @@ def _check_rows(ok: np.ndarray, start: int) -> None:
     if not ok.all():
         row = start + int(np.argmin(ok))
         raise ValueError(f"query row {row} has no key to attend to: every key is masked")
+
+
+def _check_tops(top: np.ndarray, start: int) -> None:
+    """Each row's largest score (R,), from row `start`: −∞ where every key is masked, +∞ or NaN where q·k·scale
+    passed float's range (finite inputs: a huge scale, or huge q and k)."""
+    finite = np.isfinite(top)  # (R,)
+    if not finite.all():
+        row = int(np.argmin(finite))
+        _check_rows(top[row : row + 1] != -np.inf, start + row)
+        raise ValueError(f"query row {start + row}: a score q·k·scale passes the range of {top.dtype}")
 
 
 class _Call:

@@ -102,7 +102,8 @@ def overview(problem: Problem, rows: Sequence[int], shape: tuple[int, int]) -> c
 
     Where `result` would take the blocked kernel, the maps come out of the same pass (its
     `key_bins`), and only the kept rows take every step: no (L, S) matrix is built, and those
-    rows' numbers are the very ones `solve` gives. Otherwise, from `solve`.
+    rows' numbers are the ones `solve` gives, but for the last bits a BLAS may round otherwise
+    in a product of fewer rows. Otherwise, from `solve`.
     """
     row_edges, column_edges = (core.map_edges(count, most) for count, most in zip(problem.mask.shape, shape))
     found = _on_kernel(problem, column_edges[:-1])
@@ -246,12 +247,43 @@ def grade(
 
 
 @functools.wraps(kernel.attention)
-def attention(*arrays: np.ndarray, **options: object) -> np.ndarray | tuple[np.ndarray, ...]:
-    """attncli.kernel.attention, its signature and semantics; arrays that do not fit are an AttnError."""
+def attention(*arrays: object, **options: object) -> np.ndarray | tuple[np.ndarray, ...]:
+    """attncli.kernel.attention, its signature and semantics, for anyone's arrays: an AttnError for what does not fit.
+
+    q, k, v and `scale` must be real and finite, as in a problem file, and a mask bool or float with no NaN
+    or +∞ (−∞ masks): checked here, at the edge, so the kernel never meets NaN, which it would report as
+    'every key is masked' in q and pass through in v, nor an integer mask, which it would add as +0 and +1.
+    """
     try:
-        return kernel.attention(*arrays, **options)
-    except ValueError as error:
+        checked = [_real("qkv"[index], array) if index < 3 else array for index, array in enumerate(arrays)]
+        if options.get("scale") is not None:
+            options["scale"] = _real("scale", options["scale"])[()]
+        if options.get("mask") is not None:
+            options["mask"] = _mask(options["mask"])
+        return kernel.attention(*checked, **options)
+    except ValueError as error:  # shapes that do not line up, a ragged list, block sizes below 1
         raise fail("api.attention", reason=str(error)) from None
+
+
+def _real(name: str, given: object) -> np.ndarray:
+    """`given` as an array of real numbers (float, int or bool), every one finite."""
+    array = np.asarray(given)
+    if array.dtype.kind not in "fiub":
+        raise fail("api.not_numbers", name=name, dtype=str(array.dtype))
+    if array.dtype.kind == "f" and not np.isfinite(array).all():
+        raise fail("api.not_finite", name=name)
+    return array
+
+
+def _mask(given: object) -> np.ndarray:
+    """A mask as SDPA takes it: bool (True = may attend), or float added to the scores, −∞ where masked."""
+    mask = np.asarray(given)
+    if mask.dtype.kind == "f":
+        if not (mask < np.inf).all():  # NaN and +∞ are not below +∞
+            raise fail("api.mask_not_finite")
+    elif mask.dtype.kind != "b":
+        raise fail("api.mask_dtype", dtype=str(mask.dtype))
+    return mask
 
 
 def _document(source: Source | None) -> Document:

@@ -28,6 +28,15 @@ from attncli.problem import Head, Score
 from tests.paths import ROOT
 
 EPS = np.finfo(np.float64).eps
+# Ulps of a result's size by which the same numbers may come out of other BLAS calls: another number of rows in
+# a block is another matrix shape, which some BLAS kernels round otherwise (OpenBLAS's AVX-512 ones, up to 4e-16
+# in float64), so block shapes, threads and calls are compared within this, never to the bit.
+BLAS_ULPS = 16
+
+
+def assert_equal_but_rounding(found: np.ndarray, expected: np.ndarray, size: float = 1.0) -> None:
+    """`found` as `expected`, but for BLAS_ULPS ulps of `size` (a weight's 1, an output's largest |v|)."""
+    np.testing.assert_allclose(found, expected, rtol=0, atol=BLAS_ULPS * float(np.finfo(found.dtype).eps) * size)
 
 
 @settings(max_examples=80, deadline=None)
@@ -190,15 +199,20 @@ def test_long_sequences_keep_whole_blocks_of_rows_and_tiles_within_the_block_cel
     dtype=st.sampled_from([np.float32, np.float64]),
     seed=st.integers(0, 2**32 - 1),
 )
-def test_threads_and_blocks_do_not_change_a_bit(
+def test_threads_and_blocks_change_nothing_but_the_last_bits(
     n_q: int, n_k: int, causal: bool, block_rows: int, dtype: type, seed: int
 ) -> None:
-    """Each row's numbers come from the same products in the same order, however rows are shared out."""
+    """Each row's numbers come from the same products in the same order however rows are shared out among
+    threads, and from the same BLAS calls; one block of every row (the default here) against blocks of
+    `block_rows` differs by BLAS's rounding of another shape at most."""
     rng = np.random.default_rng(seed)
     q, k, v = (rng.standard_normal((2, n, 4)).astype(dtype) for n in (n_q, n_k, n_k))
     one = attention(q, k, v, causal=causal, block_rows=block_rows, threads=1, return_weights=True)
     two = attention(q, k, v, causal=causal, block_rows=block_rows, threads=2, return_weights=True)
-    assert all(np.array_equal(a, b) for a, b in zip(one, two))
+    whole = attention(q, k, v, causal=causal, threads=1, return_weights=True)
+    for found in (two, whole):
+        assert_equal_but_rounding(found[0], one[0], float(np.abs(v).max()))
+        assert_equal_but_rounding(found[1], one[1])
 
 
 def every_step(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float) -> core.HeadSteps:
@@ -497,7 +511,8 @@ def test_calls_from_several_threads_at_once_each_get_their_own_result() -> None:
         caller.start()
     for caller in callers:
         caller.join()
-    assert all(np.array_equal(a, b) for a, b in zip(alone, results))
+    for found, expected in zip(results, alone):
+        assert_equal_but_rounding(found, expected, float(np.abs(problems[0][2]).max()))
     assert [library["num_threads"] for library in threadpool_info() if library["user_api"] == "blas"] == before
 
 
@@ -689,7 +704,8 @@ def test_key_bins_sum_each_querys_weights_over_each_bin(causal: bool) -> None:
     edges = [*bins, 45]
     expected = np.stack([weights[..., a:b].sum(axis=-1) for a, b in pairwise(edges)], axis=-1)
     np.testing.assert_allclose(sums, expected, rtol=0, atol=1e-15)
-    assert sums.shape == (4, 30, 5) and np.array_equal(out, attention(q, k, v, causal=causal, enable_gqa=True))
+    assert sums.shape == (4, 30, 5)
+    assert_equal_but_rounding(attention(q, k, v, causal=causal, enable_gqa=True), out, float(np.abs(v).max()))
     for wrong in ([1, 5], [0, 5, 5], [0, 45], [[0]], [0.0, 1.0]):
         with pytest.raises(ValueError, match="key_bins"):
             kernel.attention(q, k, v, enable_gqa=True, key_bins=wrong)
@@ -745,8 +761,11 @@ def test_the_summary_from_the_kernel_is_the_summary_from_every_step(case: dict) 
             np.testing.assert_allclose(found.blocks, means, rtol=tolerance, atol=tolerance * 1e-3)
             np.testing.assert_allclose(found.weights, weights[list(rows)], rtol=0, atol=tolerance)
             assert np.array_equal(found.scores == -np.inf, ~problem.mask[list(rows)])
-        assert np.array_equal(ours.weights, every.weights) and np.array_equal(ours.scores, every.scores)
-    assert np.array_equal(fast.output, slow.output)  # the kept rows take every step, as `solve`'s do
+        assert_equal_but_rounding(ours.weights, every.weights)  # the kept rows take every step, as `solve`'s do
+        assert_equal_but_rounding(
+            ours.scores, every.scores, float(np.abs(every.scores[np.isfinite(every.scores)]).max())
+        )
+    assert_equal_but_rounding(fast.output, slow.output, float(np.abs(slow.output).max()))
     by_kernel = summary.lines(problem, follow=follow)
     assert by_kernel is not None
     for width in (60, 100):

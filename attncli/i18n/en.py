@@ -205,6 +205,10 @@ MESSAGES: dict[str, str] = {
     "cli.bad_lang": "unknown language '{name}' (known: {known}){hint}",
     # Errors: the calculation
     "api.attention": "attention(): {reason}",
+    "api.not_finite": "attention(): NaN or infinity in {name}; every number must be finite",
+    "api.not_numbers": "attention(): {name} holds {dtype}, not real numbers; give floats (or ints, bools)",
+    "api.mask_not_finite": "attention(): NaN or +infinity in mask; an additive mask holds finite numbers and -inf (masked)",
+    "api.mask_dtype": "attention(): a mask of {dtype}; use bool (True = attend) or additive float",
     "core.overflow": "a result passes the range of floating-point numbers (about ±1.8e308); use smaller numbers",
     # Human output
     "render.head_title": " {name} ",

@@ -209,6 +209,10 @@ MESSAGES: dict[str, str] = {
     "cli.bad_lang": "idioma desconocido '{name}' (se conocen: {known}){hint}",
     # Errores: el cálculo
     "api.attention": "attention(): {reason}",
+    "api.not_finite": "attention(): NaN o infinito en {name}; todos los números deben ser finitos",
+    "api.not_numbers": "attention(): {name} contiene {dtype}, no números reales; da floats (o ints, bools)",
+    "api.mask_not_finite": "attention(): NaN o +infinito en mask; una máscara aditiva tiene números finitos y -inf (oculto)",
+    "api.mask_dtype": "attention(): una máscara de {dtype}; usa bool (True = atender) o float aditivo",
     "core.overflow": "un resultado supera el rango de los números de coma flotante (unos ±1.8e308); usa números más pequeños",
     # Salida para personas
     "render.head_title": " {name} ",
