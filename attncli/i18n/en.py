@@ -111,7 +111,7 @@ MESSAGES: dict[str, str] = {
     "problem.sinusoidal_given": "sinusoidal encodings are added to x before the projections, but {head} gives its {name} directly: give w_q, w_k, w_v",
     "render.bias": "Bias",
     "render.bias_matrix": "a given matrix, added to the scores s before softmax (column b)",
-    "render.bias_alibi": "ALiBi (Press et al.), b = −m_h·|i − j| added to s before softmax; slopes m_h = 2^(−8h/H): {slopes}",
+    "render.bias_alibi": "ALiBi (Press et al.), b = −m_h·|i − j| added to s before softmax; slopes m_h (Press et al.'s: 2^(−8h/H) when H is a power of two): {slopes}",
     "render.positions": "Positions",
     "render.positions_rope_half": "RoPE, base {base}, pairs (i, i + d/2) as in Llama and GPT-NeoX: q and k turned after the projections, each pair by its position times θ_i = base^(−2i/d)",
     "render.positions_rope_interleaved": "RoPE, base {base}, pairs (2i, 2i + 1) as in GPT-J and RoFormer: q and k turned after the projections, each pair by its position times θ_i = base^(−2i/d)",

@@ -115,7 +115,7 @@ MESSAGES: dict[str, str] = {
     "problem.sinusoidal_given": "las codificaciones sinusoidales se suman a x antes de las proyecciones, pero {head} da sus {name} directamente: da w_q, w_k, w_v",
     "render.bias": "Sesgo",
     "render.bias_matrix": "una matriz dada, sumada a las puntuaciones s antes de softmax (columna b)",
-    "render.bias_alibi": "ALiBi (Press et al.), b = −m_h·|i − j| sumado a s antes de softmax; pendientes m_h = 2^(−8h/H): {slopes}",
+    "render.bias_alibi": "ALiBi (Press et al.), b = −m_h·|i − j| sumado a s antes de softmax; pendientes m_h (las de Press et al.: 2^(−8h/H) si H es potencia de dos): {slopes}",
     "render.positions": "Posiciones",
     "render.positions_rope_half": "RoPE, base {base}, pares (i, i + d/2) como en Llama y GPT-NeoX: q y k girados tras las proyecciones, cada par por su posición por θ_i = base^(−2i/d)",
     "render.positions_rope_interleaved": "RoPE, base {base}, pares (2i, 2i + 1) como en GPT-J y RoFormer: q y k girados tras las proyecciones, cada par por su posición por θ_i = base^(−2i/d)",
