@@ -309,12 +309,12 @@ def _attend_block(head: _Head, start: int, stop: int, causal: int | None, scratc
 
     Never a result the every-step path (attncli.core.attend) would not give. Without the shift
     (`head.shift` false: every e^s a normal float), a row is kept only if its Σ e^s is at least 1
-    and its Σ e^s·v finite: the every-step path's weight·v is e^s·v / Σ e^s, so no product
+    and finite, and its Σ e^s·v finite: the every-step path's weight·v is e^s·v / Σ e^s, so no product
     e^s·v lost more to underflow than that one may (tiny values under low scores), and none
     overflowed (huge values). The other rows (from the first to the last of them, the rows kept
     between them put back) are gathered again with each row's maximum subtracted, so the
     largest e^s is 1 and Σ e^s·v ≤ S·max|v|; where even that overflows (values near float's
-    largest), once more with the exponents lowered by log(2S), so that Σ e^s ≤ 1/2. Each
+    largest, or S past float16's), once more with the exponents lowered by log(2S), so that Σ e^s ≤ 1/2. Each
     row's way depends on its own numbers alone, not on the rows beside it.
     """
     rows = stop - start
@@ -328,8 +328,9 @@ def _attend_block(head: _Head, start: int, stop: int, causal: int | None, scratc
         _gather_again(head, q, start, width, causal, scratch, np.zeros(rows, dtype=bool))
     else:
         _gather(head, q, start, width, causal, scratch, None, 0)
-        if total.min() < 1 or not np.isfinite(out).all():
-            _gather_again(head, q, start, width, causal, scratch, (total >= 1) & np.isfinite(out).all(axis=1))
+        if not (total.min() >= 1 and total.max() < np.inf and np.isfinite(out).all()):
+            kept = (total >= 1) & (total < np.inf) & np.isfinite(out).all(axis=1)  # (B,)
+            _gather_again(head, q, start, width, causal, scratch, kept)
     _check_rows(total > 0, start)
     out /= total[:, None]  # (B, E_v)
     if head.weights is not None:
@@ -353,7 +354,7 @@ def _gather_again(
         if not lowered:
             _check_tops(top[low:high], start + low)
         kept.restore()
-        done[low:high] |= np.isfinite(out[low:high]).all(axis=1)
+        done[low:high] |= np.isfinite(out[low:high]).all(axis=1) & np.isfinite(total[low:high])
         if done.all():
             return
 

@@ -323,6 +323,15 @@ def test_the_issues_tiny_values_come_out_as_torch_gives_them() -> None:
     assert abs(got - expected) <= 1e-13 * expected and abs(got - 2.1537e-300) < 1e-304
 
 
+def test_a_sum_of_exponentials_past_the_dtypes_range_is_gathered_again() -> None:
+    """float16 (largest 65504): 200 keys scored 7.6, under the unshifted bound, give Σ e^s = 4e5 = inf, while
+    Σ e^s·v of values 1e-4 stays finite: the output came out 0, not the values' 1e-4."""
+    q, k, v = np.ones((2, 4), np.float16), np.ones((200, 4), np.float16), np.full((200, 2), 1e-4, np.float16)
+    found = attention(q, k, v, scale=1.9)
+    assert found.dtype == np.float16
+    np.testing.assert_allclose(found.astype(np.float64), 1e-4, rtol=2e-3)
+
+
 @settings(max_examples=60, deadline=None)
 @given(
     n_q=st.integers(1, 9),
