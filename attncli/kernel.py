@@ -109,21 +109,20 @@ def attention(
         out[...] = 0
         return _results(out, weights, sums)
     q, k, v = (a if a.shape[:-2] == batch else np.broadcast_to(a, (*batch, *a.shape[-2:])) for a in (q, k, v))
-    with np.errstate(over="ignore", invalid="ignore"):  # a bound past float's range, or 0·∞: the shift
-        heads = [
-            _Head(
-                q[index],
-                factor,
-                k[index],
-                v[index],
-                None if mask is None else mask[index],
-                out[index],
-                None if weights is None else weights[index],
-                bins,
-                None if sums is None else sums[index],
-            )
-            for index in np.ndindex(*batch)
-        ]
+    heads = [
+        _Head(
+            q[index],
+            factor,
+            k[index],
+            v[index],
+            None if mask is None else mask[index],
+            out[index],
+            None if weights is None else weights[index],
+            bins,
+            None if sums is None else sums[index],
+        )
+        for index in np.ndindex(*batch)
+    ]
     work = len(heads) * n_q * n_k * (d + d_v)  # multiply-adds
     own = threads == 1 or (threads is None and work <= PARALLEL_WORK)  # one thread, BLAS left as it is
     cores = 1 if own or (threads is None and work <= SERIAL_WORK) else threads or _cores()
@@ -207,7 +206,8 @@ class _Head:
         rounded no worse.
         """
         safe = _safe_exponent(q.dtype)
-        bound = np.sqrt(_largest_square(q) * _largest_square(k)) * abs(factor)  # ≥ every |q·k·scale|
+        # ≥ every |q·k·scale|; in Python floats, which take a product past float's range, or 0·∞, without a warning
+        bound = math.sqrt(float(_largest_square(q)) * float(_largest_square(k))) * abs(float(factor))
         self.shift = not (bound < safe and (mask is None or mask.dtype == np.bool_))  # subtract each row's maximum
         self.q = q  # (L, E), as given: a block's rows are scaled into the thread's buffer, never all of q at once
         self.factor = factor  # the scale, of q's dtype
