@@ -241,8 +241,8 @@ def attend(
     intermediate in float64 or the problem's dtype, for display and grading, and takes every
     score kind. `attncli.kernel.attention` (the library's) takes dot-product scores only and
     keeps nothing: blocks of query rows, threads, O(L + S) memory. Given the same dot-product
-    problem they agree within float64 rounding (tests/test_kernel.py), not to the bit: the
-    kernel scales q before q·kᵀ and sums the weights inside its last matrix product.
+    problem they agree within rounding, tiny and huge values included (tests/test_kernel.py), not
+    to the bit: the kernel scales q before q·kᵀ and sums the weights inside its last matrix product.
 
     Softmax is computed once: the e^s shown (shifted only as `display_shift` says) are the
     very numbers divided by their sum to give the weights, so e^s / Σ = weight exactly as shown.

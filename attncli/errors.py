@@ -77,6 +77,12 @@ class AttnError(Exception):
     def __post_init__(self) -> None:
         super().__init__(self.key)
 
+    def __str__(self) -> str:
+        """The sentence the command line prints, in English: what a traceback or a log shows a programmer."""
+        from attncli.i18n import in_english  # the catalogues import this module
+
+        return in_english(self)
+
     def at(self, source: str | None = None, line: int | None = None, field: str | Message | None = None) -> AttnError:
         """Fill in location details that the raiser did not know."""
         self.where = Where(

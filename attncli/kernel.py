@@ -15,6 +15,7 @@ so the cores are not asked for twice over.
 from __future__ import annotations
 
 import functools
+import math
 import os
 import queue
 import threading
@@ -77,9 +78,10 @@ def attention(
     `threads` defaults to the cores this process may use once a problem is big enough
     (SERIAL_WORK; below it the caller's thread alone, BLAS held at one thread, and below
     PARALLEL_WORK BLAS left as it is); `threads=1` is a plain loop that leaves BLAS as it is.
-    A float64 result does not depend on the threads or a block's rows to the last bit; in
-    float32 OpenBLAS's sgemm may round a last bit differently with a block's rows and its own
-    threads. Tiles of another size add the same terms in another order.
+    The threads and the block shapes change the last bits at most, never to the bit on every
+    BLAS: each block is the same BLAS calls whichever thread takes it, but BLAS may round a row
+    otherwise among another number of rows (OpenBLAS's AVX-512 kernels do, by up to 4e-16 in
+    float64; its Haswell ones do not), and tiles of another size add the same terms in another order.
     """
     q, k, v = np.asarray(q), np.asarray(k), np.asarray(v)
     dtype = np.result_type(q.dtype, k.dtype, v.dtype, np.float16)
@@ -100,12 +102,19 @@ def attention(
     if mask is not None:
         mask = np.broadcast_to(np.asarray(mask), (*batch, n_q, n_k))
     causal = _diagonal(causal, n_q, n_k)
-    factor = dtype.type(1 / np.sqrt(d) if scale is None else scale)
+    _check_blocks(block_rows=block_rows, block_keys=block_keys, threads=threads)
+    with np.errstate(over="ignore"):  # a scale past float32's range: the scores overflow, which is reported
+        factor = dtype.type((1 / math.sqrt(d) if d else 1.0) if scale is None else scale)  # E = 0: every score is 0
     out = np.empty((*batch, n_q, d_v), dtype=dtype)  # (..., L, E_v)
     weights = np.empty((*batch, n_q, n_k), dtype=dtype) if return_weights else None  # (..., L, S)
     bins = None if key_bins is None else _bins(key_bins, n_k)
     sums = None if bins is None else np.empty((*batch, n_q, len(bins)), dtype=dtype)  # (..., L, bins)
     lse = np.empty((*batch, n_q), dtype=dtype) if return_lse else None  # (..., L)
+    if n_q == 0 or (n_k == 0 and mask is None and causal is None):  # as torch: no rows, or a mean of no values
+        out[...] = 0
+        if lse is not None:
+            lse[...] = -np.inf  # log of an empty sum
+        return _results(out, weights, sums, lse)
     q, k, v = (a if a.shape[:-2] == batch else np.broadcast_to(a, (*batch, *a.shape[-2:])) for a in (q, k, v))
     heads = [
         _Head(
@@ -139,8 +148,20 @@ def attention(
             finally:
                 call.close()
     call.raise_first_failure()
-    extra = tuple(array for array in (weights, sums, lse) if array is not None)
+    return _results(out, weights, sums, lse)
+
+
+def _results(out: np.ndarray, *asked: np.ndarray | None) -> np.ndarray | tuple[np.ndarray, ...]:
+    """The output, then the weights, the binned sums and the log-sum-exp where they were asked for."""
+    extra = tuple(array for array in asked if array is not None)
     return (out, *extra) if extra else out
+
+
+def _check_blocks(**sizes: int | None) -> None:
+    """`block_rows`, `block_keys` and `threads`: None or a whole number from 1."""
+    for name, size in sizes.items():
+        if size is not None and (isinstance(size, bool) or not isinstance(size, (int, np.integer)) or size < 1):
+            raise ValueError(f"{name} must be a whole number from 1, got {size!r}")
 
 
 def _block_shape(
@@ -165,7 +186,7 @@ def _bins(key_bins: np.ndarray, n_k: int) -> np.ndarray:
 
 
 class _Head:
-    """One (L, S) problem, ready for its blocks: `q` to be scaled a block at a time, and whether to shift.
+    """One (L, S) problem, ready for its blocks: `q` to be scaled a block at a time, and whether to shift at once.
 
     A plain class: a dataclass is built, at some cost, by every start of the command line.
     """
@@ -188,11 +209,13 @@ class _Head:
         """Softmax is shift-invariant, and subtracting the row maximum only guards e^s against overflow.
 
         When |q·k| ≤ ‖q‖·max‖k‖ (Cauchy–Schwarz) is small enough for e^s to stay a normal
-        float, the shift and the pass that finds the maximum are skipped; the result is the
-        same softmax, rounded no worse.
+        float, each block is first gathered without the shift and the pass that finds the
+        maximum, and kept only where that lost nothing (`_attend_block`): the same softmax,
+        rounded no worse.
         """
         safe = _safe_exponent(q.dtype)
-        bound = np.sqrt(_largest_square(q) * _largest_square(k)) * abs(factor)  # ≥ every |q·k·scale|
+        # ≥ every |q·k·scale|; in Python floats, which take a product past float's range, or 0·∞, without a warning
+        bound = math.sqrt(float(_largest_square(q)) * float(_largest_square(k))) * abs(float(factor))
         self.shift = not (bound < safe and (mask is None or mask.dtype == np.bool_))  # subtract each row's maximum
         self.q = q  # (L, E), as given: a block's rows are scaled into the thread's buffer, never all of q at once
         self.factor = factor  # the scale, of q's dtype
@@ -267,6 +290,7 @@ class _Scratch:
         self._mixed = np.empty(rows * d_v, dtype=dtype)
         self._totals = np.empty((2, rows), dtype=dtype)
         self._tops = np.empty((2, rows), dtype=dtype)
+        self._offsets = np.empty(rows, dtype=dtype)
         self.ones = np.ones(keys, dtype=dtype)  # Σ e^s as a product: a third of the time of .sum(axis=1)
         self.d, self.d_v = d, d_v
         # above[r, c]: key c is after query r within a diagonal block
@@ -281,24 +305,31 @@ class _Scratch:
     def mixed(self, rows: int) -> np.ndarray:
         return self._mixed[: rows * self.d_v].reshape(rows, self.d_v)
 
-    def totals(self, rows: int) -> tuple[np.ndarray, np.ndarray]:
-        """Σ e^s over the tiles so far, and over this tile."""
-        return self._totals[0, :rows], self._totals[1, :rows]
+    def totals(self, rows: int, at: int = 0) -> tuple[np.ndarray, np.ndarray]:
+        """Σ e^s over the tiles so far, and over this tile, of the block's rows at..at + rows."""
+        return self._totals[0, at : at + rows], self._totals[1, at : at + rows]
 
-    def tops(self, rows: int) -> tuple[np.ndarray, np.ndarray]:
+    def tops(self, rows: int, at: int = 0) -> tuple[np.ndarray, np.ndarray]:
         """Each row's largest score over the tiles so far, and what e^s is taken from (0 while it is −∞)."""
-        return self._tops[0, :rows], self._tops[1, :rows]
+        return self._tops[0, at : at + rows], self._tops[1, at : at + rows]
+
+    def offsets(self, rows: int) -> np.ndarray:
+        """What each row's kept Σ e^s was taken from: 0 unshifted, its largest score (and lowering) once shifted."""
+        return self._offsets[:rows]
 
 
 def _attend_block(head: _Head, start: int, stop: int, causal: int | None, scratch: _Scratch) -> None:
-    """Query rows start..stop of `head`, into its `out` (and `weights`, `sums`), a tile of keys at a time.
+    """Query rows start..stop of `head`, into its `out` (and `weights`, `sums`): softmax(q·kᵀ·scale)·v.
 
-    Each tile adds its e^s·v and Σ e^s to the block's. With the shift, a tile that raises a
-    row's largest score first scales what the row has gathered by e^(old − new): the online
-    softmax of FlashAttention (Dao et al., 2022), exact up to rounding. With a causal mask row r
-    sees keys up to r + `causal` (`_diagonal`): keys past `stop - 1 + causal` are not computed,
-    and keys before `start + causal` are visible to every row: only the square on the diagonal
-    needs a mask.
+    Never a result the every-step path (attncli.core.attend) would not give. Without the shift
+    (`head.shift` false: every e^s a normal float), a row is kept only if its Σ e^s is at least 1
+    and finite, and its Σ e^s·v finite: the every-step path's weight·v is e^s·v / Σ e^s, so no product
+    e^s·v lost more to underflow than that one may (tiny values under low scores), and none
+    overflowed (huge values). The other rows (from the first to the last of them, the rows kept
+    between them put back) are gathered again with each row's maximum subtracted, so the
+    largest e^s is 1 and Σ e^s·v ≤ S·max|v|; where even that overflows (values near float's
+    largest, or S past float16's), once more with the exponents lowered by log(2S), so that Σ e^s ≤ 1/2. Each
+    row's way depends on its own numbers alone, not on the rows beside it.
     """
     rows = stop - start
     width = head.k.shape[0] if causal is None else max(0, min(head.k.shape[0], stop + causal))
@@ -306,25 +337,112 @@ def _attend_block(head: _Head, start: int, stop: int, causal: int | None, scratc
         _check_rows(np.zeros(rows, dtype=bool), start)
     q = np.multiply(head.q[start:stop], head.factor, out=scratch.queries(rows))  # (B, E)
     out = head.out[start:stop]  # (B, E_v) Σ e^s·v until divided by Σ e^s
-    total, part = scratch.totals(rows)  # (B,), (B,)
-    top, base = scratch.tops(rows)  # (B,), (B,)
-    sums = None if head.sums is None else head.sums[start:stop]  # (B, C)
+    total, _ = scratch.totals(rows)  # (B,)
+    offset = scratch.offsets(rows)  # (B,)
+    offset[:] = 0
+    if head.shift:
+        _gather_again(head, q, start, width, causal, scratch, np.zeros(rows, dtype=bool))
+    else:
+        _gather(head, q, start, width, causal, scratch, None, 0)
+        if not (total.min() >= 1 and total.max() < np.inf and np.isfinite(out).all()):
+            kept = (total >= 1) & (total < np.inf) & np.isfinite(out).all(axis=1)  # (B,)
+            _gather_again(head, q, start, width, causal, scratch, kept)
+    _check_rows(total > 0, start)
+    if head.lse is not None:  # log Σ e^s = offset + log Σ e^(s − offset)
+        np.add(np.log(total), offset, out=head.lse[start:stop])
+    out /= total[:, None]  # (B, E_v)
+    if head.weights is not None:
+        head.weights[start:stop, :width] /= total[:, None]
+        head.weights[start:stop, width:] = 0
+    if head.sums is not None:
+        head.sums[start:stop] /= total[:, None]
+
+
+def _gather_again(
+    head: _Head, q: np.ndarray, start: int, width: int, causal: int | None, scratch: _Scratch, done: np.ndarray
+) -> None:
+    """The block's rows not `done` (B,) gathered again with the shift, then lowered by log(2S) where Σ e^s·v
+    still overflows; each time the rows from the first not done to the last, the done ones between put back."""
+    out, (total, _), (top, base) = head.out[start : start + len(q)], scratch.totals(len(q)), scratch.tops(len(q))
+    offset = scratch.offsets(len(q))  # (B,)
+    for lowered in (0.0, float(np.log(2 * width))):
+        redone = np.flatnonzero(~done)
+        low, high = int(redone[0]), int(redone[-1]) + 1
+        kept = _Kept(head, start + low, start + high, width, total[low:high], done[low:high])
+        _gather(head, q[low:high], start + low, width, causal, scratch, lowered, low)
+        if not lowered:
+            _check_tops(top[low:high], start + low)
+        kept.restore()
+        now = ~done[low:high] & np.isfinite(out[low:high]).all(axis=1) & np.isfinite(total[low:high])  # (R,)
+        offset[low:high][now] = base[low:high][now]
+        done[low:high] |= now
+        if done.all():
+            return
+
+
+class _Kept:
+    """The rows of a block already done, copied aside while the block is gathered again, then put back."""
+
+    def __init__(self, head: _Head, start: int, stop: int, width: int, total: np.ndarray, rows: np.ndarray) -> None:
+        self.rows = rows
+        self.parts = [
+            (part, part[rows].copy())
+            for part in (
+                head.out[start:stop],  # (B, E_v)
+                total,  # (B,)
+                None if head.weights is None else head.weights[start:stop, :width],  # (B, S)
+                None if head.sums is None else head.sums[start:stop],  # (B, C)
+            )
+            if part is not None
+        ]
+
+    def restore(self) -> None:
+        for part, copy in self.parts:
+            part[self.rows] = copy
+
+
+def _gather(
+    head: _Head,
+    q: np.ndarray,
+    start: int,
+    width: int,
+    causal: int | None,
+    scratch: _Scratch,
+    lowered: float | None,
+    at: int,
+) -> None:
+    """Σ e^s·v into rows start..start + len(q) of `out`, and Σ e^s into the scratch's totals from row `at`
+    of the block, a tile of keys at a time.
+
+    `lowered` None: e^s as they are. Otherwise each row's largest score so far plus `lowered` is
+    subtracted, and a tile that raises a row's largest score first scales what the row has
+    gathered by e^(old − new): the online softmax of FlashAttention (Dao et al., 2022), exact up
+    to rounding. With a causal mask row r sees keys up to r + `causal` (`_diagonal`): keys past
+    `stop - 1 + causal` are not computed, and keys before `start + causal` are visible to every
+    row: only the square on the diagonal needs a mask.
+    """
+    rows = q.shape[0]
+    out = head.out[start : start + rows]  # (B, E_v)
+    total, part = scratch.totals(rows, at)  # (B,), (B,)
+    top, base = scratch.tops(rows, at)  # (B,), (B,)
+    sums = None if head.sums is None else head.sums[start : start + rows]  # (B, C)
     if sums is not None:
         sums[:] = 0
     for first in range(0, width, scratch.keys):
         last = min(width, first + scratch.keys)
         s = np.matmul(q, head.k[first:last].T, out=scratch.scores(rows, last - first))  # (B, T)
         _mask_tile(head, s, start, first, last, causal, scratch)
-        if head.shift:
+        if lowered is not None:
             if first:
                 np.copyto(part, top)  # (B,) the largest scores before this tile
                 np.maximum(top, s.max(axis=1), out=top)
             else:
                 s.max(axis=1, out=top)  # (B,)
-            np.copyto(base, top)
+            np.add(top, lowered, out=base)
             base[np.isneginf(top)] = 0  # a row that has seen only masked keys: its e^s are 0 whatever the base
             s -= base[:, None]
             if first:  # what earlier tiles gathered, moved to the new base: e^(old − new) ≤ 1, 0 from −∞
+                part += lowered  # the earlier base, −∞ for a row that saw only masked keys
                 np.exp(np.subtract(part, base, out=part), out=part)
                 out *= part[:, None]
                 total *= part
@@ -340,20 +458,7 @@ def _attend_block(head: _Head, start: int, stop: int, causal: int | None, scratc
         if sums is not None:
             _add_bin_sums(head.bins, s, first, last, sums)
         if head.weights is not None:  # whole rows: one tile
-            head.weights[start:stop, :last] = s
-    if head.shift:
-        _check_rows(np.isfinite(top), start)
-    _check_rows(total > 0, start)
-    if head.lse is not None:  # log Σ e^s = base + log Σ e^(s − base)
-        np.log(total, out=head.lse[start:stop])
-        if head.shift:
-            head.lse[start:stop] += base
-    out /= total[:, None]  # (B, E_v)
-    if head.weights is not None:
-        head.weights[start:stop, :width] /= total[:, None]
-        head.weights[start:stop, width:] = 0
-    if sums is not None:
-        sums /= total[:, None]
+            head.weights[start : start + rows, :last] = s
 
 
 def _mask_tile(
@@ -388,9 +493,24 @@ def _check_rows(ok: np.ndarray, start: int) -> None:
         raise ValueError(f"query row {row} has no key to attend to: every key is masked")
 
 
+def _check_tops(top: np.ndarray, start: int) -> None:
+    """Each row's largest score (R,), from row `start`: −∞ where every key is masked, +∞ or NaN where q·k·scale
+    passed float's range (finite inputs: a huge scale, or huge q and k)."""
+    finite = np.isfinite(top)  # (R,)
+    if not finite.all():
+        row = int(np.argmin(finite))
+        _check_rows(top[row : row + 1] != -np.inf, start + row)
+        raise ValueError(f"query row {start + row}: a score q·k·scale passes the range of {top.dtype}")
+
+
 def _attend(causal: int | None) -> Callable[[_Head, int, int, _Scratch], None]:
-    """What `_Call` runs for a block of the forward pass: `_attend_block` under `causal`."""
-    return lambda head, start, stop, scratch: _attend_block(head, start, stop, causal, scratch)
+    """What `_Call` runs for a block of the forward pass: `_attend_block` under `causal`, overflow found in its rows."""
+
+    def run(head: _Head, start: int, stop: int, scratch: _Scratch) -> None:
+        with np.errstate(over="ignore", invalid="ignore"):  # an overflow is found in the rows, gathered again
+            _attend_block(head, start, stop, causal, scratch)
+
+    return run
 
 
 class _Call:

@@ -76,15 +76,28 @@ def through(layer: Layer, stream: np.ndarray) -> LayerSteps:
 
 
 def feed(problem: Problem, x: np.ndarray) -> Problem:
-    """`problem` with every projection multiplying `x` (S, d) instead of the inputs it was read with."""
+    """`problem` with every projection multiplying `x` (S, d) instead of the inputs it was read with.
 
-    def fed(operand: Operand | None) -> Operand | None:
-        return Projection(x, operand.w) if isinstance(operand, Projection) else operand
+    Sinusoidal positions are added to `x` here, as a one-layer problem adds them to its own x: the
+    projections read x + PE(m), the record keeps `x` and PE for display, and the residual stream,
+    which the caller adds the attention to, stays as it was.
+    """
+    encoding = problem.positions
+    queries_x = keys_x = x  # (S, d)
+    if encoding is not None and encoding.kind == "sinusoidal":
+        queries_x, keys_x = x + encoding.query_encoding, x + encoding.encoding  # (S, d), (S, d)
+        encoding = encoding._replace(x=x, x_query=None if encoding.x_query is None else x)
+
+    def fed(operand: Operand | None, inputs: np.ndarray) -> Operand | None:
+        return Projection(inputs, operand.w) if isinstance(operand, Projection) else operand
 
     heads = tuple(
-        head._replace(queries=fed(head.queries), keys=fed(head.keys), values=fed(head.values)) for head in problem.heads
+        head._replace(
+            queries=fed(head.queries, queries_x), keys=fed(head.keys, keys_x), values=fed(head.values, keys_x)
+        )
+        for head in problem.heads
     )
-    return problem._replace(heads=heads)
+    return problem._replace(heads=heads, positions=encoding)
 
 
 def normalise(rows: np.ndarray, norm: Norm) -> np.ndarray:

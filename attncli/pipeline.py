@@ -131,8 +131,9 @@ def overview(
 
     Where `result` would take the blocked kernel, the maps come out of the same pass (its
     `key_bins`), and only the kept rows take every step: no (L, S) matrix is built, and those
-    rows' numbers are the very ones `solve` gives. Otherwise, from `solve`, within the memory
-    budget that `load(results_only=True)` left out.
+    rows' numbers are the ones `solve` gives, but for the last bits a BLAS may round otherwise
+    in a product of fewer rows. Otherwise, from `solve`, within the memory budget that
+    `load(results_only=True)` left out.
     """
     edges = core.map_edges_of(problem, shape)
     fine_edges = None if fine is None else core.map_edges_of(problem, fine)
@@ -293,21 +294,58 @@ def grade(
 
 
 @functools.wraps(kernel.attention)
-def attention(*arrays: np.ndarray, **options: object) -> np.ndarray | tuple[np.ndarray, ...]:
-    """attncli.kernel.attention, its signature and semantics; arrays that do not fit are an AttnError."""
+def attention(*arrays: object, **options: object) -> np.ndarray | tuple[np.ndarray, ...]:
+    """attncli.kernel.attention, its signature and semantics, for anyone's arrays: an AttnError for what does not fit.
+
+    q, k, v and `scale` must be real and finite, as in a problem file, and a mask bool or float with no NaN
+    or +∞ (−∞ masks): checked here, at the edge, so the kernel never meets NaN, which it would report as
+    'every key is masked' in q and pass through in v, nor an integer mask, which it would add as +0 and +1.
+    """
     try:
-        return kernel.attention(*arrays, **options)
-    except ValueError as error:
+        return kernel.attention(*_checked(arrays, ("q", "k", "v"), options), **options)
+    except ValueError as error:  # shapes that do not line up, a ragged list, block sizes below 1
         raise fail("api.attention", reason=str(error)) from None
 
 
 @functools.wraps(kernel_backward.attention_backward)
-def attention_backward(*arrays: np.ndarray, **options: object) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """attncli.kernel_backward.attention_backward, its signature and semantics; arrays that do not fit: AttnError."""
+def attention_backward(*arrays: object, **options: object) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """attncli.kernel_backward.attention_backward, its signature and semantics, its inputs checked as `attention`'s."""
     try:
-        return kernel_backward.attention_backward(*arrays, **options)
+        checked = _checked(arrays, ("q", "k", "v", "grad_output"), options)
+        return kernel_backward.attention_backward(*checked, **options)
     except ValueError as error:
         raise fail("api.attention_backward", reason=str(error)) from None
+
+
+def _checked(arrays: tuple[object, ...], names: tuple[str, ...], options: dict[str, object]) -> list[object]:
+    """The arrays named `names` real and finite (the rest as given); `options`' scale and mask checked in place."""
+    checked = [_real(names[index], array) if index < len(names) else array for index, array in enumerate(arrays)]
+    if options.get("scale") is not None:
+        options["scale"] = _real("scale", options["scale"])[()]
+    if options.get("mask") is not None:
+        options["mask"] = _mask(options["mask"])
+    return checked
+
+
+def _real(name: str, given: object) -> np.ndarray:
+    """`given` as an array of real numbers (float, int or bool), every one finite."""
+    array = np.asarray(given)
+    if array.dtype.kind not in "fiub":
+        raise fail("api.not_numbers", name=name, dtype=str(array.dtype))
+    if array.dtype.kind == "f" and not np.isfinite(array).all():
+        raise fail("api.not_finite", name=name)
+    return array
+
+
+def _mask(given: object) -> np.ndarray:
+    """A mask as SDPA takes it: bool (True = may attend), or float added to the scores, −∞ where masked."""
+    mask = np.asarray(given)
+    if mask.dtype.kind == "f":
+        if not (mask < np.inf).all():  # NaN and +∞ are not below +∞
+            raise fail("api.mask_not_finite")
+    elif mask.dtype.kind != "b":
+        raise fail("api.mask_dtype", dtype=str(mask.dtype))
+    return mask
 
 
 def _document(source: Source | None) -> Document:

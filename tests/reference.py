@@ -105,3 +105,21 @@ def multi_head(outputs: Sequence[Matrix], w_o: Matrix | None) -> tuple[Matrix, M
 def causal(queries: int, keys: int) -> list[list[bool]]:
     """Query i sees keys 0..i (top-left aligned, like PyTorch's is_causal)."""
     return [[j <= i for j in range(keys)] for i in range(queries)]
+
+
+def press_get_slopes(n: int) -> list[float]:
+    """Press et al.'s `get_slopes` (github.com/ofirpress/attention_with_linear_biases, fairseq's
+    multihead_attention.py), transcribed line for line."""
+
+    def get_slopes_power_of_2(n: int) -> list[float]:
+        start = 2 ** (-(2 ** -(math.log2(n) - 3)))
+        ratio = start
+        return [start * ratio**i for i in range(n)]
+
+    if math.log2(n).is_integer():
+        return get_slopes_power_of_2(n)
+    closest_power_of_2 = 2 ** math.floor(math.log2(n))
+    return (
+        get_slopes_power_of_2(closest_power_of_2)
+        + press_get_slopes(2 * closest_power_of_2)[0::2][: n - closest_power_of_2]
+    )

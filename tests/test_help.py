@@ -185,7 +185,10 @@ def test_help_in_a_real_terminal_fits_it(columns: int, tmp_path: Path) -> None:
     env = {key: value for key, value in os.environ.items() if key not in ("COLUMNS", "LINES", "TMUX")}
     command = f"cd {ROOT} && {sys.executable} -m attncli compute --help; touch {done}; sleep 30"
     subprocess.run(
-        ["tmux", "new-session", "-d", "-s", session, "-x", str(columns), "-y", "200", command], env=env, check=True
+        ["tmux", "new-session", "-d", "-s", session, "-x", str(columns), "-y", "200", command],
+        env=env,
+        check=True,
+        timeout=30,
     )
     try:
         for _ in range(200):
@@ -197,9 +200,10 @@ def test_help_in_a_real_terminal_fits_it(columns: int, tmp_path: Path) -> None:
             capture_output=True,
             text=True,
             check=True,
+            timeout=30,
         ).stdout
     finally:
-        subprocess.run(["tmux", "kill-session", "-t", session], check=False)
+        subprocess.run(["tmux", "kill-session", "-t", session], check=False, timeout=30)
     lines = screen.rstrip("\n").splitlines()
     assert lines[0].startswith("Usage: attncli compute")
     assert "…" not in screen

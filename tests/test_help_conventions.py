@@ -143,7 +143,9 @@ def tmux_screen(command: str, columns: int, folder: Path) -> tuple[str, str]:
     done = folder / "done"
     env = {key: value for key, value in os.environ.items() if key not in ("COLUMNS", "LINES", "TMUX")}
     script = f"cd {ROOT} && {command}; touch {done}; sleep 30"
-    subprocess.run(["tmux", "new-session", "-d", "-s", session, "-x", str(columns), "-y", "100", script], env=env)
+    subprocess.run(
+        ["tmux", "new-session", "-d", "-s", session, "-x", str(columns), "-y", "100", script], env=env, timeout=30
+    )
     try:
         for _ in range(400):
             if done.exists():
@@ -151,12 +153,16 @@ def tmux_screen(command: str, columns: int, folder: Path) -> tuple[str, str]:
             time.sleep(0.05)
         shown, joined = (
             subprocess.run(
-                ["tmux", "capture-pane", "-p", *flag, "-t", session], capture_output=True, text=True, check=True
+                ["tmux", "capture-pane", "-p", *flag, "-t", session],
+                capture_output=True,
+                text=True,
+                check=True,
+                timeout=30,
             ).stdout
             for flag in ([], ["-J"])
         )
     finally:
-        subprocess.run(["tmux", "kill-session", "-t", session], check=False)
+        subprocess.run(["tmux", "kill-session", "-t", session], check=False, timeout=30)
     return shown, joined
 
 

@@ -32,6 +32,7 @@ from attncli.cli import app, progress
 from attncli.cli.environment import Environment
 from attncli.errors import CONTROL_CODES, AttnError, Terminated
 from attncli.parsing import problem_file
+from tests.children import sigint_by_default
 from tests.paths import ROOT, SAMPLES
 from tests.test_bad_inputs import run_limited
 
@@ -419,7 +420,7 @@ def test_sigterm_while_the_output_is_written_leaves_nothing(tmp_path: Path, monk
 def test_sigterm_to_a_real_process(tmp_path: Path) -> None:
     process = attncli_process(
         "scaling", "--dk", "512", "--keys", "512", "--samples", "600", "--format", "json", "-o", "out.json",
-        cwd=tmp_path, stderr=subprocess.PIPE, text=True,
+        cwd=tmp_path, stderr=subprocess.PIPE, text=True, preexec_fn=sigint_by_default,
     )  # fmt: skip
     time.sleep(1.5)  # started, and computing
     process.send_signal(signal.SIGTERM)

@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from attncli import attention, attention_backward, backward, core
+from attncli import attention, attention_backward, backward, core, kernel
 from attncli.errors import AttnError
 from attncli.problem import Head, Score
 from tests.paths import ROOT
@@ -161,3 +161,24 @@ def test_the_backward_benchmark_runs_in_quick_mode() -> None:
     rows = {row.name: row for row in benchmark.main(["--quick", "--without-torch"])}
     assert "backward / forward, float64" in rows and rows["attncli / torch backward, float32"].missing
     assert rows["peak RSS added, n=256, d=64, float64 (MiB)"].minimum >= 0
+
+
+@pytest.mark.parametrize("case", ["plain", "tiny values", "huge values", "huge scores", "values near the top", "mixed"])
+def test_the_log_sum_exp_is_each_rows_whichever_way_the_kernel_gathered_it(case: str) -> None:
+    """Rows gathered unshifted, shifted, or shifted and lowered (extreme values) in one block: each row's
+    log Σ e^s within 1e-15 of the shifted sum in numpy (the offset each row was gathered from is its own)."""
+    rng = np.random.default_rng(7)
+    q, k, v = rng.normal(size=(7, 3)), rng.normal(size=(9, 3)), rng.normal(size=(9, 2))
+    q, v = {
+        "plain": (q, v),
+        "tiny values": (q, 1e-300 * rng.random((9, 2))),
+        "huge values": (q, v * np.where(np.arange(9) < 3, 1e300, 1)[:, None]),
+        "huge scores": (q * 40, v),
+        "values near the top": (q, np.full((9, 2), 1e307)),
+        "mixed": (q * np.where(np.arange(7) == 2, 60, 1)[:, None], v * 1e-300),
+    }[case]
+    _, lse = kernel.attention(q, k, v, return_lse=True, block_keys=4)
+    s = q @ k.T / np.sqrt(3)  # (L, S)
+    top = s.max(axis=1)
+    expected = top + np.log(np.exp(s - top[:, None]).sum(axis=1))
+    assert np.allclose(lse, expected, rtol=1e-15, atol=1e-15)

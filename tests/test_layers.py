@@ -11,6 +11,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 from pathlib import Path
 from types import ModuleType
 
@@ -87,7 +88,7 @@ def torch_attention(torch: ModuleType, x: object, layer: dict, causal: bool) -> 
     """
     F = torch.nn.functional
     outputs = []
-    rope = layer.get("positions")
+    rope = layer.get("positions") if layer.get("positions", {}).get("type") == "rope" else None
     for head in layer["heads"]:
         q, k, v = (x @ torch.from_numpy(head[name]) for name in ("w_q", "w_k", "w_v"))
         if rope is not None:
@@ -415,6 +416,79 @@ layers:
   - name: second
 """  # a stack whose second layer (line 7) gets the fields of each case, from line 8 on
 PROJECTIONS = {"w_q": "[[1, 0], [0, 1]]", "w_k": "[[1, 0], [0, 1]]", "w_v": "[[1, 0], [0, 1]]"}
+
+
+def vaswani(count: int, d: int, base: float) -> np.ndarray:
+    """Vaswani et al. §3.5 in plain Python, token m at m: PE(m, 2i) = sin(m/base^(2i/d)), PE(m, 2i + 1) = cos(…)."""
+    return np.array(
+        [
+            [(math.sin if c % 2 == 0 else math.cos)(m / base ** ((c - c % 2) / d)) for c in range(d)]
+            for m in range(count)
+        ]
+    )
+
+
+SINUSOIDAL_STACK = STACK.replace("  - name: second\n", "    positions: sinusoidal\n")  # issue 22's repro
+
+
+def test_sinusoidal_positions_in_a_layer_are_added_to_what_its_projections_read() -> None:
+    """The issue's repro by hand: q = k = v = x + PE, s = [2, 1 + sin 1 + cos 1]/√2 for token a, so its
+    attention is [0.91010, 1.30640] (the one-layer problem's number); the stream gains that, not PE."""
+    steps = pipeline.solve(pipeline.load(text=SINUSOIDAL_STACK, name="stack.yaml"))
+    scores = np.array([2, 1 + math.sin(1) + math.cos(1)]) / math.sqrt(2)
+    weights = np.exp(scores) / np.exp(scores).sum()
+    by_hand = weights @ np.array([[1, 1], [math.sin(1), 1 + math.cos(1)]])
+    (layer,) = steps.layers
+    assert np.abs(layer.attention.output[0] - by_hand).max() <= TOLERANCE
+    assert np.abs(by_hand - [0.91010, 1.30640]).max() < 5e-6
+    one_layer = pipeline.solve(pipeline.load(text=SINUSOIDAL_STACK.replace("layers:\n  - ", "").replace("    ", "")))
+    assert np.abs(layer.attention.output - one_layer.output).max() <= TOLERANCE
+    assert np.abs(layer.output - (np.eye(2) + one_layer.output)).max() <= TOLERANCE  # x itself is the stream
+
+
+@pytest.mark.parametrize("norm", ["none", "layer_pre", "rms_post_gain"])
+def test_sinusoidal_inside_every_layer_against_torch(torch: ModuleType, norm: str) -> None:
+    """Two layers each adding PE (bases 10000 and 30) to what its projections read, N(X_l) or X_l, through
+    SDPA in torch: every stream as torch's, and far from the stack without positions."""
+    rng = np.random.default_rng(41 + len(norm))
+    x = rng.normal(size=(5, 4))
+    stack = [random_layer(rng, 4, 2, 3, 2, NORMS[norm]) for _ in range(2)]
+    for layer, base in zip(stack, (10000.0, 30.0)):
+        layer["positions"] = {"type": "sinusoidal", "base": base}
+    steps = solve({"tokens": names(5), "x": x, "layers": stack})
+    stream = torch.from_numpy(x)
+    for layer, got in zip(stack, steps.layers):
+        place = None if layer.get("norm") is None else layer["norm"].get("place", "pre")
+        fed = torch_norm(torch, stream, layer["norm"]) if place == "pre" else stream
+        pe = torch.from_numpy(vaswani(5, 4, layer["positions"]["base"]))
+        stream = stream + torch_attention(torch, fed + pe, layer, causal=False)
+        if place == "post":
+            stream = torch_norm(torch, stream, layer["norm"])
+        assert np.abs(got.output - stream.numpy()).max() <= TOLERANCE
+        assert np.abs(got.attention.problem.positions.x - fed.numpy()).max() <= TOLERANCE  # what the tables show
+    plain = solve({"tokens": names(5), "x": x, "layers": [{**layer, "positions": None} for layer in stack]})
+    assert np.abs(plain.output - steps.output).max() > 1e-3
+
+
+def test_every_format_shows_the_stream_a_layer_adds_its_positions_to() -> None:
+    """Layer 2 of a stack: its table of x, PE(m), x + PE(m) starts from X₂ (not the stack's x) in text,
+    Markdown and LaTeX; JSON's queries are (X₂ + PE)·W_Q to the last bit."""
+    second = "w_q: [[1, 0], [0, 1]], w_k: [[1, 0], [0, 1]], w_v: [[2, 0], [0, 2]]"
+    text = f"{SINUSOIDAL_STACK}  - {{{second}, positions: {{type: sinusoidal, base: 100}}}}\n"
+    steps = pipeline.solve(pipeline.load(text=text))
+    layer = steps.layers[1]
+    total = layer.input + vaswani(2, 2, 100)  # (S, d) X₂ + PE
+    shown = [f"[{a:.4f}, {b:.4f}]" for a, b in total] + [f"[{a:.4f}, {b:.4f}]" for a, b in layer.input]
+    runner = CliRunner()
+    for fmt in ("text", "markdown", "latex"):
+        result = runner.invoke(app, ["compute", "-", "-f", fmt], input=text, env={"COLUMNS": "120"})
+        assert result.exit_code == 0, result.stderr
+        written = result.stdout.split("Layer 2 of 2")[-1] if fmt != "latex" else result.stdout
+        assert [row for row in shown if row.replace("-", "−" if fmt == "latex" else "-") not in written] == [], fmt
+    doc = json.loads(runner.invoke(app, ["compute", "-", "-f", "json"], input=text).stdout)
+    queries = doc["layers"][1]["attention"]["heads"][0]["queries"]
+    assert queries == layer.attention.heads[0].queries.tolist()
+    assert np.abs(np.array(queries) - total).max() <= TOLERANCE
 
 
 @pytest.mark.parametrize(

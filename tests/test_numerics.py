@@ -9,7 +9,9 @@ from __future__ import annotations
 import json
 import math
 import warnings
+from pathlib import Path
 
+import numpy as np
 import pytest
 from typer.testing import CliRunner
 
@@ -213,3 +215,32 @@ def test_float32_limits_are_refused_too(document: str, message: str) -> None:
     assert (code, out) == (2, "")
     assert err.count("\n") == 1
     assert message in err
+
+
+def dot_problem(queries: str, keys: str, values: str, extra: str = "") -> str:
+    return f"queries: {queries}\nkeys: {keys}\nvalues: {values}\nscore: dot\n{extra}"
+
+
+EXTREME_PROBLEMS = {  # issue 22: -f npy (the blocked kernel) gave 0.0 and inf where -f json does not
+    "tiny values": dot_problem("[[-22.1]]", "[[22.1], [22.0], [22.05]]", "[[1e-300], [2e-300], [3e-300]]"),
+    "huge values": dot_problem(
+        "[[15.5, 15.5]]", "[[15.5, 15.5], [15.4, 15.6], [15.6, 15.3]]", "[[1e101], [2e101], [3e101]]"
+    ),
+    "both": dot_problem("[[15, 0], [-15, 0]]", "[[16, 0], [15.9, 1]]", "[[1e-290, 1e290], [3e-290, 5e289]]"),
+    "ordinary": RANDOMISH,
+    "causal": RANDOMISH + "mask: causal\n",
+}
+
+
+@pytest.mark.parametrize("name", list(EXTREME_PROBLEMS))
+def test_npy_is_json_to_1e_12_relative(name: str, tmp_path: Path) -> None:
+    """The README's promise: -f npy (the blocked kernel where it can) equals -f json (every step) to 1e-12 of each
+    number, tiny or huge (positive values here, so that no output is a cancellation)."""
+    document = EXTREME_PROBLEMS[name]
+    doc = solve(document)
+    code, _, err = run(document, "--format", "npy", "-o", str(tmp_path / "out.npy"))
+    assert code == 0, err
+    found, expected = np.load(tmp_path / "out.npy"), np.array(doc["output"])
+    assert found.shape == expected.shape and np.isfinite(found).all()
+    magnitude = np.array(doc["heads"][0]["weights"]) @ np.abs(np.array(doc["heads"][0]["values"]))
+    assert (np.abs(found - expected) <= 1e-12 * magnitude).all(), (found, expected)

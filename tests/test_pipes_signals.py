@@ -26,6 +26,7 @@ import pytest
 from typer.testing import CliRunner
 
 from attncli.cli import app
+from tests.children import as_in_the_background, sigint_by_default
 from tests.paths import ROOT, SAMPLES
 
 BANK = str(SAMPLES / "bank.yaml")
@@ -120,7 +121,9 @@ def wait_until_reading_stdin(pid: int) -> None:
 
 
 def test_sigint_while_reading_a_pipe_that_stays_open() -> None:
-    process = attncli("compute", "-", stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    pipes = {"stdin": subprocess.PIPE, "stdout": subprocess.PIPE, "stderr": subprocess.PIPE}
+    with as_in_the_background():
+        process = attncli("compute", "-", preexec_fn=sigint_by_default, **pipes)
     wait_until_reading_stdin(process.pid)
     process.send_signal(signal.SIGINT)
     stdout, stderr = process.communicate(timeout=20)
@@ -133,17 +136,19 @@ def test_ctrl_c_typed_on_a_terminal() -> None:
     leader, follower = os.openpty()
 
     def take_the_terminal() -> None:
+        sigint_by_default()
         fcntl.ioctl(0, termios.TIOCSCTTY, 0)
 
-    process = attncli(
-        "compute",
-        "-",
-        stdin=follower,
-        stdout=follower,
-        stderr=follower,
-        start_new_session=True,
-        preexec_fn=take_the_terminal,
-    )
+    with as_in_the_background():
+        process = attncli(
+            "compute",
+            "-",
+            stdin=follower,
+            stdout=follower,
+            stderr=follower,
+            start_new_session=True,
+            preexec_fn=take_the_terminal,
+        )
     os.close(follower)
     try:
         wait_until_reading_stdin(process.pid)

@@ -31,6 +31,7 @@ from attncli.cli import app
 from attncli.i18n import LANGUAGE, en, es
 from attncli.practice import record, session
 from tests import reference
+from tests.children import as_in_the_background, sigint_by_default
 from tests.paths import ROOT, SAMPLES
 
 BANK = str(SAMPLES / "bank.yaml")
@@ -242,14 +243,16 @@ def test_the_end_of_the_input_ends_with_the_summary() -> None:
 
 def test_ctrl_c_in_a_pipe_ends_with_the_summary_so_far_and_130(tmp_path: Path) -> None:
     homework = tmp_path / "homework.yaml"
-    process = subprocess.Popen(
-        [sys.executable, "-m", "attncli", "practice", BANK, "--record", str(homework)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=ENVIRONMENT,
-    )
+    with as_in_the_background():
+        process = subprocess.Popen(
+            [sys.executable, "-m", "attncli", "practice", BANK, "--record", str(homework)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=ENVIRONMENT,
+            preexec_fn=sigint_by_default,
+        )
     process.stdin.write("2.8284\n")
     process.stdin.flush()
     deadline = time.monotonic() + 60
@@ -276,9 +279,11 @@ class Terminal:
     def __init__(self, args: list[str], columns: int = 100) -> None:
         environment = {**ENVIRONMENT, "TERM": "xterm-256color"}
         environment.pop("COLUMNS")
-        self.pid, self.fd = pty.fork()
-        if self.pid == 0:  # the child: nothing of pytest may run here
-            os.execve(sys.executable, [sys.executable, "-m", "attncli", "practice", *args], environment)
+        with as_in_the_background():
+            self.pid, self.fd = pty.fork()
+            if self.pid == 0:  # the child: nothing of pytest may run here
+                sigint_by_default()
+                os.execve(sys.executable, [sys.executable, "-m", "attncli", "practice", *args], environment)
         fcntl.ioctl(self.fd, termios.TIOCSWINSZ, struct.pack("HHHH", 50, columns, 0, 0))
         self.seen = b""
 
@@ -302,12 +307,22 @@ class Terminal:
     def type(self, text: str) -> None:
         os.write(self.fd, text.encode())
 
-    def end(self) -> int:
-        while self.read(5) and not self.seen.endswith(b"interrupted\r\n"):
+    def end(self, timeout: float = 60) -> int:
+        """The child's exit code once it has said it was interrupted and ended; killed, and the test failed,
+        if it has not within `timeout` seconds."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and self.read(1) and not self.seen.endswith(b"interrupted\r\n"):
             pass
-        _, status = os.waitpid(self.pid, 0)
+        while time.monotonic() < deadline:
+            pid, status = os.waitpid(self.pid, os.WNOHANG)
+            if pid:
+                os.close(self.fd)
+                return os.waitstatus_to_exitcode(status)
+            time.sleep(0.05)
+        os.kill(self.pid, signal.SIGKILL)
+        os.waitpid(self.pid, 0)
         os.close(self.fd)
-        return os.waitstatus_to_exitcode(status)
+        raise AssertionError(f"attncli practice did not end within {timeout} s", self.screen[-1500:])
 
     @property
     def screen(self) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import math
 import tracemalloc
 
 import numpy as np
@@ -13,6 +14,7 @@ from attncli.errors import AttnError
 from attncli.parsing import problem_file
 from attncli.parsing.heads import Level, Pick, pick
 from attncli.problem import GIVEN, KINDS, SCORE_KINDS, Bias, Head, Problem, Projection, Score
+from tests.reference import press_get_slopes
 
 PLACES = ("absent", "head", "top")
 VALUES = [[1, 2], [3, 4]]  # given directly
@@ -158,3 +160,47 @@ def test_too_large_a_problem_is_refused_before_its_heads_are_read() -> None:
         problem_file.parse(given)
     assert caught.value.key == "problem.too_large"
     assert caught.value.params["size"] == f"{n * n * 49 / 2**30:.1f} GiB"
+
+
+def bloom_slopes(num_heads: int) -> np.ndarray:
+    """Hugging Face's `build_alibi_tensor` for BLOOM (modeling_bloom.py): its slopes, numpy for torch, float32."""
+    closest_power_of_2 = 2 ** math.floor(math.log2(num_heads))
+    base = np.float32(2 ** (-(2 ** -(math.log2(closest_power_of_2) - 3))))
+    powers = np.arange(1, 1 + closest_power_of_2, dtype=np.int32)
+    slopes = np.power(base, powers)
+    if closest_power_of_2 != num_heads:
+        extra_base = np.float32(2 ** (-(2 ** -(math.log2(2 * closest_power_of_2) - 3))))
+        num_remaining_heads = min(closest_power_of_2, num_heads - closest_power_of_2)
+        extra_powers = np.arange(1, 1 + 2 * num_remaining_heads, 2, dtype=np.int32)
+        slopes = np.concatenate([slopes, np.power(extra_base, extra_powers)], axis=0)
+    return slopes
+
+
+def alibi_slopes(heads: int) -> tuple[float, ...]:
+    """The slopes attncli gives `bias: alibi` over `heads` heads of the worked example's vectors."""
+    head = "{queries: [[1, 0]], keys: [[1, 0], [0, 1]], values: [[1], [2]]}"
+    text = f"tokens: [a, b]\nquery_tokens: [b]\nbias: alibi\nheads: [{', '.join([head] * heads)}]\n"
+    problem = problem_file.parse(yamldoc.load(text, "alibi.yaml"))
+    assert problem.bias is not None
+    return problem.bias.slopes
+
+
+@pytest.mark.parametrize("heads", [*range(1, 17), 24, 32, 40])
+def test_alibi_slopes_are_press_et_al_and_blooms_for_any_number_of_heads(heads: int) -> None:
+    """For H not a power of two, the closest lower power of two's slopes, then every other slope of twice as
+    many (issue 22: H = 3 gave 2^(−8h/3) = 0.1575, 0.0248, 0.0039); powers of two as before. attncli takes
+    each slope as 2^(−8h/n), correctly rounded; the paper's start·ratio^i rounds up to 7 ulps off it (H = 32)."""
+    found = alibi_slopes(heads)
+    np.testing.assert_allclose(found, press_get_slopes(heads), rtol=2e-15, atol=0)
+    np.testing.assert_allclose(found, bloom_slopes(heads), rtol=4e-6, atol=0)  # a float32 base to the 32nd power
+    if heads & (heads - 1) == 0:
+        assert found == tuple(2.0 ** (-8 * h / heads) for h in range(1, heads + 1))  # as before, to the bit
+
+
+def test_alibi_slopes_pinned_by_hand() -> None:
+    assert alibi_slopes(3) == (1 / 16, 1 / 256, 1 / 4)
+    assert alibi_slopes(5) == (1 / 4, 1 / 16, 1 / 64, 1 / 256, 1 / 2)
+    assert alibi_slopes(6) == (1 / 4, 1 / 16, 1 / 64, 1 / 256, 1 / 2, 1 / 8)
+    twelve = alibi_slopes(12)
+    assert twelve[:8] == tuple(1 / 2**h for h in range(1, 9))
+    np.testing.assert_allclose(twelve[8:], [2**-0.5, 2**-1.5, 2**-2.5, 2**-3.5], rtol=2e-16, atol=0)

@@ -15,6 +15,7 @@ import pytest
 
 from attncli import pipeline
 from attncli.errors import AttnError
+from tests.reference import press_get_slopes
 
 torch = pytest.importorskip("torch")
 F = torch.nn.functional
@@ -131,18 +132,21 @@ def test_additive_bias() -> None:
     assert np.abs(pipeline.attention(q, k, v, mask=bias + causal) - want).max() <= TOLERANCE
 
 
-def test_alibi_eight_heads() -> None:
-    """H = 8 heads: slopes 1/2, 1/4, …, 1/256 (Press et al.), and the bias −m_h·(i − j) under the causal mask."""
+@pytest.mark.parametrize("heads", [3, 8, 12])
+def test_alibi_heads(heads: int) -> None:
+    """H = 8 heads: slopes 1/2, 1/4, …, 1/256 (Press et al.); H = 3 and 12 the slopes of Press et al.'s code,
+    and the bias −m_h·(i − j) under the causal mask, through SDPA."""
     rng = np.random.default_rng(12)
-    q, k, v = rng.normal(size=(8, 4, 2)), rng.normal(size=(8, 4, 2)), rng.normal(size=(8, 4, 2))
+    q, k, v = (rng.normal(size=(heads, 4, 2)) for _ in range(3))
     steps = solve({
         "tokens": names("t", 4), "mask": "causal", "bias": "alibi",
         "heads": [{"queries": a, "keys": b, "values": c} for a, b, c in zip(q, k, v)],
     })  # fmt: skip
-    assert steps.problem.bias.slopes == tuple(1 / 2**h for h in range(1, 9))
+    if heads == 8:
+        assert steps.problem.bias.slopes == tuple(1 / 2**h for h in range(1, 9))
     i, j = np.arange(4)[:, None], np.arange(4)[None, :]
-    for h, head in enumerate(steps.heads):
-        alibi = np.where(j <= i, -(i - j) / 2 ** (h + 1), -np.inf)
+    for slope, h, head in zip(press_get_slopes(heads), range(heads), steps.heads):
+        alibi = np.where(j <= i, -(i - j) * slope, -np.inf)
         want = F.scaled_dot_product_attention(tensor(q[h]), tensor(k[h]), tensor(v[h]), attn_mask=tensor(alibi))
         assert np.abs(head.output - want.numpy()).max() <= TOLERANCE
 

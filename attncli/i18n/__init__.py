@@ -125,6 +125,15 @@ def describe(error: AttnError) -> str:
     return ": ".join(parts)
 
 
+def in_english(error: AttnError) -> str:
+    """`describe(error)` in English whatever language the run speaks: `str(error)`."""
+    token = LANGUAGE.set("en")
+    try:
+        return describe(error)
+    finally:
+        LANGUAGE.reset(token)
+
+
 def _said(text: str) -> str:
     """`text` in the current language when it is a sentence of the system's, PyYAML's or zipfile's we know;
     else (a name, a value from the user) `text` quoted at most QUOTED characters long."""

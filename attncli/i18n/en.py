@@ -138,7 +138,7 @@ MESSAGES: dict[str, str] = {
     "hint.under_backward": "; the gradients asked for go under backward: (backward: {grad_output: ...} or {loss: sum})",
     "render.bias": "Bias",
     "render.bias_matrix": "a given matrix, added to the scores s before softmax (column b)",
-    "render.bias_alibi": "ALiBi (Press et al.), b = −m_h·|i − j| added to s before softmax; slopes m_h = 2^(−8h/H): {slopes}",
+    "render.bias_alibi": "ALiBi (Press et al.), b = −m_h·|i − j| added to s before softmax; slopes m_h (Press et al.'s: 2^(−8h/H) when H is a power of two): {slopes}",
     "render.positions": "Positions",
     "render.positions_rope_half": "RoPE, base {base}, pairs (i, i + d/2) as in Llama and GPT-NeoX: q and k turned after the projections, each pair by its position times θ_i = base^(−2i/d)",
     "render.positions_rope_interleaved": "RoPE, base {base}, pairs (2i, 2i + 1) as in GPT-J and RoFormer: q and k turned after the projections, each pair by its position times θ_i = base^(−2i/d)",
@@ -237,6 +237,10 @@ MESSAGES: dict[str, str] = {
     # Errors: the calculation
     "api.attention": "attention(): {reason}",
     "api.attention_backward": "attention_backward(): {reason}",
+    "api.not_finite": "attention(): NaN or infinity in {name}; every number must be finite",
+    "api.not_numbers": "attention(): {name} holds {dtype}, not real numbers; give floats (or ints, bools)",
+    "api.mask_not_finite": "attention(): NaN or +infinity in mask; an additive mask holds finite numbers and -inf (masked)",
+    "api.mask_dtype": "attention(): a mask of {dtype}; use bool (True = attend) or additive float",
     "core.overflow": "a result passes the range of floating-point numbers (about ±1.8e308); use smaller numbers",
     # Human output
     "render.head_title": " {name} ",

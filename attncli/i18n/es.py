@@ -142,7 +142,7 @@ MESSAGES: dict[str, str] = {
     "hint.under_backward": "; los gradientes pedidos van en backward: (backward: {grad_output: ...} o {loss: sum})",
     "render.bias": "Sesgo",
     "render.bias_matrix": "una matriz dada, sumada a las puntuaciones s antes de softmax (columna b)",
-    "render.bias_alibi": "ALiBi (Press et al.), b = −m_h·|i − j| sumado a s antes de softmax; pendientes m_h = 2^(−8h/H): {slopes}",
+    "render.bias_alibi": "ALiBi (Press et al.), b = −m_h·|i − j| sumado a s antes de softmax; pendientes m_h (las de Press et al.: 2^(−8h/H) si H es potencia de dos): {slopes}",
     "render.positions": "Posiciones",
     "render.positions_rope_half": "RoPE, base {base}, pares (i, i + d/2) como en Llama y GPT-NeoX: q y k girados tras las proyecciones, cada par por su posición por θ_i = base^(−2i/d)",
     "render.positions_rope_interleaved": "RoPE, base {base}, pares (2i, 2i + 1) como en GPT-J y RoFormer: q y k girados tras las proyecciones, cada par por su posición por θ_i = base^(−2i/d)",
@@ -241,6 +241,10 @@ MESSAGES: dict[str, str] = {
     # Errores: el cálculo
     "api.attention": "attention(): {reason}",
     "api.attention_backward": "attention_backward(): {reason}",
+    "api.not_finite": "attention(): NaN o infinito en {name}; todos los números deben ser finitos",
+    "api.not_numbers": "attention(): {name} contiene {dtype}, no números reales; da floats (o ints, bools)",
+    "api.mask_not_finite": "attention(): NaN o +infinito en mask; una máscara aditiva tiene números finitos y -inf (oculto)",
+    "api.mask_dtype": "attention(): una máscara de {dtype}; usa bool (True = atender) o float aditivo",
     "core.overflow": "un resultado supera el rango de los números de coma flotante (unos ±1.8e308); usa números más pequeños",
     # Salida para personas
     "render.head_title": " {name} ",

@@ -34,7 +34,7 @@ def read(reader: FieldReader, data: dict, positions: masks.Positions, heads: tup
 
 
 def alibi(reader: FieldReader, data: dict, positions: masks.Positions, heads: int) -> Bias:
-    """Press et al.'s ALiBi: head h adds −m_h·|i − j|, m_h = 2^(−8h/H) for h = 1..H.
+    """Press et al.'s ALiBi: head h adds −m_h·|i − j|, with the slopes m_h of `slopes`.
 
     With a causal mask only j ≤ i is kept, where |i − j| = i − j, the paper's form; without one the
     symmetric distance is used. Distances are within one sequence, so cross-attention is refused
@@ -45,5 +45,18 @@ def alibi(reader: FieldReader, data: dict, positions: masks.Positions, heads: in
         raise reader.error(("bias",), "problem.alibi_cross")
     query_at = masks.query_at(reader, positions, kind, "bias")  # (L,)
     distance = np.abs(query_at[:, None] - np.arange(len(positions.tokens))[None, :]).astype(reader.dtype)  # (L, S)
-    slopes = tuple(2.0 ** (-8 * h / heads) for h in range(1, heads + 1))
-    return Bias(ALIBI, distance, slopes)
+    return Bias(ALIBI, distance, slopes(heads))
+
+
+def slopes(heads: int) -> tuple[float, ...]:
+    """ALiBi's slope of each of `heads` heads, as Press et al.'s code (`get_slopes`) and BLOOM's
+    (`build_alibi_tensor`) make them, so that a real model's heads get their own slopes.
+
+    With H = n a power of two, m_h = 2^(−8h/n) for h = 1..n (H = 8: 1/2 … 1/256). Otherwise the
+    slopes of n, the closest power of two below H, then every other slope of 2n heads,
+    2^(−8h/2n) for h = 1, 3, 5, …, until there are H (H = 3: 1/16, 1/256, then 1/4). Each is
+    2^x correctly rounded; the paper's start·ratio^i lands a few ulps off it.
+    """
+    n = 1 << (heads.bit_length() - 1)  # the closest power of two ≤ H
+    below = [2.0 ** (-8 * h / n) for h in range(1, n + 1)]
+    return tuple(below + [2.0 ** (-8 * h / (2 * n)) for h in range(1, 2 * (heads - n), 2)])

