@@ -455,7 +455,7 @@ MESSAGES: dict[str, str] = {
     "gradebook.unknown_column": "'{name}' no es una columna de la lista de clase{hint}",
     "gradebook.duplicate_column": "la columna '{name}' aparece dos veces en el encabezado: no sirve para identificar a los estudiantes",
     "gradebook.duplicate_student": "'{value}' es también el estudiante de la línea {first}: los archivos no podrían distinguirlos",
-    "gradebook.mixed_maximum": "los archivos se puntúan sobre máximos distintos ({points}); una columna de calificaciones admite uno",
+    "gradebook.mixed_maximum": "los archivos se puntúan sobre máximos distintos ({points}); una columna de calificaciones admite uno: da a los solucionarios los mismos points: steps:",
     # attncli check: el informe
     "check.legend": "✓ bien   ✗ mal (entre paréntesis, el valor correcto)   ↷ se sigue de tus propios números anteriores: método correcto, datos erróneos",
     "check.count": "{correct}/{total} bien",
