@@ -110,6 +110,13 @@ def test_a_name_cannot_change_the_markdown(tmp_path: Path) -> None:
     assert "\n# Grade" not in text
 
 
+def test_feedback_without_points_shows_the_steps_answered(tmp_path: Path) -> None:
+    (record,) = scored(tmp_path, {"ana.yaml": WORKED})
+    text = in_language("en", feedback.feedback, replace(record, score=None))
+    assert "Points" not in text and "## dot\n" in text and "## output\n" in text
+    assert "| bank, 2 | 0.6957 | ↷ carried | 0.5795 |" in text
+
+
 @pytest.mark.parametrize(
     ("record", "says"),
     [

@@ -250,6 +250,28 @@ def test_a_stacks_key_counts_its_streams() -> None:
     assert [(step.layer, step.step) for step in only.steps] == [(0, "stream"), (1, "stream")]
 
 
+def test_a_stacks_streams_score_layer_by_layer(tmp_path: Path) -> None:
+    """Two layers; the student writes the first layer's stream right and the second's with one number off by 1:
+    stream: 2 over its 18 cells (9 a layer) is 1/9 a cell, 17/9 earned."""
+    text = (SAMPLES / "layers.yaml").read_text(encoding="utf-8")
+    steps = pipeline.solve(pipeline.load(str(SAMPLES / "layers.yaml")))
+    first, second = (layer.output.round(4) for layer in steps.layers)
+    second[0, 0] += 1
+    rows = [", ".join(f"{v:.4f}" for v in row) for row in (*first, *second)]
+    answers = "answers:\n  layers:\n" + "".join(
+        f"    - stream: [{', '.join(f'[{row}]' for row in rows[3 * n : 3 * n + 3])}]\n" for n in range(2)
+    )
+    report = pipeline.grade(write(tmp_path, "layers.yaml", text + answers))
+    assert [(step.layer, step.step, step.status) for step in report.steps] == [
+        (0, "stream", "right"),
+        (1, "stream", "wrong"),
+    ]
+    key = points.key_cells(steps)
+    found = points.score(report, spec("points: {steps: {stream: 2}}", key), key)
+    assert (found.score, found.max_score) == (F(17, 9), 2)
+    assert [(s.key.layer, s.score) for s in found.steps if s.max_score] == [(0, 1), (1, F(8, 9))]
+
+
 # Percent
 
 
