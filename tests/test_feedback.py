@@ -87,6 +87,7 @@ def test_feedback_says_points_verdicts_first_mistake_and_hints_in_the_language_o
     text = in_language(language, feedback.feedback, record)
     assert text.startswith(SAID[language][0])
     assert [line for line in SAID[language] if line not in text] == []
+    assert ": ana.yaml\n" in text and str(tmp_path) not in text  # the file's name, not the teacher's folders
     if language == "es":
         assert [word for word in ("Feedback", "Points", "carried", "First mistake") if word in text] == []
 

@@ -117,7 +117,7 @@ def class_files(tmp_path: Path) -> tuple[str, list[Result]]:
 
 def test_files_are_placed_by_student_id_else_by_stem(class_files: tuple[str, list[Result]]) -> None:
     _, results = class_files
-    ids = {"jose.yaml": " JGarcia ", "jg2.yaml": "jgarcia", "x.yaml": "asmith2"}
+    ids = {"jose.yaml": " JGarcia ", "jg2.yaml": "jgarcia", "x.yaml": "asmith2", "asmith.yaml": "  "}
     made = [records.record(result, student_id=ids.get(Path(result.file).name)) for result in results]
     found = roster.read_roster(CANVAS)
     placement = roster.place(found, made)

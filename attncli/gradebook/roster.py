@@ -212,15 +212,16 @@ def normal(text: str) -> str:
 
 
 def place(roster: Roster, records: Sequence[StudentRecord]) -> Placement:
-    """Which student each record's file belongs to: its `student_id` when it has one, else its file name's stem,
-    against the roster's match column; records of no file (`file` None) are not placed."""
+    """Which student each record's file belongs to: its `student_id` when it gives one (not blank), else its file
+    name's stem, against the roster's match column; records of no file (`file` None) are not placed."""
     rows = {normal(row.value): index for index, row in enumerate(roster.rows) if row.value.strip()}
     found: list[list[StudentRecord]] = [[] for _ in roster.rows]
     unmatched = []
     for record in records:
         if record.file is None:
             continue
-        claim = record.student_id if record.student_id is not None else Path(record.file).stem
+        given = (record.student_id or "").strip()  # a template's student_id: left blank says nothing
+        claim = given or Path(record.file).stem
         index = rows.get(normal(claim))
         if index is None:
             unmatched.append(record)

@@ -59,8 +59,9 @@ def feedback_blocks(record: StudentRecord, precision: int = 4) -> list[Block]:
 
 
 def summary_blocks(record: StudentRecord) -> list[Block]:
-    """Which file and exercise, why it was not graded (if it was not), and its points with the credit rules."""
-    about = [t("gradebook.feedback.file", file=record.file)] if record.file is not None else []
+    """Which file (its name: the folders it was graded in are the teacher's) and exercise, why it was not graded
+    (if it was not), and its points with the credit rules."""
+    about = [t("gradebook.feedback.file", file=Path(record.file).name)] if record.file is not None else []
     about += [t("gradebook.feedback.exercise", exercise=record.exercise)] if record.exercise is not None else []
     blocks: list[Block] = [Paragraph(line) for line in about]
     if record.status == NO_FILE:
