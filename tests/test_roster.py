@@ -14,6 +14,8 @@ from fractions import Fraction
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from attncli import pipeline
 from attncli.errors import AttnError
@@ -170,6 +172,11 @@ def test_everybody_is_in_the_class_records_once(class_files: tuple[str, list[Res
         ('Username,Name\nada,"unterminated\n', "list.csv:2: not a CSV class list: unexpected end of data"),
         ('Username,Name\nada,"a"b\n', "list.csv:2: not a CSV class list: ',' expected after '\"'"),
         ("Username\x1b[2J,Name\nada,Ada\n", "columns: Username\\x1b[2J, Name"),
+        ("Name," + "C" * 300 + "\na,b\n", "(columns: Name, CCCCCCCCCCCCCCCCCCCCC...)"),  # within 200
+        (
+            "Username\n" + "x" * 300 + "\n" + "x" * 300 + "\n",
+            "list.csv:3: Username: 'xxxxxxxxxxxxxxxxxxxxxxxxxxx...' is",
+        ),
     ],
 )
 def test_a_broken_class_list_is_one_line(tmp_path: Path, text: str, english: str) -> None:
@@ -234,3 +241,23 @@ def test_the_key_of_a_problem_is_not_a_class_list() -> None:
     """A YAML key given as --roster by mistake: no match column, one line (its first line is its header)."""
     key = Path(pipeline.__file__).parent.parent / "samples" / "bank.yaml"
     assert "no column to match students by" in refused(roster.read_roster, str(key))
+
+
+CSV_PIECES = st.sampled_from(
+    [",", ";", "\t", "\n", "\r\n", '"', '""', " ", "ID", "Username", "Student", "SIS Login ID", "    Points Possible",
+     "Manual Posting", "Student, Test", "ada", "ADA", "=1+1", "\x00", "\x1b[2J", "\ufeff", "é", "\u202e", "0.5"]
+)  # fmt: skip
+
+
+@settings(max_examples=300, deadline=None, database=None)
+@given(st.lists(CSV_PIECES | st.text(max_size=5), max_size=40).map("".join), st.sampled_from([None, "ID", "x"]))
+def test_any_text_is_a_class_list_or_one_line(text: str, match: str | None) -> None:
+    """Whatever a class list holds, reading it gives a Roster or an AttnError of one line, nothing else."""
+    try:
+        found = roster.parse_roster(text, "list.csv", match)
+    except AttnError as error:
+        line = describe(error)
+        assert "\n" not in line and len(line) <= 200 and line.startswith("list.csv"), line
+        return
+    assert found.match in found.columns
+    assert all(len(row.cells) == len(found.columns) for row in found.rows)

@@ -33,6 +33,7 @@ from fractions import Fraction
 from pathlib import Path
 
 from attncli.errors import fail, listed, printable
+from attncli.expr import quote
 from attncli.gradebook.records import StudentRecord, no_file
 from attncli.yamldoc import did_you_mean, read_text
 
@@ -45,6 +46,7 @@ SNIFFED_ROWS = 3  # rows that choose the delimiter
 POINTS_POSSIBLE = "Points Possible"  # Canvas's second row (its importer looks for these words in the first cell)
 MARKS_ROW = re.compile(r"\s*(?:Muted|Manual Posting.*)?\s*", re.IGNORECASE)  # Canvas's row of posting marks
 TEST_STUDENTS = ("Student, Test", "Test Student")  # Canvas's student view: its sortable name, and its name
+SHOWN = 30  # characters of a value or a column an error repeats
 NAME_COLUMNS = (("Student",), ("Name",), ("First name", "Last name"), ("LastName", "FirstName"))
 
 
@@ -126,7 +128,7 @@ def parse_roster(text: str, name: str, match: str | None = None) -> Roster:
     column = _match_column(columns, match, name)
     where = columns.index(column)
     if columns.count(column) > 1:
-        raise fail("gradebook.duplicate_column", name=printable(column)).at(source=name, line=1)
+        raise fail("gradebook.duplicate_column", name=_shown(column)).at(source=name, line=1)
     students: list[RosterRow] = []
     skipped: list[int] = []
     seen: dict[str, int] = {}
@@ -137,8 +139,8 @@ def parse_roster(text: str, name: str, match: str | None = None) -> Roster:
             continue
         key = normal(row.value)
         if key and key in seen:
-            raise fail("gradebook.duplicate_student", value=printable(row.value), first=seen[key]).at(
-                name, line, printable(column)
+            raise fail("gradebook.duplicate_student", value=_shown(row.value), first=seen[key]).at(
+                name, line, _shown(column)
             )
         seen[key] = line
         students.append(row)
@@ -183,13 +185,18 @@ def _match_column(columns: tuple[str, ...], match: str | None, name: str) -> str
     if match is None:
         found = next((column for column in MATCH_COLUMNS if column in columns), None)
         if found is None:
-            shown = listed([printable(column) for column in columns])
-            raise fail("gradebook.no_match_column", columns=shown).at(source=name, line=1)
+            raise fail("gradebook.no_match_column", columns=_shown(listed(columns))).at(source=name, line=1)
         return found
     if match.strip() not in columns:
         hint = did_you_mean(match.strip(), columns) or ""
-        raise fail("gradebook.unknown_column", name=printable(match), hint=hint).at(name, 1, "--match")
+        raise fail("gradebook.unknown_column", name=_shown(match), hint=hint).at(name, 1, "--match")
     return match.strip()
+
+
+def _shown(text: str) -> str:
+    """Text from the class list as an error repeats it: control characters escaped, at most SHOWN characters (with
+    the file's name, its line and the field, the message stays within a line of 200)."""
+    return quote(printable(text), SHOWN)
 
 
 def _fitted(cells: list[str], width: int) -> tuple[str, ...]:

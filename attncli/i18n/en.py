@@ -382,7 +382,7 @@ MESSAGES: dict[str, str] = {
     "gradebook.no_match_column": "no column to match students by; name one with --match COLUMN (columns: {columns})",
     "gradebook.unknown_column": "'{name}' is not a column of the class list{hint}",
     "gradebook.duplicate_column": "the column '{name}' appears twice in the header: students cannot be matched by it",
-    "gradebook.duplicate_student": "'{value}' is also the student of line {first}: files could not tell them apart",
+    "gradebook.duplicate_student": "'{value}' is also the student of line {first}",
     "gradebook.mixed_maximum": "the files are marked out of different maximums ({points}); one gradebook column takes one: give the keys the same points: steps:",
     # attncli check: the report
     "check.legend": "✓ right   ✗ wrong (the right value in brackets)   ↷ follows from your own earlier numbers: right method, wrong inputs",

@@ -451,10 +451,10 @@ MESSAGES: dict[str, str] = {
     "gradebook.roster_not_csv": "no es una lista de clase CSV: {reason}",
     "gradebook.roster_too_many_rows": "más de {limit} filas: demasiado larga para una lista de clase",
     "gradebook.roster_too_many_columns": "más de {limit} columnas: demasiado ancha para una lista de clase",
-    "gradebook.no_match_column": "no hay columna con la que identificar a los estudiantes; nombra una con --match COLUMNA (columnas: {columns})",
+    "gradebook.no_match_column": "ninguna columna identifica a los estudiantes; elige una con --match COLUMNA (columnas: {columns})",
     "gradebook.unknown_column": "'{name}' no es una columna de la lista de clase{hint}",
     "gradebook.duplicate_column": "la columna '{name}' aparece dos veces en el encabezado: no sirve para identificar a los estudiantes",
-    "gradebook.duplicate_student": "'{value}' es también el estudiante de la línea {first}: los archivos no podrían distinguirlos",
+    "gradebook.duplicate_student": "'{value}' es también el estudiante de la línea {first}",
     "gradebook.mixed_maximum": "los archivos se puntúan sobre máximos distintos ({points}); una columna de calificaciones admite uno: da a los solucionarios los mismos points: steps:",
     # attncli check: el informe
     "check.legend": "✓ bien   ✗ mal (entre paréntesis, el valor correcto)   ↷ se sigue de tus propios números anteriores: método correcto, datos erróneos",
