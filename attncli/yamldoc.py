@@ -354,24 +354,31 @@ def _merge(target: dict, source: object, line: int) -> None:
 def read(path: str) -> Document:
     """Read and parse a problem file, or standard input for '-'."""
     name = "<stdin>" if path == "-" else path
+    return load(read_text(path), name)
+
+
+def read_text(path: str, limit: int = MAX_BYTES, too_large: str = "input.too_large") -> str:
+    """The UTF-8 text of the file `path` (standard input for '-'), its byte-order mark removed; a file past
+    `limit` bytes is refused with the message `too_large` (its `limit` in MiB), one not UTF-8 with the line."""
+    name = "<stdin>" if path == "-" else path
     try:
         if path == "-":
             if sys.stdin is None:  # closed by the shell (`<&-`)
                 raise OSError(errno.EBADF, os.strerror(errno.EBADF))
-            raw = sys.stdin.buffer.read(MAX_BYTES + 1)
+            raw = sys.stdin.buffer.read(limit + 1)
         else:
             with open(path, "rb") as handle:
-                raw = handle.read(MAX_BYTES + 1)
+                raw = handle.read(limit + 1)
     except OSError as error:
         raise fail("input.unreadable", reason=error.strerror or str(error)).at(source=name) from None
-    if len(raw) > MAX_BYTES:
-        raise fail("input.too_large", limit=MAX_BYTES // 2**20).at(source=name)
+    if len(raw) > limit:
+        raise fail(too_large, limit=limit // 2**20).at(source=name)
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as error:
         line = raw[: error.start].count(b"\n") + 1
         raise fail("input.not_utf8", offset=error.start).at(source=name, line=line) from None
-    return load(text.removeprefix("\ufeff"), name)
+    return text.removeprefix("\ufeff")
 
 
 def field_name(path: FieldPath) -> str:

@@ -1,0 +1,74 @@
+"""The class at a glance: per step, how many students answered it, got it right, carried a mistake, got it wrong,
+and the causes (diagnosis codes) found most often: what to go over next lesson.
+
+Each graded report counts once in every step any report holds: as right, carried or wrong when the student
+answered it (their step's status), as missing when a required step was not answered, else as not answered; so
+answered + missing + not_answered = students, and answered = right + carried + wrong, in every row.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from attncli.gradebook.points import StepKey, step_key
+from attncli.grading import CARRIED, MISSING, RIGHT, WRONG, Report, StepReport
+from attncli.parsing.answers import HEAD_STEPS
+
+CAUSES_SHOWN = 3
+SHARED_ORDER = ("concat", "final", "residual", "stream")  # a layer's steps after its heads', in order
+
+
+@dataclass(frozen=True)
+class StepGlance:
+    step: StepReport  # the first report of the step: names it
+    right: int
+    carried: int
+    wrong: int
+    missing: int
+    not_answered: int
+    causes: tuple[tuple[str, int], ...]  # the CAUSES_SHOWN commonest codes, most frequent first (ties by name)
+
+    @property
+    def answered(self) -> int:
+        return self.right + self.carried + self.wrong
+
+
+@dataclass(frozen=True)
+class Glance:
+    students: int  # the graded reports counted
+    steps: tuple[StepGlance, ...]  # in the order of the calculation
+
+
+def glance(reports: Iterable[Report]) -> Glance:
+    """Every step of `reports` with its counts and commonest causes (see the module's docstring)."""
+    reports = list(reports)
+    named: dict[StepKey, StepReport] = {}
+    statuses: dict[StepKey, Counter[str]] = {}
+    causes: dict[StepKey, Counter[str]] = {}
+    for report in reports:
+        for step in report.steps:
+            key = step_key(step)
+            named.setdefault(key, step)
+            statuses.setdefault(key, Counter())[step.status] += 1
+            causes.setdefault(key, Counter()).update(step.diagnosis)
+    rows = []
+    for key in sorted(named, key=_position):
+        count = statuses[key]
+        answered = count[RIGHT] + count[CARRIED] + count[WRONG]
+        commonest = tuple(sorted(causes[key].items(), key=lambda item: (-item[1], item[0]))[:CAUSES_SHOWN])
+        missing = count[MISSING]
+        absent = len(reports) - answered - missing
+        rows.append(StepGlance(named[key], count[RIGHT], count[CARRIED], count[WRONG], missing, absent, commonest))
+    return Glance(len(reports), tuple(rows))
+
+
+def _position(key: StepKey) -> tuple[int, int, int, int]:
+    """Layer by layer: the normalised input, each head's steps, then concat, final, the residual and the stream."""
+    layer, step, head = key
+    if step == "normed":
+        return layer or 0, 0, 0, 0
+    if head is not None:
+        return layer or 0, 1, head, HEAD_STEPS.index(step)
+    return layer or 0, 2, 0, SHARED_ORDER.index(step)
