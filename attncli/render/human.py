@@ -165,7 +165,7 @@ def _score_table(query: walk.Query, p: int, width: int) -> list[Line]:
         [
             key.key,
             key.k.text(p),
-            walk.arithmetic_text(key.compatibility, p),
+            walk.arithmetic_text(key.dot, p),
             *walk.score_cells(key, p, masked),
         ]
         for key in query.keys

@@ -458,19 +458,16 @@ def _scores(query: walk.Query, p: int) -> list[str]:
         if not key.allowed:
             equations.append((s, [[masked]]))
             continue
-        if key.compatibility is None:
+        if key.dot is None:
             equations.append((s, [[value]]))
         elif formula.root is not None:
             root = _m(rf"\sqrt{{{formula.root}}}", _glyphs(str(formula.root)) + 8.4)
-            equations.append((s, [*([_frac(c, root)] for c in _chain(key.compatibility, p)), [value]]))
+            equations.append((s, [*([_frac(c, root)] for c in _chain(key.dot, p)), [value]]))
         elif formula.scale == 1:
-            equations.append((s, [[c] for c in _chain(key.compatibility, p)]))
+            equations.append((s, [[c] for c in _chain(key.dot, p)]))
         else:
             scale = _number(fixed(formula.scale, p))
-            scaled = (
-                _Math(rf"\left({c.tex}\right) \times ", c.width + 7.8 + BIN) + scale
-                for c in _chain(key.compatibility, p)
-            )
+            scaled = (_Math(rf"\left({c.tex}\right) \times ", c.width + 7.8 + BIN) + scale for c in _chain(key.dot, p))
             equations.append((s, [*([c] for c in scaled), [value]]))
         if key.biased is not None:  # the bias, added before softmax
             b = _sub("b", _name(key.key))

@@ -171,7 +171,7 @@ def _scores(query: walk.Query, p: int) -> list[str]:
             rows.append([_escape(key.key), s])
         else:
             cells = walk.score_cells(key, p, t("render.masked"))
-            rows.append([_escape(key.key), key.k.text(p), walk.arithmetic_text(key.compatibility, p), *cells])
+            rows.append([_escape(key.key), key.k.text(p), walk.arithmetic_text(key.dot, p), *cells])
     headers = [t("render.key"), "s"]
     if kind != "given":
         headers = [t("render.key"), "k", walk.FORMULAS[kind].text, *walk.score_headers(query)]

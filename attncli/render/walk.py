@@ -196,7 +196,7 @@ Arithmetic = Terms | Cosine | Additive | Plain
 def arithmetic(head: HeadSteps, row: int, j: int) -> Arithmetic:
     """How query `row` and key `j` become their compatibility, as far as it can be followed by hand."""
     kind = head.spec.score.kind
-    value = Num(float(head.compatibility[row, j]))
+    value = Num(float(head.dot[row, j]))
     if kind == "additive":
         return Additive(vec(head.hidden[row, j]), value)
     queries, keys, style = scored(head)
@@ -351,7 +351,7 @@ class KeyStep(NamedTuple):
     key: str
     allowed: bool
     k: Vec | None  # None when the scores are given
-    compatibility: Arithmetic | None  # None when the scores are given
+    dot: Arithmetic | None  # None when the scores are given
     score: Num
     exp: Num  # e^(s − shift)
     weight: Num
@@ -641,7 +641,7 @@ def relative_grid(query: Query, p: int) -> Grid | None:
         return None
     spelling = FORMULAS[query.formula.kind].text
     rows = [
-        [key.key, key.relative.distance.text(p), key.relative.value.text(p), key.compatibility.value.text(p)]
+        [key.key, key.relative.distance.text(p), key.relative.value.text(p), key.dot.value.text(p)]
         for key in query.keys
     ]
     turned = "cos(q, R((n − m)·θ)·k)" if query.formula.kind == "cosine" else "q·R((n − m)·θ)·k"
@@ -695,7 +695,7 @@ def _query(head: HeadSteps, row: int, problem: Problem) -> Query:
                 key=key,
                 allowed=bool(problem.mask[row, j]),
                 k=None if given else vec(key_vectors[j], style),
-                compatibility=None if given else arithmetic(head, row, j),
+                dot=None if given else arithmetic(head, row, j),
                 score=Num(float(head.scores[row, j])),
                 exp=Num(float(head.exp[row, j]), EXP),
                 weight=Num(weight),
