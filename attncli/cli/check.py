@@ -8,11 +8,11 @@ from typing import TYPE_CHECKING, Annotated, Optional
 import typer
 
 from attncli.cli.common import Debug, Lang, NoColor, Output, boundary, choose, command, epilog, format_option, located
+from attncli.cli.ending import say
 from attncli.cli.environment import Environment
 from attncli.cli.output import output_format, print_human, write
 from attncli.errors import ExitCode, fail
 from attncli.i18n import describe, t
-from attncli.launch import say
 
 if TYPE_CHECKING:
     from attncli.submissions import Result

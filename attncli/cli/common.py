@@ -18,10 +18,10 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NamedTuple, Optional, TypeVar
 
+from attncli.cli.ending import ending
 from attncli.cli.environment import Environment
 from attncli.errors import AttnError, ExitCode, Where, fail
 from attncli.i18n import LANGUAGE, LANGUAGES, language_from_environment, t
-from attncli.launch import ending
 
 if TYPE_CHECKING:
     from types import ModuleType

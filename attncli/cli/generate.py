@@ -9,11 +9,11 @@ from typing import Annotated, Optional
 import typer
 
 from attncli.cli.common import SCORES, Debug, Lang, boundary, choose, command, completion, epilog, located
+from attncli.cli.ending import say
 from attncli.cli.environment import Environment
 from attncli.cli.output import write
 from attncli.errors import fail
 from attncli.i18n import t
-from attncli.launch import say
 
 SEED_LIMIT = 1_000_000  # random seeds stay short enough to copy by hand
 SHEETS = {"markdown": ".md", "latex": ".tex"}  # --sheet: the exercise to hand out, and its file's suffix

@@ -13,9 +13,9 @@ from contextvars import ContextVar
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO, TextIO, Union
 
+from attncli.cli.ending import silence_stdout
 from attncli.cli.environment import FILE_WIDTH, Environment
 from attncli.errors import fail
-from attncli.launch import silence_stdout
 from attncli.render.layout import Line, fit, to_text
 
 if TYPE_CHECKING:

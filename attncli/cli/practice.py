@@ -15,11 +15,11 @@ from typing import TYPE_CHECKING, Annotated, Optional
 import typer
 
 from attncli.cli.common import SCORES, Debug, Lang, NoColor, boundary, command, completion, epilog, located
+from attncli.cli.ending import say
 from attncli.cli.environment import Environment
 from attncli.cli.output import write
 from attncli.errors import ExitCode, fail
 from attncli.i18n import current_language, t
-from attncli.launch import say
 from attncli.render.layout import Line, fit, to_text
 
 if TYPE_CHECKING:
