@@ -22,10 +22,10 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from attncli import core, kernel, kernel_backward, yamldoc
+from attncli import core, kernel, kernel_backward, parsing, yamldoc
 from attncli.core import Steps
 from attncli.errors import fail
-from attncli.parsing import problem_file
+from attncli.parsing import budget
 from attncli.problem import Head, Problem, Projection, Stack, width
 from attncli.yamldoc import Document
 
@@ -62,7 +62,7 @@ def load(
         raise fail("cli.bad_dtype", name=dtype, known=", ".join(DTYPES)).at(source="dtype")
     document = yamldoc.load(text, name) if text is not None else _document(source)
     options = {"confined": confined, "results_only": results_only}
-    return problem_file.parse(document, flags, _base(source), dtype=getattr(np, dtype), **options)
+    return parsing.parse(document, flags, _base(source), dtype=getattr(np, dtype), **options)
 
 
 def logits(
@@ -188,13 +188,13 @@ def _every_step(problem: Problem) -> np.ndarray:
 
 def every_step_fits(problem: Problem) -> bool:
     """Whether `solve` (and so npz) stays within the memory budget on `problem`."""
-    return _every_step_bytes(problem) <= problem_file.MEMORY_BUDGET
+    return _every_step_bytes(problem) <= budget.MEMORY_BUDGET
 
 
 def within_budget(problem: Problem) -> None:
     """An AttnError when `solve` would pass the memory budget, which `load(results_only=True)` does not check."""
     queries, keys = len(problem.query_tokens), len(problem.tokens)
-    problem_file.within_budget(_every_step_bytes(problem), len(problem.heads), queries, keys, problem.source)
+    budget.within_budget(_every_step_bytes(problem), len(problem.heads), queries, keys, problem.source)
 
 
 def _every_step_bytes(problem: Problem) -> int:
@@ -359,7 +359,7 @@ def _document(source: Source | None) -> Document:
 def _base(source: Source | None) -> Path:
     """Where array files are found: beside the file a source names; for stdin, text or flags, the working directory."""
     name = source.name if isinstance(source, Document) else source
-    return problem_file.base_folder(None if name is None or name == "<stdin>" else os.fspath(name))
+    return parsing.base_folder(None if name is None or name == "<stdin>" else os.fspath(name))
 
 
 def _problem(record: Problem | Stack | Steps | StackSteps) -> Problem | Stack:
