@@ -17,9 +17,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from attncli.cli import COMMANDS, app
+from attncli.cli import app
 from attncli.cli.application import application
-from attncli.cli.common import REGISTERED
+from attncli.cli.common import COMMANDS, REGISTERED
 from tests.paths import ROOT
 
 GOLDEN = ROOT / "tests" / "golden"

@@ -16,8 +16,7 @@ import typer
 from typer.core import TyperCommand, TyperGroup
 
 from attncli import __version__
-from attncli.cli import COMMANDS
-from attncli.cli.common import REGISTERED, Lang
+from attncli.cli.common import COMMANDS, REGISTERED, Lang
 from attncli.cli.ending import ending
 from attncli.errors import ExitCode
 from attncli.i18n import LANGUAGE, checked_language, language_from_environment, language_in_arguments, t

@@ -10,6 +10,7 @@ import typer
 from attncli.cli.common import Debug, Lang, NoColor, Output, boundary, choose, command, epilog, format_option, located
 from attncli.cli.ending import say
 from attncli.cli.environment import Environment
+from attncli.cli.lean import argument, option
 from attncli.cli.output import output_format, print_human, write
 from attncli.errors import ExitCode, fail
 from attncli.i18n import describe, t
@@ -36,23 +37,17 @@ EXAMPLES = epilog(
 @boundary
 def check(
     env: Environment,
-    files: Annotated[list[str], typer.Argument(metavar=t("help.metavar.file"), help=t("help.check.files"))],
-    key: Annotated[
-        Optional[str], typer.Option("--key", metavar=t("help.metavar.file"), help=t("help.check.key"))
-    ] = None,
-    keys: Annotated[
-        Optional[Path], typer.Option("--keys", metavar=t("help.metavar.dir"), help=t("help.check.keys"))
-    ] = None,
-    tolerance: Annotated[Optional[float], typer.Option(min=0, help=t("help.check.tolerance"))] = None,
-    min_decimals: Annotated[Optional[int], typer.Option(min=0, max=17, help=t("help.check.min_decimals"))] = None,
-    require: Annotated[
-        Optional[str], typer.Option(metavar=t("help.metavar.steps"), help=t("help.check.require"))
-    ] = None,
-    carry: Annotated[Optional[int], typer.Option(min=0, max=12, help=t("help.check.carry"))] = None,
-    precision: Annotated[int, typer.Option(min=0, max=17, help=t("help.check.precision"))] = 4,
+    files: Annotated[list[str], argument(metavar=t("help.metavar.file"), help=t("help.check.files"))],
+    key: Annotated[Optional[str], option("--key", metavar=t("help.metavar.file"), help=t("help.check.key"))] = None,
+    keys: Annotated[Optional[Path], option("--keys", metavar=t("help.metavar.dir"), help=t("help.check.keys"))] = None,
+    tolerance: Annotated[Optional[float], option(min=0, help=t("help.check.tolerance"))] = None,
+    min_decimals: Annotated[Optional[int], option(min=0, max=17, help=t("help.check.min_decimals"))] = None,
+    require: Annotated[Optional[str], option(metavar=t("help.metavar.steps"), help=t("help.check.require"))] = None,
+    carry: Annotated[Optional[int], option(min=0, max=12, help=t("help.check.carry"))] = None,
+    precision: Annotated[int, option(min=0, max=17, help=t("help.check.precision"))] = 4,
     format: Format = None,
     output: Output = None,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help=t("help.check.quiet"))] = False,
+    quiet: Annotated[bool, option("--quiet", "-q", help=t("help.check.quiet"))] = False,
     no_color: NoColor = False,
     lang: Lang = None,
     debug: Debug = False,

@@ -5,8 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Optional
 
-import typer
-
 from attncli.cli.common import (
     Debug,
     Lang,
@@ -21,6 +19,7 @@ from attncli.cli.common import (
     located,
 )
 from attncli.cli.environment import Environment
+from attncli.cli.lean import argument, option
 from attncli.cli.output import output_format, print_human, write
 from attncli.i18n import t
 
@@ -38,13 +37,13 @@ EXAMPLES = epilog(
 @boundary
 def compare(
     env: Environment,
-    a: Annotated[str, typer.Argument(help=t("help.compare.a"))],
-    b: Annotated[str, typer.Argument(help=t("help.compare.b"))],
+    a: Annotated[str, argument(help=t("help.compare.a"))],
+    b: Annotated[str, argument(help=t("help.compare.b"))],
     precision: Precision = 4,
     format: Format = None,
     output: Output = None,
     no_color: NoColor = False,
-    figure: Annotated[Optional[Path], typer.Option(metavar=t("help.metavar.file"), help=t("help.figure"))] = None,
+    figure: Annotated[Optional[Path], option(metavar=t("help.metavar.file"), help=t("help.figure"))] = None,
     lang: Lang = None,
     debug: Debug = False,
 ) -> None:

@@ -20,14 +20,13 @@ from attncli.cli.common import (
     located,
 )
 from attncli.cli.environment import Environment
+from attncli.cli.lean import argument, option
 from attncli.cli.output import output_format, print_human, save_pictures, write
 from attncli.errors import fail, listed
 from attncli.i18n import t
 from attncli.render import BINARY_FORMATS, CSV_LAYOUTS, DOCUMENT_FORMATS, HUMAN_FORMATS, refuse, refuse_options
 
 if TYPE_CHECKING:
-    import typer  # the annotations' typer.Option is read by attncli.cli.common.boundary, Typer only if needed
-
     from attncli.core import Steps
     from attncli.probes import Intervention, Norms
     from attncli.problem import Problem, Stack
@@ -60,52 +59,42 @@ EXAMPLES = epilog(
 @boundary
 def compute(
     env: Environment,
-    file: Annotated[Optional[str], typer.Argument(metavar=t("help.metavar.file"), help=t("help.compute.file"))] = None,
-    tokens: Annotated[
-        Optional[str], typer.Option(metavar=t("help.metavar.tokens"), help=t("help.compute.tokens"))
-    ] = None,
+    file: Annotated[Optional[str], argument(metavar=t("help.metavar.file"), help=t("help.compute.file"))] = None,
+    tokens: Annotated[Optional[str], option(metavar=t("help.metavar.tokens"), help=t("help.compute.tokens"))] = None,
     query_tokens: Annotated[
-        Optional[str], typer.Option(metavar=t("help.metavar.tokens"), help=t("help.compute.query_tokens"))
+        Optional[str], option(metavar=t("help.metavar.tokens"), help=t("help.compute.query_tokens"))
     ] = None,
-    queries: Annotated[
-        Optional[str], typer.Option(metavar=t("help.metavar.rows"), help=t("help.compute.queries"))
-    ] = None,
-    keys: Annotated[Optional[str], typer.Option(metavar=t("help.metavar.rows"), help=t("help.compute.keys"))] = None,
-    values: Annotated[
-        Optional[str], typer.Option(metavar=t("help.metavar.rows"), help=t("help.compute.values"))
-    ] = None,
-    scores: Annotated[
-        Optional[str], typer.Option(metavar=t("help.metavar.rows"), help=t("help.compute.scores"))
-    ] = None,
+    queries: Annotated[Optional[str], option(metavar=t("help.metavar.rows"), help=t("help.compute.queries"))] = None,
+    keys: Annotated[Optional[str], option(metavar=t("help.metavar.rows"), help=t("help.compute.keys"))] = None,
+    values: Annotated[Optional[str], option(metavar=t("help.metavar.rows"), help=t("help.compute.values"))] = None,
+    scores: Annotated[Optional[str], option(metavar=t("help.metavar.rows"), help=t("help.compute.scores"))] = None,
     mask: Annotated[
         Optional[str],
-        typer.Option(metavar=t("help.metavar.mask"), autocompletion=completion(*MASKS), help=t("help.compute.mask")),
+        option(metavar=t("help.metavar.mask"), autocompletion=completion(*MASKS), help=t("help.compute.mask")),
     ] = None,
     score: Annotated[
         Optional[str],
-        typer.Option(metavar=t("help.metavar.name"), autocompletion=completion(*SCORES), help=t("help.score")),
+        option(metavar=t("help.metavar.name"), autocompletion=completion(*SCORES), help=t("help.score")),
     ] = None,
-    scale: Annotated[Optional[str], typer.Option(metavar=t("help.metavar.x"), help=t("help.compute.scale"))] = None,
+    scale: Annotated[Optional[str], option(metavar=t("help.metavar.x"), help=t("help.compute.scale"))] = None,
     loss: Annotated[
         Optional[str],
-        typer.Option(metavar=t("help.metavar.name"), autocompletion=completion(*LOSSES), help=t("help.compute.loss")),
+        option(metavar=t("help.metavar.name"), autocompletion=completion(*LOSSES), help=t("help.compute.loss")),
     ] = None,
     grad_output: Annotated[
-        Optional[str], typer.Option(metavar=t("help.metavar.rows"), help=t("help.compute.grad_output"))
+        Optional[str], option(metavar=t("help.metavar.rows"), help=t("help.compute.grad_output"))
     ] = None,
     follow: Annotated[
-        Optional[list[str]], typer.Option(metavar=t("help.metavar.token"), help=t("help.compute.follow"))
+        Optional[list[str]], option(metavar=t("help.metavar.token"), help=t("help.compute.follow"))
     ] = None,
-    precision: Annotated[
-        Optional[int], typer.Option(metavar="N", min=0, max=17, help=t("help.compute.precision"))
-    ] = None,
-    tiles: Annotated[Optional[int], typer.Option(metavar="B", help=t("help.compute.tiles"))] = None,
-    stable: Annotated[bool, typer.Option("--stable", help=t("help.compute.stable"))] = False,
+    precision: Annotated[Optional[int], option(metavar="N", min=0, max=17, help=t("help.compute.precision"))] = None,
+    tiles: Annotated[Optional[int], option(metavar="B", help=t("help.compute.tiles"))] = None,
+    stable: Annotated[bool, option("--stable", help=t("help.compute.stable"))] = False,
     format: Format = None,
     output: Output = None,
     csv_layout: Annotated[
         str,
-        typer.Option(
+        option(
             "--csv-layout",
             metavar=t("help.metavar.layout"),
             autocompletion=completion(*CSV_LAYOUTS),
@@ -115,30 +104,28 @@ def compute(
     no_color: NoColor = False,
     dtype: Annotated[
         str,
-        typer.Option(
+        option(
             metavar=t("help.metavar.type"),
             autocompletion=completion(*DTYPES),
             help=t("help.compute.dtype", dtypes=", ".join(DTYPES)),
         ),
     ] = "float64",
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help=t("help.compute.quiet"))] = False,
-    heatmap: Annotated[bool, typer.Option("--heatmap", help=t("help.compute.heatmap"))] = False,
-    norms: Annotated[bool, typer.Option("--norms", help=t("help.compute.norms"))] = False,
+    quiet: Annotated[bool, option("--quiet", "-q", help=t("help.compute.quiet"))] = False,
+    heatmap: Annotated[bool, option("--heatmap", help=t("help.compute.heatmap"))] = False,
+    norms: Annotated[bool, option("--norms", help=t("help.compute.norms"))] = False,
     ablate: Annotated[
-        Optional[list[str]], typer.Option(metavar=t("help.metavar.token"), help=t("help.compute.ablate"))
+        Optional[list[str]], option(metavar=t("help.metavar.token"), help=t("help.compute.ablate"))
     ] = None,
-    ablate_head: Annotated[Optional[list[int]], typer.Option(help=t("help.compute.ablate_head"))] = None,
+    ablate_head: Annotated[Optional[list[int]], option(help=t("help.compute.ablate_head"))] = None,
     weights: Annotated[
         Optional[list[str]],
-        typer.Option(
-            metavar=t("help.metavar.how"), autocompletion=completion(*WEIGHTS), help=t("help.compute.weights")
-        ),
+        option(metavar=t("help.metavar.how"), autocompletion=completion(*WEIGHTS), help=t("help.compute.weights")),
     ] = None,
-    svg: Annotated[Optional[Path], typer.Option(help=t("help.compute.svg"))] = None,
-    html: Annotated[Optional[Path], typer.Option(help=t("help.compute.html"))] = None,
-    figure: Annotated[Optional[Path], typer.Option(metavar=t("help.metavar.file"), help=t("help.figure"))] = None,
-    layer: Annotated[Optional[int], typer.Option(metavar="N", help=t("help.compute.layer"))] = None,
-    rollout: Annotated[bool, typer.Option("--rollout", help=t("help.compute.rollout"))] = False,
+    svg: Annotated[Optional[Path], option(help=t("help.compute.svg"))] = None,
+    html: Annotated[Optional[Path], option(help=t("help.compute.html"))] = None,
+    figure: Annotated[Optional[Path], option(metavar=t("help.metavar.file"), help=t("help.figure"))] = None,
+    layer: Annotated[Optional[int], option(metavar="N", help=t("help.compute.layer"))] = None,
+    rollout: Annotated[bool, option("--rollout", help=t("help.compute.rollout"))] = False,
     lang: Lang = None,
     debug: Debug = False,
 ) -> None:
@@ -182,9 +169,9 @@ def compute(
         pictures = (svg, html, figure, no_color)
         _stack(env, parsed, format, output, quiet, shape, (layer, rollout, analyses), pictures, csv_layout)
         return
-    for option, given in (("--layer", layer is not None), ("--rollout", rollout)):
+    for flag, given in (("--layer", layer is not None), ("--rollout", rollout)):
         if given:
-            raise fail("cli.layers_only", option=option)
+            raise fail("cli.layers_only", option=flag)
     if results_only:
         result = pipeline.result(parsed)
         if not (quiet and output is None):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Optional
+from typing import Annotated, Optional
 
 from attncli.cli.common import (
     Debug,
@@ -18,12 +18,10 @@ from attncli.cli.common import (
     located,
 )
 from attncli.cli.environment import Environment
+from attncli.cli.lean import argument, option
 from attncli.cli.output import output_format, print_human, write
 from attncli.errors import fail
 from attncli.i18n import t
-
-if TYPE_CHECKING:
-    import typer  # the annotations' typer.Option is read by attncli.cli.common.boundary, Typer only if needed
 
 FORMATS = ("rich", "text", "json")
 Format = format_option(FORMATS)
@@ -40,26 +38,26 @@ EXAMPLES = epilog(
 @boundary
 def cost(
     env: Environment,
-    file: Annotated[Optional[str], typer.Argument(metavar=t("help.metavar.file"), help=t("help.cost.file"))] = None,
-    d_model: Annotated[Optional[int], typer.Option("--d-model", min=1, help=t("help.cost.d_model"))] = None,
-    heads: Annotated[Optional[int], typer.Option(min=1, help=t("help.cost.heads"))] = None,
-    kv_heads: Annotated[Optional[int], typer.Option("--kv-heads", min=1, help=t("help.cost.kv_heads"))] = None,
-    d_head: Annotated[Optional[int], typer.Option("--d-head", min=1, help=t("help.cost.d_head"))] = None,
-    layers: Annotated[Optional[int], typer.Option(min=1, help=t("help.cost.layers"))] = None,
-    tokens: Annotated[Optional[int], typer.Option(min=1, help=t("help.cost.tokens"))] = None,
-    batch: Annotated[Optional[int], typer.Option(min=1, help=t("help.cost.batch"))] = None,
+    file: Annotated[Optional[str], argument(metavar=t("help.metavar.file"), help=t("help.cost.file"))] = None,
+    d_model: Annotated[Optional[int], option("--d-model", min=1, help=t("help.cost.d_model"))] = None,
+    heads: Annotated[Optional[int], option(min=1, help=t("help.cost.heads"))] = None,
+    kv_heads: Annotated[Optional[int], option("--kv-heads", min=1, help=t("help.cost.kv_heads"))] = None,
+    d_head: Annotated[Optional[int], option("--d-head", min=1, help=t("help.cost.d_head"))] = None,
+    layers: Annotated[Optional[int], option(min=1, help=t("help.cost.layers"))] = None,
+    tokens: Annotated[Optional[int], option(min=1, help=t("help.cost.tokens"))] = None,
+    batch: Annotated[Optional[int], option(min=1, help=t("help.cost.batch"))] = None,
     dtype: Annotated[
         Optional[str],
-        typer.Option(
+        option(
             metavar=t("help.metavar.type"),
             autocompletion=completion(*DTYPES),
             help=t("help.cost.dtype", dtypes=", ".join(DTYPES)),
         ),
     ] = None,
-    window: Annotated[Optional[int], typer.Option(metavar="W", min=1, help=t("help.cost.window"))] = None,
-    causal: Annotated[bool, typer.Option("--causal", help=t("help.cost.causal"))] = False,
-    bias: Annotated[bool, typer.Option("--bias", help=t("help.cost.bias"))] = False,
-    compare: Annotated[bool, typer.Option("--compare", help=t("help.cost.compare"))] = False,
+    window: Annotated[Optional[int], option(metavar="W", min=1, help=t("help.cost.window"))] = None,
+    causal: Annotated[bool, option("--causal", help=t("help.cost.causal"))] = False,
+    bias: Annotated[bool, option("--bias", help=t("help.cost.bias"))] = False,
+    compare: Annotated[bool, option("--compare", help=t("help.cost.compare"))] = False,
     format: Format = None,
     output: Output = None,
     no_color: NoColor = False,

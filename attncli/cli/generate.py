@@ -6,11 +6,10 @@ import random
 from pathlib import Path
 from typing import Annotated, Optional
 
-import typer
-
 from attncli.cli.common import SCORES, Debug, Lang, boundary, choose, command, completion, epilog, located
 from attncli.cli.ending import say
 from attncli.cli.environment import Environment
+from attncli.cli.lean import option
 from attncli.cli.output import write
 from attncli.errors import fail
 from attncli.i18n import t
@@ -38,44 +37,40 @@ EXAMPLES = epilog(
 @boundary
 def generate(
     env: Environment,
-    tokens: Annotated[
-        Optional[str], typer.Option(metavar=t("help.metavar.tokens"), help=t("help.generate.tokens"))
-    ] = None,
-    dk: Annotated[int, typer.Option("--dk", min=1, max=8, help=t("help.generate.dk"))] = 2,
-    dv: Annotated[Optional[int], typer.Option("--dv", min=1, max=8, help=t("help.generate.dv"))] = None,
-    heads: Annotated[int, typer.Option(min=1, max=4, help=t("help.generate.heads"))] = 1,
+    tokens: Annotated[Optional[str], option(metavar=t("help.metavar.tokens"), help=t("help.generate.tokens"))] = None,
+    dk: Annotated[int, option("--dk", min=1, max=8, help=t("help.generate.dk"))] = 2,
+    dv: Annotated[Optional[int], option("--dv", min=1, max=8, help=t("help.generate.dv"))] = None,
+    heads: Annotated[int, option(min=1, max=4, help=t("help.generate.heads"))] = 1,
     mask: Annotated[
         str,
-        typer.Option(
+        option(
             metavar=t("help.metavar.mask"), autocompletion=completion("none", "causal"), help=t("help.generate.mask")
         ),
     ] = "none",
     score: Annotated[
-        str, typer.Option(metavar=t("help.metavar.name"), autocompletion=completion(*SCORES), help=t("help.score"))
+        str, option(metavar=t("help.metavar.name"), autocompletion=completion(*SCORES), help=t("help.score"))
     ] = "scaled_dot",
-    projections: Annotated[bool, typer.Option(help=t("help.generate.projections"))] = False,
-    layers: Annotated[int, typer.Option(min=1, max=4, help=t("help.generate.layers"))] = 1,
+    projections: Annotated[bool, option(help=t("help.generate.projections"))] = False,
+    layers: Annotated[int, option(min=1, max=4, help=t("help.generate.layers"))] = 1,
     norm: Annotated[
         str,
-        typer.Option(metavar=t("help.metavar.norm"), autocompletion=completion(*NORMS), help=t("help.generate.norm")),
+        option(metavar=t("help.metavar.norm"), autocompletion=completion(*NORMS), help=t("help.generate.norm")),
     ] = "none",
     rope: Annotated[
         Optional[str],
-        typer.Option(metavar=t("help.metavar.style"), autocompletion=completion(*ROPES), help=t("help.generate.rope")),
+        option(metavar=t("help.metavar.style"), autocompletion=completion(*ROPES), help=t("help.generate.rope")),
     ] = None,
-    gqa: Annotated[bool, typer.Option(help=t("help.generate.gqa"))] = False,
-    seed: Annotated[Optional[int], typer.Option(min=0, help=t("help.generate.seed"))] = None,
-    answers: Annotated[bool, typer.Option(help=t("help.generate.answers"))] = False,
-    count: Annotated[Optional[int], typer.Option(min=1, max=1000, help=t("help.generate.count"))] = None,
+    gqa: Annotated[bool, option(help=t("help.generate.gqa"))] = False,
+    seed: Annotated[Optional[int], option(min=0, help=t("help.generate.seed"))] = None,
+    answers: Annotated[bool, option(help=t("help.generate.answers"))] = False,
+    count: Annotated[Optional[int], option(min=1, max=1000, help=t("help.generate.count"))] = None,
     output: Annotated[
-        Optional[Path], typer.Option("--output", "-o", metavar=t("help.metavar.path"), help=t("help.generate.output"))
+        Optional[Path], option("--output", "-o", metavar=t("help.metavar.path"), help=t("help.generate.output"))
     ] = None,
-    force: Annotated[bool, typer.Option("--force", help=t("help.generate.force"))] = False,
+    force: Annotated[bool, option("--force", help=t("help.generate.force"))] = False,
     sheet: Annotated[
         Optional[str],
-        typer.Option(
-            "--sheet", metavar="markdown|latex", autocompletion=completion(*SHEETS), help=t("help.generate.sheet")
-        ),
+        option("--sheet", metavar="markdown|latex", autocompletion=completion(*SHEETS), help=t("help.generate.sheet")),
     ] = None,
     lang: Lang = None,
     debug: Debug = False,

@@ -17,6 +17,7 @@ import typer
 from attncli.cli.common import SCORES, Debug, Lang, NoColor, boundary, command, completion, epilog, located
 from attncli.cli.ending import say
 from attncli.cli.environment import Environment
+from attncli.cli.lean import argument, option
 from attncli.cli.output import write
 from attncli.errors import ExitCode, fail
 from attncli.i18n import current_language, t
@@ -40,26 +41,24 @@ EXAMPLES = epilog(
 @boundary
 def practice(
     env: Environment,
-    file: Annotated[Optional[str], typer.Argument(metavar=t("help.metavar.file"), help=t("help.practice.file"))] = None,
-    seed: Annotated[Optional[int], typer.Option(min=0, help=t("help.generate.seed"))] = None,
-    tokens: Annotated[
-        Optional[str], typer.Option(metavar=t("help.metavar.tokens"), help=t("help.generate.tokens"))
-    ] = None,
-    dk: Annotated[Optional[int], typer.Option("--dk", min=1, max=8, help=t("help.generate.dk"))] = None,
-    heads: Annotated[Optional[int], typer.Option(min=1, max=4, help=t("help.generate.heads"))] = None,
+    file: Annotated[Optional[str], argument(metavar=t("help.metavar.file"), help=t("help.practice.file"))] = None,
+    seed: Annotated[Optional[int], option(min=0, help=t("help.generate.seed"))] = None,
+    tokens: Annotated[Optional[str], option(metavar=t("help.metavar.tokens"), help=t("help.generate.tokens"))] = None,
+    dk: Annotated[Optional[int], option("--dk", min=1, max=8, help=t("help.generate.dk"))] = None,
+    heads: Annotated[Optional[int], option(min=1, max=4, help=t("help.generate.heads"))] = None,
     mask: Annotated[
         Optional[str],
-        typer.Option(
+        option(
             metavar=t("help.metavar.mask"), autocompletion=completion("none", "causal"), help=t("help.generate.mask")
         ),
     ] = None,
     score: Annotated[
         Optional[str],
-        typer.Option(metavar=t("help.metavar.name"), autocompletion=completion(*SCORES), help=t("help.score")),
+        option(metavar=t("help.metavar.name"), autocompletion=completion(*SCORES), help=t("help.score")),
     ] = None,
     level: Annotated[
         int,
-        typer.Option(
+        option(
             min=1,
             max=3,
             metavar=t("help.metavar.level"),
@@ -67,7 +66,7 @@ def practice(
             help=t("help.practice.level"),
         ),
     ] = 2,
-    record: Annotated[Optional[Path], typer.Option(help=t("help.practice.record"))] = None,
+    record: Annotated[Optional[Path], option(help=t("help.practice.record"))] = None,
     no_color: NoColor = False,
     lang: Lang = None,
     debug: Debug = False,

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from typing import Annotated
 
-import typer
-
 from attncli.cli import progress
 from attncli.cli.common import (
     Debug,
@@ -21,6 +19,7 @@ from attncli.cli.common import (
     located,
 )
 from attncli.cli.environment import Environment
+from attncli.cli.lean import option
 from attncli.cli.output import output_format, print_human, write
 from attncli.i18n import t
 
@@ -37,12 +36,10 @@ EXAMPLES = epilog(
 @boundary
 def scaling(
     env: Environment,
-    dk: Annotated[
-        str, typer.Option("--dk", metavar=t("help.metavar.list"), help=t("help.scaling.dk"))
-    ] = "1,4,16,64,256",
-    keys: Annotated[int, typer.Option(min=1, max=4096, help=t("help.scaling.keys"))] = 16,
-    samples: Annotated[int, typer.Option(min=2, max=10_000_000, help=t("help.scaling.samples"))] = 2000,
-    seed: Annotated[int, typer.Option(min=0, help=t("help.scaling.seed"))] = 0,
+    dk: Annotated[str, option("--dk", metavar=t("help.metavar.list"), help=t("help.scaling.dk"))] = "1,4,16,64,256",
+    keys: Annotated[int, option(min=1, max=4096, help=t("help.scaling.keys"))] = 16,
+    samples: Annotated[int, option(min=2, max=10_000_000, help=t("help.scaling.samples"))] = 2000,
+    seed: Annotated[int, option(min=0, help=t("help.scaling.seed"))] = 0,
     precision: Precision = 4,
     format: Format = None,
     output: Output = None,

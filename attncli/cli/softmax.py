@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Optional
+from typing import Annotated, Optional
 
 from attncli.cli.common import Debug, Lang, NoColor, Output, Precision, boundary, choose, command, epilog, format_option
 from attncli.cli.environment import Environment
+from attncli.cli.lean import argument, option
 from attncli.cli.output import output_format, print_human, write
 from attncli.i18n import t
-
-if TYPE_CHECKING:
-    import typer  # the annotations' typer.Option is read by attncli.cli.common.boundary, Typer only if needed
 
 FORMATS = ("rich", "text", "json", "csv", "tsv", "markdown", "latex")
 Format = format_option(FORMATS)
@@ -33,18 +31,16 @@ EXAMPLES = epilog(
 @boundary
 def softmax(
     env: Environment,
-    source: Annotated[str, typer.Argument(metavar=t("help.metavar.logits"), help=t("help.softmax.source"))],
-    tokens: Annotated[
-        Optional[str], typer.Option(metavar=t("help.metavar.tokens"), help=t("help.softmax.tokens"))
-    ] = None,
+    source: Annotated[str, argument(metavar=t("help.metavar.logits"), help=t("help.softmax.source"))],
+    tokens: Annotated[Optional[str], option(metavar=t("help.metavar.tokens"), help=t("help.softmax.tokens"))] = None,
     target: Annotated[
-        Optional[list[str]], typer.Option(metavar=t("help.metavar.token"), help=t("help.softmax.target"))
+        Optional[list[str]], option(metavar=t("help.metavar.token"), help=t("help.softmax.target"))
     ] = None,
     temperature: Annotated[
-        Optional[str], typer.Option(metavar=t("help.metavar.x"), help=t("help.softmax.temperature"))
+        Optional[str], option(metavar=t("help.metavar.x"), help=t("help.softmax.temperature"))
     ] = None,
-    top_k: Annotated[Optional[int], typer.Option("--top-k", metavar="K", help=t("help.softmax.top_k"))] = None,
-    top_p: Annotated[Optional[str], typer.Option("--top-p", metavar="P", help=t("help.softmax.top_p"))] = None,
+    top_k: Annotated[Optional[int], option("--top-k", metavar="K", help=t("help.softmax.top_k"))] = None,
+    top_p: Annotated[Optional[str], option("--top-p", metavar="P", help=t("help.softmax.top_p"))] = None,
     precision: Precision = 4,
     format: Format = None,
     output: Output = None,

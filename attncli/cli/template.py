@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from typing import Annotated
 
-import typer
-
 from attncli.cli.common import Debug, Lang, Output, boundary, command, epilog
 from attncli.cli.environment import Environment
+from attncli.cli.lean import argument
 from attncli.cli.output import write
 from attncli.i18n import t
 
@@ -21,7 +20,7 @@ EXAMPLES = epilog(
 @boundary
 def template(
     env: Environment,
-    file: Annotated[str, typer.Argument(metavar=t("help.metavar.file"), help=t("help.template.file"))],
+    file: Annotated[str, argument(metavar=t("help.metavar.file"), help=t("help.template.file"))],
     output: Output = None,
     lang: Lang = None,
     debug: Debug = False,
