@@ -5,8 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Optional
 
-import typer
-
 from attncli.cli.common import Debug, Lang, NoColor, Output, boundary, choose, command, epilog, format_option, located
 from attncli.cli.ending import say
 from attncli.cli.environment import Environment
@@ -51,7 +49,7 @@ def check(
     no_color: NoColor = False,
     lang: Lang = None,
     debug: Debug = False,
-) -> None:
+) -> ExitCode:
     format = choose(output_format(format, output, FORMATS), FORMATS, "--format")
     from attncli import submissions
     from attncli.parsing import answers
@@ -71,9 +69,10 @@ def check(
     if not (quiet and output is None):
         _report(results, format, precision, output, env, tolerance is None)
     if any(result.status == submissions.NOT_GRADED for result in results):
-        raise typer.Exit(ExitCode.BAD_INPUT)
+        return ExitCode.BAD_INPUT
     if any(result.status != submissions.RIGHT for result in results):
-        raise typer.Exit(ExitCode.WRONG_ANSWERS)
+        return ExitCode.WRONG_ANSWERS
+    return ExitCode.OK
 
 
 def _report(

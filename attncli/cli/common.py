@@ -205,7 +205,7 @@ class _Bounded:
         return lean.table(self.declared)
 
     def run(self, options: dict[str, Any]) -> int:
-        """The command with `options`; the exit code: OK, or that of whatever ended it (`ending`)."""
+        """The command with `options`; the exit code: the one it returns, or that of whatever ended it (`ending`)."""
         language = LANGUAGE.set(language_from_environment())  # an unknown --lang is reported in this one
         try:
             plain = options.get("no_color", False) or options.get("format") == "text"
@@ -214,8 +214,8 @@ class _Bounded:
             from attncli.cli.output import all_or_nothing
 
             with all_or_nothing():
-                self._command(environment, **options)
-            return ExitCode.OK
+                code: ExitCode = self._command(environment, **options)
+            return code
         except BaseException as error:
             return ending(error, debug=options.get("debug", False))
         finally:

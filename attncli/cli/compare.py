@@ -21,6 +21,7 @@ from attncli.cli.common import (
 from attncli.cli.environment import Environment
 from attncli.cli.lean import argument, option
 from attncli.cli.output import output_format, print_human, write
+from attncli.errors import ExitCode
 from attncli.i18n import t
 
 FORMATS = ("rich", "text", "json", "csv", "tsv")
@@ -46,7 +47,7 @@ def compare(
     figure: Annotated[Optional[Path], option(metavar=t("help.metavar.file"), help=t("help.figure"))] = None,
     lang: Lang = None,
     debug: Debug = False,
-) -> None:
+) -> ExitCode:
     format = choose(output_format(format, output, FORMATS), FORMATS, "--format", elsewhere=PICTURES)
     if figure is not None:  # a wrong suffix is refused before any work; its message names --figure
         from attncli.render.figure import figure_format
@@ -66,10 +67,11 @@ def compare(
         from attncli.render import json_doc
 
         write(json_doc.compare_document(record), output, env)
-        return
+        return ExitCode.OK
     if format in ("csv", "tsv"):
         from attncli.render import long_table
 
         write(long_table.compare_table(record, "," if format == "csv" else "\t"), output, env)
-        return
+        return ExitCode.OK
     print_human(lambda width: analysis.compare(record, precision, width), output, env)
+    return ExitCode.OK

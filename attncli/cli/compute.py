@@ -22,7 +22,7 @@ from attncli.cli.common import (
 from attncli.cli.environment import Environment
 from attncli.cli.lean import argument, option
 from attncli.cli.output import output_format, print_human, save_pictures, write
-from attncli.errors import fail, listed
+from attncli.errors import ExitCode, fail, listed
 from attncli.i18n import t
 from attncli.render import BINARY_FORMATS, CSV_LAYOUTS, DOCUMENT_FORMATS, HUMAN_FORMATS, refuse, refuse_options
 
@@ -128,7 +128,7 @@ def compute(
     rollout: Annotated[bool, option("--rollout", help=t("help.compute.rollout"))] = False,
     lang: Lang = None,
     debug: Debug = False,
-) -> None:
+) -> ExitCode:
     format = choose(output_format(format, output, FORMATS), FORMATS, "--format", elsewhere=PICTURES)
     choose(dtype, DTYPES, "--dtype", "cli.bad_dtype")
     choose(csv_layout, CSV_LAYOUTS, "--csv-layout", "cli.bad_csv_layout")
@@ -168,7 +168,7 @@ def compute(
         shape = {"precision": precision, "follow": tuple(follow) if follow else None, "heatmap": heatmap}
         pictures = (svg, html, figure, no_color)
         _stack(env, parsed, format, output, quiet, shape, (layer, rollout, analyses), pictures, csv_layout)
-        return
+        return ExitCode.OK
     for flag, given in (("--layer", layer is not None), ("--rollout", rollout)):
         if given:
             raise fail("cli.layers_only", option=flag)
@@ -176,7 +176,7 @@ def compute(
         result = pipeline.result(parsed)
         if not (quiet and output is None):
             write(render.npy(result), output, env)
-        return
+        return ExitCode.OK
     shape = {"precision": precision, "follow": tuple(follow) if follow else None, "heatmap": heatmap}
     if summarised:
         from attncli.render import summary
@@ -184,7 +184,7 @@ def compute(
         # the summary of a large problem, from one pass of the kernel (gradients need every step)
         if parsed.backward is None and summary.is_large(parsed):
             _summary(env, parsed, shape, output, silent, (svg, html, figure, no_color))
-            return
+            return ExitCode.OK
         pipeline.within_budget(parsed)  # loaded on the kernel's budget, it takes every step after all
     steps = pipeline.solve(parsed)
     found, changes = _probe(steps, norms, ablate or [], ablate_head or [], weights or [])
@@ -197,12 +197,13 @@ def compute(
         with located("--figure"):
             write(compute_figure(steps, found, figure), figure, env)
     if quiet and output is None:
-        return
+        return ExitCode.OK
     if format in DOCUMENT_FORMATS:
         document = render.document(steps, format, **shape, norms=found, interventions=changes, csv_layout=csv_layout)
         write(document, output, env)
     else:
         print_human(build, output, env)
+    return ExitCode.OK
 
 
 def _summary(

@@ -20,7 +20,7 @@ from attncli.cli.common import (
 from attncli.cli.environment import Environment
 from attncli.cli.lean import argument, option
 from attncli.cli.output import output_format, print_human, write
-from attncli.errors import fail
+from attncli.errors import ExitCode, fail
 from attncli.i18n import t
 
 FORMATS = ("rich", "text", "json")
@@ -63,7 +63,7 @@ def cost(
     no_color: NoColor = False,
     lang: Lang = None,
     debug: Debug = False,
-) -> None:
+) -> ExitCode:
     format = choose(output_format(format, output, FORMATS), FORMATS, "--format")
     if dtype is not None:
         choose(dtype, DTYPES, "--dtype", "cli.bad_dtype")
@@ -95,3 +95,4 @@ def cost(
         write(shown.json_document(record, compared), output, env)
     else:
         print_human(lambda width: shown.human(record, compared, width), output, env)
+    return ExitCode.OK

@@ -11,7 +11,7 @@ from attncli.cli.ending import say
 from attncli.cli.environment import Environment
 from attncli.cli.lean import option
 from attncli.cli.output import write
-from attncli.errors import fail
+from attncli.errors import ExitCode, fail
 from attncli.i18n import t
 
 SEED_LIMIT = 1_000_000  # random seeds stay short enough to copy by hand
@@ -74,7 +74,7 @@ def generate(
     ] = None,
     lang: Lang = None,
     debug: Debug = False,
-) -> None:
+) -> ExitCode:
     from attncli import exercises
 
     with located("--tokens"):
@@ -107,7 +107,7 @@ def generate(
             raise fail("generate.exists", path=str(output)).at(source="-o")
         text = exercises.exercise(options, seed)
         write(text if sheet is None else _sheet(text, sheet), output, env)
-        return
+        return ExitCode.OK
     if output is None:
         raise fail("generate.count_needs_output").at(source="--count")
     count = count or 1
@@ -131,6 +131,7 @@ def generate(
         env.stderr,
         whole=True,
     )
+    return ExitCode.OK
 
 
 def _sheet(exercise: str, kind: str) -> str:

@@ -12,8 +12,6 @@ import shlex
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Optional
 
-import typer
-
 from attncli.cli.common import SCORES, Debug, Lang, NoColor, boundary, command, completion, epilog, located
 from attncli.cli.ending import say
 from attncli.cli.environment import Environment
@@ -70,7 +68,7 @@ def practice(
     no_color: NoColor = False,
     lang: Lang = None,
     debug: Debug = False,
-) -> None:
+) -> ExitCode:
     from attncli.practice.session import Session
 
     made = {"--seed": seed, "--tokens": tokens, "--dk": dk, "--heads": heads, "--mask": mask, "--score": score}
@@ -111,8 +109,8 @@ def practice(
         write(homework(text, session), record, env)
     if interrupted:
         say(t("cli.interrupted"), env.stderr)
-        raise typer.Exit(ExitCode.INTERRUPTED)
-    raise typer.Exit(ExitCode.OK if result.ok else ExitCode.WRONG_ANSWERS)
+        return ExitCode.INTERRUPTED
+    return ExitCode.OK if result.ok else ExitCode.WRONG_ANSWERS
 
 
 def _run(session: Session, front: _Pipe) -> None:

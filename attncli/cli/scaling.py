@@ -21,6 +21,7 @@ from attncli.cli.common import (
 from attncli.cli.environment import Environment
 from attncli.cli.lean import option
 from attncli.cli.output import output_format, print_human, write
+from attncli.errors import ExitCode
 from attncli.i18n import t
 
 FORMATS = ("rich", "text", "json")
@@ -46,7 +47,7 @@ def scaling(
     no_color: NoColor = False,
     lang: Lang = None,
     debug: Debug = False,
-) -> None:
+) -> ExitCode:
     format = choose(output_format(format, output, FORMATS), FORMATS, "--format")
     from attncli import probes
     from attncli.render import analysis
@@ -59,5 +60,6 @@ def scaling(
         from attncli.render import json_doc
 
         write(json_doc.scaling_document(record), output, env)
-        return
+        return ExitCode.OK
     print_human(lambda width: analysis.scaling(record, precision, width), output, env)
+    return ExitCode.OK

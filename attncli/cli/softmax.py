@@ -9,6 +9,7 @@ from attncli.cli.common import Debug, Lang, NoColor, Output, Precision, boundary
 from attncli.cli.environment import Environment
 from attncli.cli.lean import argument, option
 from attncli.cli.output import output_format, print_human, write
+from attncli.errors import ExitCode
 from attncli.i18n import t
 
 FORMATS = ("rich", "text", "json", "csv", "tsv", "markdown", "latex")
@@ -47,7 +48,7 @@ def softmax(
     no_color: NoColor = False,
     lang: Lang = None,
     debug: Debug = False,
-) -> None:
+) -> ExitCode:
     format = choose(output_format(format, output, FORMATS), FORMATS, "--format")
     from attncli import pipeline
     from attncli import softmax as core
@@ -67,6 +68,7 @@ def softmax(
         write(shown.latex(steps, precision), output, env)
     else:
         print_human(lambda width: shown.human(steps, precision, width), output, env)
+    return ExitCode.OK
 
 
 def _is_file(source: str) -> bool:

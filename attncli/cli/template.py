@@ -8,6 +8,7 @@ from attncli.cli.common import Debug, Lang, Output, boundary, command, epilog
 from attncli.cli.environment import Environment
 from attncli.cli.lean import argument
 from attncli.cli.output import write
+from attncli.errors import ExitCode
 from attncli.i18n import t
 
 EXAMPLES = epilog(
@@ -24,9 +25,10 @@ def template(
     output: Output = None,
     lang: Lang = None,
     debug: Debug = False,
-) -> None:
+) -> ExitCode:
     from attncli import pipeline, submissions, templates, yamldoc
 
     document = yamldoc.read(file)
     steps = pipeline.solve(pipeline.load(document))
     write(templates.template(steps, submissions.exercise_id(document)), output, env)
+    return ExitCode.OK
