@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import inspect
+import typing
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Any, NamedTuple, Optional, TypeVar
@@ -169,9 +170,27 @@ class _Bounded:
 
     @functools.cached_property
     def declared(self) -> inspect.Signature:
-        """The options without the Environment, each annotation's `option(...)` a `Declared`."""
+        """The options without the Environment, each annotation's `option(...)` a `Declared`: the command's own
+        parameters, or the fields of the record it takes them in (`_record`)."""
         signature = inspect.signature(self._command, eval_str=True)
-        return signature.replace(parameters=tuple(signature.parameters.values())[1:])
+        if self._record is None:
+            return signature.replace(parameters=tuple(signature.parameters.values())[1:])
+        hints = typing.get_type_hints(self._record, include_extras=True)
+        defaults = self._record._field_defaults
+        empty, kind = inspect.Parameter.empty, inspect.Parameter.POSITIONAL_OR_KEYWORD
+        parameters = [
+            inspect.Parameter(name, kind, default=defaults.get(name, empty), annotation=hints[name])
+            for name in self._record._fields
+        ]
+        return signature.replace(parameters=parameters)
+
+    @functools.cached_property
+    def _record(self) -> Any:
+        """The NamedTuple a command with many options takes them in (`def compute(env, given: Options)`), or None
+        for a command that takes each as a parameter of its own."""
+        parameters = list(inspect.signature(self._command, eval_str=True).parameters.values())[1:]
+        kind = parameters[0].annotation if len(parameters) == 1 else None
+        return kind if isinstance(kind, type) and issubclass(kind, tuple) and hasattr(kind, "_fields") else None
 
     @functools.cached_property
     def __signature__(self) -> inspect.Signature:
@@ -214,7 +233,10 @@ class _Bounded:
             from attncli.cli.output import all_or_nothing
 
             with all_or_nothing():
-                code: ExitCode = self._command(environment, **options)
+                if self._record is None:
+                    code: ExitCode = self._command(environment, **options)
+                else:
+                    code = self._command(environment, self._record(**options))
             return code
         except BaseException as error:
             return ending(error, debug=options.get("debug", False))

@@ -10,41 +10,31 @@ import stat
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextvars import ContextVar
 from pathlib import Path
-from typing import TYPE_CHECKING, BinaryIO, TextIO, Union
+from typing import TYPE_CHECKING, BinaryIO, TextIO
 
 from attncli.cli.ending import silence_stdout
 from attncli.cli.environment import FILE_WIDTH, Environment
 from attncli.errors import fail
+from attncli.render import Content, Stream
+from attncli.render.formats import implied_by
 from attncli.render.layout import Line, fit, to_text
 
 if TYPE_CHECKING:
     from rich.console import Console
 
 STDOUT = "<stdout>"
-Stream = Callable[[BinaryIO], None]  # writes a large binary output into the stream it is given, piece by piece
-Content = Union[str, bytes, Stream]
-# The format `-o FILE` means when --format is not given; another extension keeps the command's default.
-EXTENSIONS = {
-    ".json": "json",
-    ".csv": "csv",
-    ".tsv": "tsv",
-    ".npy": "npy",
-    ".npz": "npz",
-    ".md": "markdown",
-    ".tex": "latex",
-    ".txt": "text",
-}
 
 
 def output_format(given: str | None, output: Path | None, known: Sequence[str], default: str = "rich") -> str:
-    """The format of a run: `--format` when given, else the one `-o`'s extension names, else `default`.
+    """The format of a run: `--format` when given, else the one `-o`'s extension names (attncli.render.formats),
+    else `default`.
 
     An extension that names a format the command does not write (`check -o grades.npy`) is an error
     rather than the default, which would put text into a file named for something else.
     """
     if given is not None:
         return given
-    implied = EXTENSIONS.get(output.suffix.lower()) if output is not None else None
+    implied = implied_by(output.suffix) if output is not None else None
     if implied is None:
         return default
     if implied not in known:

@@ -214,7 +214,7 @@ def _footer_notes(grid: list[list[Panel]], *problems: Problem) -> list[str]:
     if first.edges is None:
         annotated = max(len(first.rows), len(first.columns)) <= ANNOTATE_UP_TO
         return [t("figure.cells_decimals", decimals=DECIMALS)] if annotated else []
-    from attncli.render import every_number
+    from attncli.render.formats import every_number
 
     notes = []
     for problem in problems:

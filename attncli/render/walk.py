@@ -487,7 +487,7 @@ def items(steps: Steps, view: View, every: str | None = None) -> list[Item]:
     RoPE's turns, the followed queries and,
     with several queries (or `view.heatmap`), the weight matrix; then the combination of the heads.
     `every` is where every number is to be had, when the problem is part of a larger whole (a stack's layer)."""
-    from attncli.render import every_number
+    from attncli.render.formats import every_number
 
     problem = steps.problem
     short = condensed(problem)
@@ -882,7 +882,7 @@ def stack_items(
     """Everything a human format shows of a stack: its facts; per layer (only number `layer` when given)
     its title, the stream it reads, its attention as `items` shows it, the residual sum; then `rollout`
     (through the last layer shown) beside that layer's raw weights."""
-    from attncli.render import every_number
+    from attncli.render.formats import every_number
 
     stack = steps.stack
     count = len(steps.layers)
