@@ -12,11 +12,12 @@ from attncli.cli.lean import argument, option
 from attncli.cli.output import output_format, print_human, write
 from attncli.errors import ExitCode, fail
 from attncli.i18n import describe, t
+from attncli.render import formats
 
 if TYPE_CHECKING:
     from attncli.submissions import Result
 
-FORMATS = ("rich", "text", "json", "csv", "markdown")
+FORMATS = formats.offering(formats.CHECK)
 Format = format_option(FORMATS)
 EXAMPLES = epilog(
     "  attncli check homework.yaml",

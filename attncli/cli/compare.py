@@ -23,8 +23,9 @@ from attncli.cli.lean import argument, option
 from attncli.cli.output import output_format, print_human, write
 from attncli.errors import ExitCode
 from attncli.i18n import t
+from attncli.render import formats
 
-FORMATS = ("rich", "text", "json", "csv", "tsv")
+FORMATS = formats.offering(formats.COMPARE)
 PICTURES = {kind: ("--figure", f".{kind}") for kind in ("svg", "png", "pdf")}
 Format = format_option(FORMATS)
 EXAMPLES = epilog(
@@ -71,7 +72,7 @@ def compare(
     if format in ("csv", "tsv"):
         from attncli.render import long_table
 
-        write(long_table.compare_table(record, "," if format == "csv" else "\t"), output, env)
+        write(long_table.compare_table(record, formats.FORMATS[format].delimiter), output, env)
         return ExitCode.OK
     print_human(lambda width: analysis.compare(record, precision, width), output, env)
     return ExitCode.OK

@@ -22,8 +22,9 @@ from attncli.cli.lean import argument, option
 from attncli.cli.output import output_format, print_human, write
 from attncli.errors import ExitCode, fail
 from attncli.i18n import t
+from attncli.render import formats
 
-FORMATS = ("rich", "text", "json")
+FORMATS = formats.offering(formats.COST)
 Format = format_option(FORMATS)
 DTYPES = ("fp32", "float32", "fp16", "bf16", "fp8", "float64")  # attncli.cost.BYTES, which needs no numpy either
 EXAMPLES = epilog(

@@ -23,8 +23,9 @@ from attncli.cli.lean import option
 from attncli.cli.output import output_format, print_human, write
 from attncli.errors import ExitCode
 from attncli.i18n import t
+from attncli.render import formats
 
-FORMATS = ("rich", "text", "json")
+FORMATS = formats.offering(formats.SCALING)
 Format = format_option(FORMATS)
 EXAMPLES = epilog(
     "  attncli scaling",

@@ -11,8 +11,9 @@ from attncli.cli.lean import argument, option
 from attncli.cli.output import output_format, print_human, write
 from attncli.errors import ExitCode
 from attncli.i18n import t
+from attncli.render import formats
 
-FORMATS = ("rich", "text", "json", "csv", "tsv", "markdown", "latex")
+FORMATS = formats.offering(formats.SOFTMAX)
 Format = format_option(FORMATS)
 FILE_SUFFIXES = (".yaml", ".yml", ".json")  # an argument ending so is a file, even one that does not exist
 EXAMPLES = epilog(
@@ -61,7 +62,7 @@ def softmax(
     if format == "json":
         write(shown.json_document(steps), output, env)
     elif format in ("csv", "tsv"):
-        write(shown.csv_text(steps, "," if format == "csv" else "\t"), output, env)
+        write(shown.csv_text(steps, formats.FORMATS[format].delimiter), output, env)
     elif format == "markdown":
         write(shown.markdown(steps, precision), output, env)
     elif format == "latex":
