@@ -55,7 +55,7 @@ def compare(
 
         figure_format(figure)
     from attncli import pipeline, probes
-    from attncli.render import analysis
+    from attncli.render import probes as shown
 
     first, second = (pipeline.solve(pipeline.single(pipeline.load(name), "compare")) for name in (a, b))
     record = probes.compare(first, second)
@@ -74,5 +74,5 @@ def compare(
 
         write(long_table.compare_table(record, formats.FORMATS[format].delimiter), output, env)
         return ExitCode.OK
-    print_human(lambda width: analysis.compare(record, precision, width), output, env)
+    print_human(lambda width: shown.compare(record, precision, width), output, env)
     return ExitCode.OK

@@ -1,7 +1,7 @@
 """`attncli practice`: the tutor in a terminal (Rich, colour) or in a pipe (one answer per line, plain text).
 
 The session itself is attncli.practice.session; this module only reads lines, prints the
-records as attncli.practice.text words them, and ends: 0 when every step was eventually
+records as attncli.render.practice words them, and ends: 0 when every step was eventually
 right, 1 otherwise, 130 on Ctrl-C, each time after the summary (and the --record file).
 """
 
@@ -99,7 +99,7 @@ def practice(
     session.stop()
     if interrupted:
         front.show([((t("practice.interrupted"), "bold"),)])
-    from attncli.practice.text import summary
+    from attncli.render.practice import summary
 
     result = session.summary()
     front.show(summary(result, env.width, again, harder))
@@ -115,14 +115,14 @@ def practice(
 
 def _run(session: Session, front: _Pipe) -> None:
     """The loop: a prompt, a line, the feedback, until the prompts, the input or the student's patience end."""
-    from attncli.practice import text
+    from attncli.render import practice as shown
 
-    front.show(text.intro(session))
+    front.show(shown.intro(session))
     while (prompt := session.current) is not None:
-        answer = front.read(text.question(session, prompt))
+        answer = front.read(shown.question(session, prompt))
         if answer is None:  # the end of the input
             return
-        front.show(text.feedback(session, session.respond(answer)))
+        front.show(shown.feedback(session, session.respond(answer)))
 
 
 def _from_file(file: str) -> tuple[Steps, str, Settings]:

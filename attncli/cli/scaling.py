@@ -51,7 +51,7 @@ def scaling(
 ) -> ExitCode:
     format = choose(output_format(format, output, FORMATS), FORMATS, "--format")
     from attncli import probes
-    from attncli.render import analysis
+    from attncli.render import probes as shown
 
     with located("--dk"):
         dims = probes.parse_dims(dk)
@@ -62,5 +62,5 @@ def scaling(
 
         write(json_doc.scaling_document(record), output, env)
         return ExitCode.OK
-    print_human(lambda width: analysis.scaling(record, precision, width), output, env)
+    print_human(lambda width: shown.scaling(record, precision, width), output, env)
     return ExitCode.OK

@@ -88,10 +88,10 @@ def human_lines(
     def build(width: int) -> list[Line]:
         extra: list[Line] = []
         if norms or interventions:
-            from attncli.render import analysis  # only then: its import is part of every start-up otherwise
+            from attncli.render import probes  # only then: its import is part of every start-up otherwise
 
-            extra += analysis.norms(norms, steps, precision, width) if norms else []
-            extra += analysis.interventions(interventions, steps, precision, width) if interventions else []
+            extra += probes.norms(norms, steps, precision, width) if norms else []
+            extra += probes.interventions(interventions, steps, precision, width) if interventions else []
         return terminal.render(steps, view, width, extra)
 
     return build

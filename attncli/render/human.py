@@ -10,7 +10,7 @@ import numpy as np
 from attncli import core
 from attncli.core import Steps
 from attncli.i18n import t
-from attncli.render import analysis, summary, tiles, walk
+from attncli.render import probes, summary, tiles, walk
 from attncli.render.layout import BLANK, Line, bar, line, table
 from attncli.render.numbers import MASKED, fixed
 from attncli.render.walk import View
@@ -32,7 +32,7 @@ def render(steps: Steps, view: View, width: int, extra: Sequence[Line] = ()) -> 
         return [*summary.render(found, view.follow, view.precision, width), *backward, *extra]
     out = [line for item in walk.items(steps, view) for line in _RENDER[type(item)](item, view.precision, width)]
     rounding = line((t("render.rounding_note", precision=view.precision), "dim"))
-    return analysis.cautioned_once([*out, *backward, *extra, rounding])
+    return probes.cautioned_once([*out, *backward, *extra, rounding])
 
 
 def _backward(steps: Steps | StackSteps, view: View, width: int) -> list[Line]:
@@ -51,7 +51,7 @@ def render_stack(
     records = walk.stack_items(steps, view, layer, rollout)
     out = [line for item in records for line in _RENDER[type(item)](item, view.precision, width)]
     out += _backward(steps, view, width)
-    return analysis.cautioned_once([*out, line((t("render.rounding_note", precision=view.precision), "dim"))])
+    return probes.cautioned_once([*out, line((t("render.rounding_note", precision=view.precision), "dim"))])
 
 
 def _facts(facts: walk.Facts, p: int, width: int) -> list[Line]:
@@ -236,7 +236,7 @@ def _matrix(item: walk.WeightMatrix, p: int, width: int) -> list[Line]:
     outputs = [[name, out.text(p)] for name, out in item.outputs]
     hint = [line((t("render.follow_hint"), "dim")), BLANK] if len(item.outputs) > walk.AUTO_FOLLOW else []
     return [
-        *analysis.heatmap(item.head, item.problem, p, width),
+        *probes.heatmap(item.head, item.problem, p, width),
         *table(t("render.outputs_title"), [t("render.query"), t("render.output")], outputs, width),  # ends blank
         *hint,
     ]
@@ -281,14 +281,14 @@ def _rollout(item: walk.Rollout, p: int, width: int) -> list[Line]:
     out = []
     if item.raw is not None:
         raw_title = t("render.rollout_raw", number=item.last)
-        out += analysis.weight_map(
+        out += probes.weight_map(
             item.raw, *names, raw_title, p, width, "analysis.caution_map", largest_of="analysis.largest_mean"
         )
     rollout_title = t("render.rollout_title", number=item.last)
     caution = "analysis.caution_rollout"
     return [
         *out,
-        *analysis.weight_map(
+        *probes.weight_map(
             item.rollout, *names, rollout_title, p, width, caution, largest_of="analysis.largest_rollout"
         ),
     ]

@@ -14,10 +14,10 @@ import numpy as np
 
 from attncli.core import HeadOverview, Overview, map_edges
 from attncli.i18n import t
-from attncli.render.analysis import COMPACT_DECIMALS, MASKED_CELL
 from attncli.render.formats import every_number
 from attncli.render.layout import BLANK, Line, line, table
 from attncli.render.numbers import fixed, vector
+from attncli.render.probes import COMPACT_DECIMALS, MASKED_CELL
 from attncli.render.walk import AUTO_FOLLOW, Condensed, condensed, shown_of, weight_grid
 
 if TYPE_CHECKING:

@@ -404,7 +404,7 @@ def exp_label(query: Query, precision: int) -> str:
 class WeightMatrix(NamedTuple):
     """A head's weights for every query (None where masked) and every query's output."""
 
-    head: HeadSteps  # and `problem`: what the terminal's shaded map (render.analysis.heatmap) reads
+    head: HeadSteps  # and `problem`: what the terminal's shaded map (render.probes.heatmap) reads
     problem: Problem
     tokens: tuple[str, ...]
     weights: tuple[tuple[str, tuple[Num | None, ...]], ...]

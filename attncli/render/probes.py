@@ -1,4 +1,4 @@
-"""Views of the analysis records: heatmaps, norms, interventions, comparisons, the √d_k table.
+"""Views of the probes' records (attncli.probes): heatmaps, norms, interventions, comparisons, the √d_k table.
 
 Every number goes through `numbers.fixed` and every table through `layout.table`,
 so nothing is cut at any width. Colour only repeats what the text already says:
