@@ -23,8 +23,8 @@ from attncli.i18n import t
 from attncli.problem import Projection
 from attncli.render import human, latex, markdown, walk
 from attncli.render.layout import fit, to_text
-from attncli.render.numbers import sum_of_products
 from attncli.render.walk import View
+from attncli.written import sum_of_products
 from tests.paths import ONE_LAYER_SAMPLES, SAMPLES
 
 ENV = {"LC_ALL": None, "LC_MESSAGES": None, "LANG": None}

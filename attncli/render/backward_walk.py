@@ -19,7 +19,6 @@ from attncli.backward import Gradients, HeadGradients, LayerGradients, StackGrad
 from attncli.core import HeadSteps, Steps
 from attncli.i18n import t
 from attncli.problem import Backward, Norm, Problem, Projection
-from attncli.render.numbers import fixed
 from attncli.render.walk import (
     DOWN,
     ENTRY,
@@ -39,6 +38,7 @@ from attncli.render.walk import (
     shown_of,
     vec,
 )
+from attncli.written import fixed
 
 if TYPE_CHECKING:
     from attncli.layers import LayerSteps, StackSteps

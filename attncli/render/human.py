@@ -12,8 +12,8 @@ from attncli.core import Steps
 from attncli.i18n import t
 from attncli.render import probes, summary, tiles, walk
 from attncli.render.layout import BLANK, Line, bar, line, table
-from attncli.render.numbers import MASKED, fixed
 from attncli.render.walk import View
+from attncli.written import MASKED, fixed
 
 if TYPE_CHECKING:
     from attncli.layers import StackSteps

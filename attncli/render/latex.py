@@ -26,7 +26,7 @@ from attncli.core import Steps
 from attncli.i18n import t
 from attncli.layers import StackSteps
 from attncli.render import latex_math, tiles, walk
-from attncli.render.numbers import fixed, products
+from attncli.written import fixed, products
 
 BLANK = r"\rule{0pt}{3.2ex}\hspace{3.6em}"  # a cell of a sheet's grid, room for 0.6652 written by hand
 WIDE_BLANK = r"\rule{0pt}{3.2ex}\hspace{16em}"  # room for an output vector

@@ -10,7 +10,7 @@ from attncli.core import Steps
 from attncli.i18n import t
 from attncli.layers import StackSteps
 from attncli.render import tiles, walk
-from attncli.render.numbers import fixed
+from attncli.written import fixed
 
 
 def render(steps: Steps, precision: int = 4, follow: tuple[str, ...] | None = None, heatmap: bool = False) -> str:

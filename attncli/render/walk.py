@@ -21,7 +21,7 @@ from attncli import positions
 from attncli.core import HeadSteps, Steps, row_norms
 from attncli.i18n import t
 from attncli.problem import Head, Norm, Operand, PositionEncoding, Problem, Projection
-from attncli.render.numbers import entry, fixed, sum_of_products
+from attncli.written import entry, fixed, sum_of_products
 
 if TYPE_CHECKING:  # stacked layers: attncli.layers is imported only for them
     from attncli.layers import LayerSteps, StackSteps

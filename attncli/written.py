@@ -1,4 +1,5 @@
-"""How numbers look in human output: fixed decimals, never cut, no negative zero."""
+"""How numbers are written, for every reader (the human formats, the tutor, the exercises): fixed decimals, never
+cut, no negative zero; inputs as given; sums of products as by hand."""
 
 from __future__ import annotations
 
