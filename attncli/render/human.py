@@ -13,7 +13,7 @@ from attncli.i18n import t
 from attncli.render import probes, summary, tiles, walk
 from attncli.render.layout import BLANK, Line, bar, line, table
 from attncli.render.walk import View
-from attncli.written import MASKED, fixed
+from attncli.written import MASKED, arithmetic_text, fixed
 
 if TYPE_CHECKING:
     from attncli.layers import StackSteps
@@ -165,7 +165,7 @@ def _score_table(query: walk.Query, p: int, width: int) -> list[Line]:
         [
             key.key,
             key.k.text(p),
-            walk.arithmetic_text(key.dot, p),
+            arithmetic_text(key.dot, p),
             *walk.score_cells(key, p, masked),
         ]
         for key in query.keys

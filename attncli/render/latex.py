@@ -26,7 +26,7 @@ from attncli.core import Steps
 from attncli.i18n import t
 from attncli.layers import StackSteps
 from attncli.render import latex_math, tiles, walk
-from attncli.written import fixed, products
+from attncli.written import Additive, Arithmetic, Cosine, Terms, Vec, fixed, products, shown_of
 
 BLANK = r"\rule{0pt}{3.2ex}\hspace{3.6em}"  # a cell of a sheet's grid, room for 0.6652 written by hand
 WIDE_BLANK = r"\rule{0pt}{3.2ex}\hspace{16em}"  # room for an output vector
@@ -280,7 +280,7 @@ def _bmatrix(rows: Sequence[Sequence[_Math]]) -> _Math:
     return _Math(r"\begin{bmatrix} " + cells + r" \end{bmatrix}", width, LINE * len(rows) + 2)
 
 
-def _matrix(rows: Sequence[walk.Vec], p: int) -> _Math:
+def _matrix(rows: Sequence[Vec], p: int) -> _Math:
     return _bmatrix([[_number(cell.text(p)) for cell in row.cells] for row in rows])
 
 
@@ -330,7 +330,7 @@ def _rows(lhs: _Math, sides: Sequence[Sequence[_Math]], budget: float) -> tuple[
     return rows, height + tall + JOT
 
 
-def _columns(lhs: _Math, rows: Sequence[walk.Vec], p: int) -> list[Equation]:
+def _columns(lhs: _Math, rows: Sequence[Vec], p: int) -> list[Equation]:
     """`lhs = matrix`, or for a matrix wider than the page or taller than MATRIX_ROWS, one equation per block
     of its rows and columns, each named (rows 1–24, columns 1–4)."""
     cells = [[_number(cell.text(p)) for cell in row.cells] for row in rows]
@@ -477,20 +477,20 @@ def _scores(query: walk.Query, p: int) -> list[str]:
     return [heading, *_display(equations)]
 
 
-def _chain(written: walk.Arithmetic, p: int) -> list[_Math]:
+def _chain(written: Arithmetic, p: int) -> list[_Math]:
     """A compatibility before the scale as a chain of equal expressions, ending with its value."""
     value = _number(written.value.text(p))
     match written:
-        case walk.Terms(pairs=pairs):
+        case Terms(pairs=pairs):
             terms = [
                 replace(_number(term.first) + _Math(r" \times ", BIN) + _number(term.second), sign=term.sign or "+")
                 for term in products((a.text(p), b.text(p)) for a, b in pairs)
             ]
             return [_sum([replace(term, sign="-" if term.sign == "−" else term.sign) for term in terms]), value]
-        case walk.Cosine(dot=dot, norms=(left, right)):
+        case Cosine(dot=dot, norms=(left, right)):
             norms = _number(left.text(p)) + _Math(r" \times ", BIN) + _number(right.text(p))
             return [_frac(_number(dot.text(p)), norms), value]
-        case walk.Additive(hidden=hidden):
+        case Additive(hidden=hidden):
             return [_Math(r"\mathbf{v}\cdot", 8.6) + _matrix((hidden,), p), value]
     return [value]
 
@@ -568,7 +568,7 @@ def worked(shown: tiles.Worked) -> list[str]:
 def _matrix_item(item: walk.WeightMatrix, p: int) -> list[str]:
     rows = [[text(name), *("$\\cdot$" if w is None else cell(w.text(p)) for w in row)] for name, row in item.weights]
     outputs = [[text(name), *(cell(number.text(p)) for number in out.cells)] for name, out in item.outputs]
-    shown, gap = walk.shown_of(int(item.head.output.shape[1]), item.outputs[0][1].gap is not None)
+    shown, gap = shown_of(int(item.head.output.shape[1]), item.outputs[0][1].gap is not None)
     coordinates = [f"$z_{{{j + 1}}}$" for j in shown]
     if gap is not None:
         coordinates.insert(gap, r"$\cdots$")

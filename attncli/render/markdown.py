@@ -10,7 +10,7 @@ from attncli.core import Steps
 from attncli.i18n import t
 from attncli.layers import StackSteps
 from attncli.render import tiles, walk
-from attncli.written import fixed
+from attncli.written import arithmetic_text, fixed
 
 
 def render(steps: Steps, precision: int = 4, follow: tuple[str, ...] | None = None, heatmap: bool = False) -> str:
@@ -171,7 +171,7 @@ def _scores(query: walk.Query, p: int) -> list[str]:
             rows.append([_escape(key.key), s])
         else:
             cells = walk.score_cells(key, p, t("render.masked"))
-            rows.append([_escape(key.key), key.k.text(p), walk.arithmetic_text(key.dot, p), *cells])
+            rows.append([_escape(key.key), key.k.text(p), arithmetic_text(key.dot, p), *cells])
     headers = [t("render.key"), "s"]
     if kind != "given":
         headers = [t("render.key"), "k", walk.FORMULAS[kind].text, *walk.score_headers(query)]

@@ -17,8 +17,8 @@ from attncli.i18n import t
 from attncli.render.formats import every_number
 from attncli.render.layout import BLANK, Line, line, table
 from attncli.render.probes import COMPACT_DECIMALS, MASKED_CELL
-from attncli.render.walk import AUTO_FOLLOW, Condensed, condensed, shown_of, weight_grid
-from attncli.written import fixed, vector
+from attncli.render.walk import AUTO_FOLLOW, Condensed, condensed, weight_grid
+from attncli.written import fixed, shown_of, vector
 
 if TYPE_CHECKING:
     from attncli.problem import Problem
