@@ -516,7 +516,7 @@ SHEET_SHAPES = [
 
 
 def replay_exact(written: str) -> float:
-    """walk.exact's √2/2, -3√2/2, 1/3 read back as a number, by hand: [sign][a]√n[/d]."""
+    """sheets.exact's √2/2, -3√2/2, 1/3 read back as a number, by hand: [sign][a]√n[/d]."""
     match = re.fullmatch(r"(-?)(\d*)(?:√(\d+))?(?:/(\d+))?", written)
     if match is None:
         return float(written)

@@ -25,7 +25,7 @@ import numpy as np
 from attncli.core import Steps
 from attncli.i18n import t
 from attncli.layers import StackSteps
-from attncli.render import latex_math, tiles, walk
+from attncli.render import latex_math, sheets, tiles, walk
 from attncli.written import Additive, Arithmetic, Cosine, Terms, Vec, fixed, products, shown_of
 
 BLANK = r"\rule{0pt}{3.2ex}\hspace{3.6em}"  # a cell of a sheet's grid, room for 0.6652 written by hand
@@ -138,7 +138,7 @@ def _document(items: Sequence[walk.Item], widest: int, precision: int, backward:
 
 def sheet(steps: Steps) -> str:
     """The exercise to hand out: what it gives, and ruled grids to fill in for the scores, weights and outputs."""
-    paper = walk.sheet(steps)
+    paper = sheets.sheet(steps)
     lines = _facts(paper.facts, 4)
     lines[1:1] = [rf"\noindent\textbf{{{text(t('writeup.sheet_name'))}}} \rule{{7cm}}{{0.4pt}}", ""]
     lines += [prose(paper.task), "", rf"\subsection*{{{text(t('writeup.sheet_given'))}}}"]
@@ -180,7 +180,7 @@ def _preamble(widest: int) -> list[str]:
     ]
 
 
-def _given(given: walk.Given) -> list[str]:
+def _given(given: sheets.Given) -> list[str]:
     """A given matrix as a table: its rows' names (tokens, or row numbers) and one column per coordinate."""
     headers = [text(given.label), *(f"${j + 1}$" for j in range(len(given.rows[0])))]
     rows = [[text(name), *(f"${_exact(x)}$" for x in row)] for name, row in zip(given.row_names, given.rows)]
@@ -188,7 +188,7 @@ def _given(given: walk.Given) -> list[str]:
 
 
 def _exact(written: str) -> str:
-    """walk.exact's -√2/2 in math: -\\sqrt{2}/2; a position's 3π/2: 3\\pi/2."""
+    """sheets.exact's -√2/2 in math: -\\sqrt{2}/2; a position's 3π/2: 3\\pi/2."""
     return re.sub(r"√(\d+)", r"\\sqrt{\1}", written).replace("π", r"\pi ")
 
 

@@ -9,7 +9,7 @@ import numpy as np
 from attncli.core import Steps
 from attncli.i18n import t
 from attncli.layers import StackSteps
-from attncli.render import tiles, walk
+from attncli.render import sheets, tiles, walk
 from attncli.written import arithmetic_text, fixed
 
 
@@ -28,7 +28,7 @@ def render(steps: Steps, precision: int = 4, follow: tuple[str, ...] | None = No
 
 def sheet(steps: Steps) -> str:
     """The exercise to hand out: what it gives, and empty grids for the scores, weights and outputs."""
-    paper = walk.sheet(steps)
+    paper = sheets.sheet(steps)
     lines = _facts(paper.facts, 4)
     lines[2:2] = [f"{t('writeup.sheet_name')} ____________________", ""]
     lines[-1:-1] = ["", paper.task]
@@ -51,7 +51,7 @@ def sheet(steps: Steps) -> str:
     return "\n".join(lines).rstrip("\n") + "\n"
 
 
-def _given(given: walk.Given) -> list[str]:
+def _given(given: sheets.Given) -> list[str]:
     rows = [[_escape(name), f"[{', '.join(row)}]"] for name, row in zip(given.row_names, given.rows)]
     return _table(given.name, [given.label, given.name], rows)
 
