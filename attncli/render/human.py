@@ -10,7 +10,7 @@ import numpy as np
 from attncli import core
 from attncli.core import Steps
 from attncli.i18n import t
-from attncli.render import probes, summary, tiles, walk
+from attncli.render import probes, stack_walk, summary, tiles, walk
 from attncli.render.layout import BLANK, Line, bar, line, table
 from attncli.render.walk import View
 from attncli.written import MASKED, arithmetic_text, fixed
@@ -48,7 +48,7 @@ def render_stack(
     steps: StackSteps, view: View, width: int, layer: int | None = None, rollout: np.ndarray | None = None
 ) -> list[Line]:
     """A stack's explanation, layer by layer (only `layer` when given), then the rollout when asked for."""
-    records = walk.stack_items(steps, view, layer, rollout)
+    records = stack_walk.stack_items(steps, view, layer, rollout)
     out = [line for item in records for line in _RENDER[type(item)](item, view.precision, width)]
     out += _backward(steps, view, width)
     return probes.cautioned_once([*out, line((t("render.rounding_note", precision=view.precision), "dim"))])
@@ -254,7 +254,7 @@ def _combination(item: walk.Combination, p: int, width: int) -> list[Line]:
     return out
 
 
-def _stack_facts(facts: walk.StackFacts, p: int, width: int) -> list[Line]:
+def _stack_facts(facts: stack_walk.StackFacts, p: int, width: int) -> list[Line]:
     lines = [line((facts.title, "bold underline"))] if facts.title else []
     if facts.notes:
         lines.append(line((facts.notes, "italic")))
@@ -264,18 +264,18 @@ def _stack_facts(facts: walk.StackFacts, p: int, width: int) -> list[Line]:
     return [*lines, BLANK, *table(t("render.stack_layers"), ["#", t("render.layer"), t("render.norm")], rows, width)]
 
 
-def _layer_title(item: walk.LayerTitle, p: int, width: int) -> list[Line]:
+def _layer_title(item: stack_walk.LayerTitle, p: int, width: int) -> list[Line]:
     title = t("render.layer_title", number=item.number, count=item.count, name=item.name)
     return [line((title, "bold reverse")), _fact(t("render.norm_label"), item.norm), *_rules(item.facts, p, width)]
 
 
-def _stream(item: walk.Stream, p: int, width: int) -> list[Line]:
+def _stream(item: stack_walk.Stream, p: int, width: int) -> list[Line]:
     rows = [[token, row.text(p)] for token, row in zip(item.tokens, item.rows)]
     title = t(f"render.stream_{item.kind}", formula=item.formula)
     return table(title, [t("render.token"), item.name], rows, width)
 
 
-def _rollout(item: walk.Rollout, p: int, width: int) -> list[Line]:
+def _rollout(item: stack_walk.Rollout, p: int, width: int) -> list[Line]:
     """The layer's mean weights (with several heads), then the rollout, each legend naming what it scales."""
     names = (item.tokens, item.tokens)
     out = []
@@ -306,8 +306,8 @@ _RENDER: dict[type, Callable[..., list[Line]]] = {
     tiles.TileTrace: lambda item, p, width: worked(tiles.table(item, p), width),
     walk.WeightMatrix: _matrix,
     walk.Combination: _combination,
-    walk.StackFacts: _stack_facts,
-    walk.LayerTitle: _layer_title,
-    walk.Stream: _stream,
-    walk.Rollout: _rollout,
+    stack_walk.StackFacts: _stack_facts,
+    stack_walk.LayerTitle: _layer_title,
+    stack_walk.Stream: _stream,
+    stack_walk.Rollout: _rollout,
 }

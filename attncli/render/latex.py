@@ -25,7 +25,7 @@ import numpy as np
 from attncli.core import Steps
 from attncli.i18n import t
 from attncli.layers import StackSteps
-from attncli.render import latex_math, sheets, tiles, walk
+from attncli.render import latex_math, sheets, stack_walk, tiles, walk
 from attncli.written import Additive, Arithmetic, Cosine, Terms, Vec, fixed, products, shown_of
 
 BLANK = r"\rule{0pt}{3.2ex}\hspace{3.6em}"  # a cell of a sheet's grid, room for 0.6652 written by hand
@@ -111,7 +111,7 @@ def render_stack(
     widest = max(_widest(record.attention) for record in steps.layers)
     widest = max(widest, steps.stack.x.shape[1], len(steps.stack.tokens))
     view = walk.View(precision, follow, heatmap)
-    return _document(walk.stack_items(steps, view, layer, rollout), widest, precision, _backward(steps, view))
+    return _document(stack_walk.stack_items(steps, view, layer, rollout), widest, precision, _backward(steps, view))
 
 
 def _backward(steps: Steps | StackSteps, view: walk.View) -> list[str]:
@@ -123,7 +123,7 @@ def _backward(steps: Steps | StackSteps, view: walk.View) -> list[str]:
     return backward_show.latex(steps, view)
 
 
-def _document(items: Sequence[walk.Item], widest: int, precision: int, backward: Sequence[str] = ()) -> str:
+def _document(items: Sequence[stack_walk.Item], widest: int, precision: int, backward: Sequence[str] = ()) -> str:
     lines = [
         *_preamble(widest),
         *(line for item in items for line in _RENDER[type(item)](item, precision)),
@@ -643,7 +643,7 @@ def _widest(steps: Steps) -> int:
     return max(MIN_MATRIX_COLUMNS, *widths)
 
 
-def _stack_facts(facts: walk.StackFacts, p: int) -> list[str]:
+def _stack_facts(facts: stack_walk.StackFacts, p: int) -> list[str]:
     lines = [rf"\section*{{{prose(facts.title or t('writeup.title'))}}}"]
     if facts.notes:
         lines += [prose(facts.notes), ""]
@@ -667,19 +667,19 @@ def _list(rows: Sequence[Sequence[str]]) -> list[str]:
     ]
 
 
-def _layer_title(item: walk.LayerTitle, p: int) -> list[str]:
+def _layer_title(item: stack_walk.LayerTitle, p: int) -> list[str]:
     title = t("render.layer_title", number=item.number, count=item.count, name=item.name).strip()
     norm = rf"\item \textbf{{{text(t('render.norm_label'))}:}} {prose(item.norm)}"
     return [rf"\subsection*{{{text(title)}}}", r"\begin{itemize}", norm, *_rules(item.facts, p), r"\end{itemize}", ""]
 
 
-def _stream(item: walk.Stream, p: int) -> list[str]:
+def _stream(item: stack_walk.Stream, p: int) -> list[str]:
     heading = rf"\paragraph{{{text(t(f'render.stream_{item.kind}', formula='').rstrip(': '))}}} ${item.latex}$"
     rows = [[text(token), f"${_matrix((row,), p).tex}$"] for token, row in zip(item.tokens, item.rows)]
     return [heading, *_tabular([text(t("render.token")), f"${item.latex.split(' = ')[0]}$"], rows)]
 
 
-def _rollout(item: walk.Rollout, p: int) -> list[str]:
+def _rollout(item: stack_walk.Rollout, p: int) -> list[str]:
     headers = [text(t("render.query")), *(text(name) for name in item.tokens)]
     raw_title = text(t("render.rollout_raw", number=item.last))
     product = rf"$\tilde A_{{{item.last}}}\cdots\tilde A_{{1}}$, $\tilde A = \tfrac12\,\overline{{A}} + \tfrac12 I$"
@@ -692,7 +692,7 @@ def _rollout(item: walk.Rollout, p: int) -> list[str]:
     return [*lines, rf"\emph{{{prose(t('analysis.caution_rollout'))}}}", ""]
 
 
-_RENDER: dict[type, Callable[[walk.Item, int], list[str]]] = {
+_RENDER: dict[type, Callable[[stack_walk.Item, int], list[str]]] = {
     walk.Facts: _facts,
     walk.Condensed: _condensed,
     walk.Encoded: _encoded,
@@ -704,8 +704,8 @@ _RENDER: dict[type, Callable[[walk.Item, int], list[str]]] = {
     tiles.TileTrace: lambda item, p: worked(tiles.table(item, p)),
     walk.WeightMatrix: _matrix_item,
     walk.Combination: _combination,
-    walk.StackFacts: _stack_facts,
-    walk.LayerTitle: _layer_title,
-    walk.Stream: _stream,
-    walk.Rollout: _rollout,
+    stack_walk.StackFacts: _stack_facts,
+    stack_walk.LayerTitle: _layer_title,
+    stack_walk.Stream: _stream,
+    stack_walk.Rollout: _rollout,
 }

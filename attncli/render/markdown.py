@@ -9,7 +9,7 @@ import numpy as np
 from attncli.core import Steps
 from attncli.i18n import t
 from attncli.layers import StackSteps
-from attncli.render import sheets, tiles, walk
+from attncli.render import sheets, stack_walk, tiles, walk
 from attncli.written import arithmetic_text, fixed
 
 
@@ -66,7 +66,7 @@ def render_stack(
     heatmap: bool = False,
 ) -> str:
     """A stack layer by layer (only `layer` when given), then `rollout` when given."""
-    records = walk.stack_items(steps, walk.View(precision, follow, heatmap), layer, rollout)
+    records = stack_walk.stack_items(steps, walk.View(precision, follow, heatmap), layer, rollout)
     lines = [line for item in records for line in _RENDER[type(item)](item, precision)]
     lines += _backward(steps, precision, follow)
     lines.append(f"_{t('writeup.rounding_note', precision=precision)}_")
@@ -257,7 +257,7 @@ def _escape(text: str) -> str:
     return "".join(f"\\{c}" if c in "\\`*_[]<>#" else c for c in str(text))
 
 
-def _stack_facts(facts: walk.StackFacts, p: int) -> list[str]:
+def _stack_facts(facts: stack_walk.StackFacts, p: int) -> list[str]:
     lines = [f"# {_escape(facts.title or t('writeup.title'))}", ""]
     if facts.notes:
         lines += [_escape(facts.notes), ""]
@@ -270,17 +270,17 @@ def _stack_facts(facts: walk.StackFacts, p: int) -> list[str]:
     return lines + _table(t("render.stack_layers"), ["#", t("render.layer"), t("render.norm")], rows)
 
 
-def _layer_title(item: walk.LayerTitle, p: int) -> list[str]:
+def _layer_title(item: stack_walk.LayerTitle, p: int) -> list[str]:
     title = t("render.layer_title", number=item.number, count=item.count, name=_escape(item.name)).strip()
     return [f"## {title}", "", f"- **{t('render.norm_label')}:** {item.norm}", *_rules(item.facts, p)]
 
 
-def _stream(item: walk.Stream, p: int) -> list[str]:
+def _stream(item: stack_walk.Stream, p: int) -> list[str]:
     rows = [[_escape(token), row.text(p)] for token, row in zip(item.tokens, item.rows)]
     return _table(t(f"render.stream_{item.kind}", formula=item.formula), [t("render.token"), item.name], rows)
 
 
-def _rollout(item: walk.Rollout, p: int) -> list[str]:
+def _rollout(item: stack_walk.Rollout, p: int) -> list[str]:
     headers = [t("render.query"), *(_escape(name) for name in item.tokens)]
     lines = []
     shown = [(t("render.rollout_raw", number=item.last), item.raw)] if item.raw is not None else []
@@ -290,7 +290,7 @@ def _rollout(item: walk.Rollout, p: int) -> list[str]:
     return [*lines, f"_{t('analysis.caution_rollout')}_", ""]
 
 
-_RENDER: dict[type, Callable[[walk.Item, int], list[str]]] = {
+_RENDER: dict[type, Callable[[stack_walk.Item, int], list[str]]] = {
     walk.Facts: _facts,
     walk.Condensed: _condensed,
     walk.Encoded: _encoded,
@@ -302,8 +302,8 @@ _RENDER: dict[type, Callable[[walk.Item, int], list[str]]] = {
     tiles.TileTrace: lambda item, p: worked(tiles.table(item, p)),
     walk.WeightMatrix: _matrix,
     walk.Combination: _combination,
-    walk.StackFacts: _stack_facts,
-    walk.LayerTitle: _layer_title,
-    walk.Stream: _stream,
-    walk.Rollout: _rollout,
+    stack_walk.StackFacts: _stack_facts,
+    stack_walk.LayerTitle: _layer_title,
+    stack_walk.Stream: _stream,
+    stack_walk.Rollout: _rollout,
 }

@@ -5,10 +5,11 @@ terminal (`human`), Markdown and LaTeX show: the facts of the problem, each head
 projections, the followed queries step by step (scores with their arithmetic
 written out, softmax, weighted sum), the weight matrix whenever there are several
 queries, and how the heads combine. It returns small frozen records whose numbers
-carry the way they are written (`Num`, `Vec`); the three backends only turn them
-into their syntax, so they cannot disagree on what is shown or on any number.
-The records are NamedTuples, not frozen dataclasses, which cost ten times as much to
-create when attncli starts.
+carry the way they are written (`Num`, `Vec`, attncli.written); the three backends only
+turn them into their syntax, so they cannot disagree on what is shown or on any number.
+A stack of layers is walked layer by layer (render/stack_walk.py), an exercise sheet laid
+out from the same facts (render/sheets.py). The records are NamedTuples, not frozen
+dataclasses, which cost ten times as much to create when attncli starts.
 """
 
 import math
@@ -20,7 +21,7 @@ import numpy as np
 from attncli import positions
 from attncli.core import HeadSteps, Steps, row_norms
 from attncli.i18n import t
-from attncli.problem import Norm, PositionEncoding, Problem, Projection
+from attncli.problem import PositionEncoding, Problem, Projection
 from attncli.written import (
     ACROSS,
     DOWN,
@@ -42,7 +43,7 @@ from attncli.written import (
 )
 
 if TYPE_CHECKING:  # stacked layers: attncli.layers is imported only for them
-    from attncli.layers import LayerSteps, StackSteps
+    pass
 
 AUTO_FOLLOW = 3  # every query in detail up to this many; beyond, the weight matrix and the outputs
 MAX_KEYS = 16  # more keys than this, or more queries than MAX_QUERIES, and the walk is condensed (`condensed`)
@@ -278,65 +279,7 @@ class Combination(NamedTuple):
     output: tuple[Vec, ...]
 
 
-class StackFacts(NamedTuple):
-    """A stack in a few lines: title, tokens, the stream's width d, each layer's name and norm in words."""
-
-    title: str | None
-    notes: str | None
-    tokens: tuple[str, ...]
-    d: int
-    layers: tuple[tuple[str, str], ...]
-
-
-class LayerTitle(NamedTuple):
-    """The start of one layer's steps: number `number` of `count`, its name, its norm in words, its facts."""
-
-    number: int
-    count: int
-    name: str
-    norm: str
-    facts: Facts  # its heads' scores and its mask; the tokens are the stack's
-
-
-class Stream(NamedTuple):
-    """A matrix of the residual stream (S, d), one row per token: what a layer reads, normalises or leaves.
-
-    `kind` is input, normed, residual or output; `formula` says how it was made (X₂ = X₁ + Attn(LN(X₁))),
-    `name` is its left side (X₂), `latex` the formula in math mode.
-    """
-
-    kind: str
-    formula: str
-    name: str
-    latex: str
-    tokens: tuple[str, ...]
-    rows: tuple[Vec, ...]
-
-
-class Rollout(NamedTuple):
-    """Attention rollout over the layers shown, beside the last one's raw weights (mean over its heads), (S, S) each."""
-
-    tokens: tuple[str, ...]
-    last: int  # the number of the last layer the rollout multiplies: Ã_last···Ã_1
-    raw: np.ndarray | None  # (S, S); None for a layer of one head, whose own weights are shown already
-    rollout: np.ndarray  # (S, S)
-
-
-Item = (
-    Facts
-    | Condensed
-    | Encoded
-    | HeadTitle
-    | Projected
-    | Rotary
-    | Query
-    | WeightMatrix
-    | Combination
-    | StackFacts
-    | LayerTitle
-    | Stream
-    | Rollout
-)
+Item = Facts | Condensed | Encoded | HeadTitle | Projected | Rotary | Query | WeightMatrix | Combination
 
 
 def items(steps: Steps, view: View, every: str | None = None) -> list[Item]:
@@ -614,88 +557,8 @@ def _combination(steps: Steps, short: bool = False) -> Combination:
     )
 
 
-# Stacked layers: each layer's attention walked as above, between the stream it reads and the one it leaves
-
-NORM_SHORT = {"layer": "LN", "rms": "RMS"}
-
-
-def stack_items(
-    steps: "StackSteps", view: View, layer: int | None = None, rollout: np.ndarray | None = None
-) -> list[Item]:
-    """Everything a human format shows of a stack: its facts; per layer (only number `layer` when given)
-    its title, the stream it reads, its attention as `items` shows it, the residual sum; then `rollout`
-    (through the last layer shown) beside that layer's raw weights."""
-    from attncli.render.formats import every_number
-
-    stack = steps.stack
-    count = len(steps.layers)
-    names = tuple((record.layer.label, norm_words(record.layer.norm)) for record in steps.layers)
-    out: list[Item] = [StackFacts(stack.title, stack.notes, stack.tokens, int(stack.x.shape[1]), names)]
-    for number in [layer] if layer is not None else range(1, count + 1):
-        record = steps.layers[number - 1]
-        norm = record.layer.norm
-        first, *shown = items(record.attention, view, every_number(stack))
-        out.append(LayerTitle(number, count, record.layer.label, norm_words(norm), first))
-        out += _streams(record, number, stack.tokens, shown)
-    if rollout is not None:
-        last = layer or count
-        from attncli.layers import mean_weights
-
-        attention = steps.layers[last - 1].attention
-        raw = mean_weights(attention) if len(attention.heads) > 1 else None
-        out.append(Rollout(stack.tokens, last, raw, rollout))
-    return out
-
-
 class Expr(NamedTuple):
     """A stream's formula as text (X₂ + Attn(LN(X₂))) and in LaTeX's math mode."""
 
     text: str
     latex: str
-
-
-def _streams(record: "LayerSteps", number: int, tokens: tuple[str, ...], shown: list[Item]) -> list[Item]:
-    """A layer's input (normalised with a norm placed pre), its attention's records `shown`, what it leaves."""
-    norm = record.layer.norm
-    place = None if norm is None else norm.place
-
-    def stream(kind: str, name: Expr, value: Expr, matrix: np.ndarray) -> Stream:
-        same = name == value
-        formula = name.text if same else f"{name.text} = {value.text}"
-        latex = name.latex if same else f"{name.latex} = {value.latex}"
-        return Stream(kind, formula, name.text, latex, tokens, rows(matrix))
-
-    x_l = _stream_name(number)
-    out = [stream("input", x_l, Expr("x", r"\mathbf{x}") if number == 1 else x_l, record.input)]
-    fed = x_l
-    if place == "pre":
-        fed = _normed(norm, x_l)
-        out.append(stream("normed", fed, fed, record.normed))
-    out += shown
-    residual = Expr(f"{x_l.text} + Attn({fed.text})", rf"{x_l.latex} + \mathrm{{Attn}}({fed.latex})")
-    if place == "post":
-        out.append(stream("residual", residual, residual, record.residual))
-        residual = _normed(norm, residual)
-    out.append(stream("output", _stream_name(number + 1), residual, record.output))
-    return out
-
-
-def _normed(norm: Norm, inner: Expr) -> Expr:
-    short = NORM_SHORT[norm.kind]
-    return Expr(f"{short}({inner.text})", rf"\mathrm{{{short}}}({inner.latex})")
-
-
-def norm_words(norm: Norm | None) -> str:
-    """A layer's norm in words: which one, where, its ε, and whether it learns a gain or a bias."""
-    if norm is None:
-        return t("render.norm_none")
-    words = t(f"render.norm_{norm.kind}", eps=f"{norm.eps:g}")
-    learned = [name for name, given in (("gain", norm.gain), ("bias", norm.shift)) if given is not None]
-    if learned:
-        words += t("render.norm_learned", names=", ".join(learned))
-    return t(f"render.norm_{norm.place}", norm=words, short=NORM_SHORT[norm.kind])
-
-
-def _stream_name(number: int) -> Expr:
-    """X₁, X₂, …: the stream layer `number` reads."""
-    return Expr("X" + str(number).translate(str.maketrans("0123456789", "₀₁₂₃₄₅₆₇₈₉")), f"X_{{{number}}}")
