@@ -24,8 +24,9 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar
 
-from attncli.errors import CONTROL_CODES, AttnError, Message, fail, phrase, printable
+from attncli.errors import CONTROL_CODES, AttnError, fail, phrase, printable
 from attncli.expr import evaluate, quote
+from attncli.i18n import Message
 
 if TYPE_CHECKING:
     import yaml

@@ -18,8 +18,9 @@ from typer.core import TyperCommand, TyperGroup
 from attncli import __version__
 from attncli.cli.common import COMMANDS, REGISTERED, Lang
 from attncli.cli.ending import ending
+from attncli.cli.environment import checked_language
 from attncli.errors import ExitCode
-from attncli.i18n import LANGUAGE, checked_language, language_from_environment, language_in_arguments, t
+from attncli.i18n import LANGUAGE, language_from_environment, language_in_arguments, t
 
 EXAMPLES = "\n".join(  # the top-level help's: one of each thing attncli is for
     (

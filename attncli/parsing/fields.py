@@ -16,7 +16,8 @@ from typing import NamedTuple
 import numpy as np
 
 from attncli import arrays
-from attncli.errors import CONTROL_RANGES, AttnError, Message, fail, listed, phrase
+from attncli.errors import CONTROL_RANGES, AttnError, fail, listed, phrase
+from attncli.i18n import Message
 from attncli.yamldoc import Document, FieldPath, did_you_mean, field_name, finite_number, kind_of, unknown_field
 
 MAX_NAME = 200  # characters in a token name: a word, a subword or a phrase (wider than a page), never a file's worth
