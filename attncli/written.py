@@ -169,6 +169,13 @@ def names_of(names: tuple[str, ...], short: bool, mark: str = GAPS[DOWN]) -> tup
     return tuple(out)
 
 
+class Expr(NamedTuple):
+    """A formula as text (X₂ + Attn(LN(X₂)), CE = ...) and in LaTeX's math mode."""
+
+    text: str
+    latex: str
+
+
 # The written-out compatibility of one query and one key, for each kind of score
 
 

@@ -115,12 +115,21 @@ def render_stack(
 
 
 def _backward(steps: Steps | StackSteps, view: walk.View) -> list[str]:
-    """Every gradient, when the problem asks for them (attncli.render.backward_show)."""
+    """Every gradient, when the problem asks for them (attncli.render.backward_show's records): sections, notes
+    as paragraphs of text, tables as tabulars (their text made safe)."""
     if steps.backward is None:
         return []
-    from attncli.render import backward_show
+    from attncli.render import backward_show, backward_walk
 
-    return backward_show.latex(steps, view)
+    out: list[str] = []
+    for item in backward_show.records(steps, view):
+        if isinstance(item, backward_walk.Section):
+            out.append(rf"\{'sub' * (item.level - 1)}section*{{{prose(item.title)}}}")
+        elif isinstance(item, backward_walk.Note):
+            out += [prose(item.text), ""]
+        else:
+            out += _grid(item)
+    return out
 
 
 def _document(items: Sequence[stack_walk.Item], widest: int, precision: int, backward: Sequence[str] = ()) -> str:

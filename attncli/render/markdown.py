@@ -74,12 +74,21 @@ def render_stack(
 
 
 def _backward(steps: Steps | StackSteps, precision: int, follow: tuple[str, ...] | None) -> list[str]:
-    """Every gradient, when the problem asks for them (attncli.render.backward_show)."""
+    """Every gradient, when the problem asks for them (attncli.render.backward_show's records): a heading per
+    section, the notes as paragraphs, pipe tables."""
     if steps.backward is None:
         return []
-    from attncli.render import backward_show
+    from attncli.render import backward_show, backward_walk
 
-    return backward_show.markdown(steps, walk.View(precision, follow))
+    out: list[str] = []
+    for item in backward_show.records(steps, walk.View(precision, follow)):
+        if isinstance(item, backward_walk.Section):
+            out += [f"{'#' * (item.level + 1)} {_escape(item.title)}", ""]
+        elif isinstance(item, backward_walk.Note):
+            out += [_escape(item.text), ""]
+        else:
+            out += _grid(item)
+    return out
 
 
 def _facts(facts: walk.Facts, p: int) -> list[str]:

@@ -10,13 +10,12 @@ import numpy as np
 from attncli.i18n import t
 from attncli.problem import Norm
 from attncli.render.walk import (
-    Expr,
     Facts,
     View,
     items,
 )
 from attncli.render.walk import Item as AttentionItem
-from attncli.written import Vec, rows
+from attncli.written import Expr, Vec, rows
 
 if TYPE_CHECKING:
     from attncli.layers import LayerSteps, StackSteps

@@ -555,10 +555,3 @@ def _combination(steps: Steps, short: bool = False) -> Combination:
         w_o=None if problem.w_o is None else rows(problem.w_o, ENTRY, short),
         output=rows(steps.output, FIXED, short),
     )
-
-
-class Expr(NamedTuple):
-    """A stream's formula as text (X₂ + Attn(LN(X₂))) and in LaTeX's math mode."""
-
-    text: str
-    latex: str
