@@ -7,26 +7,18 @@ FlashAttention (Dao et al., 2022, "FlashAttention: Fast and Memory-Efficient Exa
 The every-step path the CLI shows is attncli.core.attend; its docstring says how the two relate.
 
 The blocks are shared among the caller's thread and helper threads kept between calls, one
-per core: numpy lets go of the GIL inside its matrix products and ufuncs, so one thread
-computes e^s while another multiplies. BLAS is held to one thread meanwhile (threadpoolctl),
-so the cores are not asked for twice over.
+per core, BLAS held to one thread meanwhile (attncli.kernel_threads).
 """
 
 from __future__ import annotations
 
 import functools
 import math
-import os
-import queue
-import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from typing import TYPE_CHECKING
+from collections.abc import Callable
 
 import numpy as np
 
-if TYPE_CHECKING:
-    from threadpoolctl import LibController
+from attncli import kernel_threads
 
 BLOCK_CELLS = 1 << 18  # scores per block: 1 MiB in float32, so a tile of scores stays in a core's L2 cache
 # Query rows per block when the keys are many: BLAS repacks a tile of keys for every block, and with
@@ -133,21 +125,12 @@ def attention(
     ]
     work = len(heads) * n_q * n_k * (d + d_v)  # multiply-adds
     own = threads == 1 or (threads is None and work <= PARALLEL_WORK)  # one thread, BLAS left as it is
-    cores = 1 if own or (threads is None and work <= SERIAL_WORK) else threads or _cores()
+    cores = 1 if own or (threads is None and work <= SERIAL_WORK) else threads or kernel_threads.cores()
     rows, keys = _block_shape(n_q, n_k, cores, return_weights, block_rows, block_keys)
     blocks = [(head, start, min(n_q, start + rows)) for head in heads for start in range(0, n_q, rows)]
     order = None if causal is None else sorted(range(len(blocks)), key=lambda i: -blocks[i][1])  # the widest first
-    call = _Call(blocks, _attend(causal), lambda: _Scratch(rows, keys, d, d_v, dtype, causal), order)
-    if own:
-        call.work()
-    else:
-        with _BLAS.one():
-            _POOL.lend(call, min(len(blocks), cores) - 1)
-            try:
-                call.work()
-            finally:
-                call.close()
-    call.raise_first_failure()
+    call = kernel_threads.Call(blocks, _attend(causal), lambda: _Scratch(rows, keys, d, d_v, dtype, causal), order)
+    kernel_threads.run(call, None if own else min(len(blocks), cores) - 1)
     return _results(out, weights, sums, lse)
 
 
@@ -504,169 +487,11 @@ def _check_tops(top: np.ndarray, start: int) -> None:
 
 
 def _attend(causal: int | None) -> Callable[[_Head, int, int, _Scratch], None]:
-    """What `_Call` runs for a block of the forward pass: `_attend_block` under `causal`, overflow found in its rows."""
+    """What `kernel_threads.Call` runs for a block of the forward pass: `_attend_block` under `causal`, overflow
+    found in its rows."""
 
     def run(head: _Head, start: int, stop: int, scratch: _Scratch) -> None:
         with np.errstate(over="ignore", invalid="ignore"):  # an overflow is found in the rows, gathered again
             _attend_block(head, start, stop, causal, scratch)
 
     return run
-
-
-class _Call:
-    """One call's blocks, taken by whichever thread is free (the caller's and any helpers'), in `order`
-    (with a causal mask the widest first: the last block to finish is then a narrow one, and no core waits long).
-
-    Each block is `run(*block, scratch)`, with the thread's own scratch buffers, made once per thread.
-    A block that fails is recorded and no block after it in `blocks` is started; the first failing
-    block's error is raised, whichever thread met it, so the message does not depend on scheduling.
-    """
-
-    def __init__(
-        self,
-        blocks: list[tuple],
-        run: Callable[..., None],
-        scratch: Callable[[], object],
-        order: list[int] | None = None,
-    ) -> None:
-        self._blocks = ((position, blocks[position]) for position in (order or range(len(blocks))))
-        self._first_failure = len(blocks)
-        self._run = run
-        self._scratch = scratch
-        self._lock = threading.Lock()
-        self._idle = threading.Condition(self._lock)
-        self._open = True
-        self._helping = 0
-        self._failures: list[tuple[int, Exception]] = []
-
-    def work(self) -> None:
-        buffers = None
-        while True:
-            with self._lock:
-                task = next(self._blocks, None) if self._open else None
-                if task is not None and task[0] > self._first_failure:
-                    continue  # an earlier block has failed: its error is the one raised
-            if task is None:
-                return
-            position, block = task
-            if buffers is None:
-                buffers = self._scratch()
-            try:
-                self._run(*block, buffers)
-            except Exception as error:  # anything else (Ctrl-C) propagates at once
-                with self._lock:
-                    self._failures.append((position, error))
-                    self._first_failure = min(self._first_failure, position)
-
-    def help(self) -> None:
-        """A helper thread's share; nothing if the call has already closed."""
-        with self._lock:
-            if not self._open:
-                return
-            self._helping += 1
-        try:
-            self.work()
-        finally:
-            with self._lock:
-                self._helping -= 1
-                self._idle.notify_all()
-
-    def close(self) -> None:
-        """No block starts after this; returns when the helpers' blocks are done."""
-        with self._lock:
-            self._open = False
-            while self._helping:
-                self._idle.wait()
-
-    def raise_first_failure(self) -> None:
-        if self._failures:
-            raise min(self._failures, key=lambda failure: failure[0])[1]
-
-
-class _Pool:
-    """Helper threads kept between calls: starting a thread costs more than a small block.
-
-    They wait on a queue of calls and are daemons, so they never hold up the interpreter's
-    exit; a forked child starts with none.
-    """
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._calls: queue.SimpleQueue[_Call] = queue.SimpleQueue()
-        self._size = 0
-
-    def lend(self, call: _Call, helpers: int) -> None:
-        with self._lock:
-            for _ in range(self._size, helpers):
-                threading.Thread(target=self._serve, args=(self._calls,), name="attncli-kernel", daemon=True).start()
-            self._size = max(self._size, helpers)
-        for _ in range(helpers):
-            self._calls.put(call)
-
-    @staticmethod
-    def _serve(calls: queue.SimpleQueue[_Call]) -> None:
-        while True:
-            calls.get().help()
-
-
-def _cores() -> int:
-    """The cores this process may run on (its affinity where the system says, else all)."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-
-
-class _BlasThreads:
-    """BLAS at one thread while any call here runs threads of its own; restored when the last one ends.
-
-    threadpoolctl is imported on first use, so `import attncli` stays cheap; the BLAS libraries it
-    finds (a scan of the loaded libraries) are kept, and their thread counts set directly: its
-    `limit()` takes 0.1 ms a call, as long as the whole of attention at n = 64.
-    """
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._users = 0
-        self._libraries: list[LibController] | None = None
-        self._before: list[tuple[LibController, int]] = []
-
-    @contextmanager
-    def one(self) -> Iterator[None]:
-        with self._lock:
-            if self._users == 0:
-                if self._libraries is None:
-                    from threadpoolctl import ThreadpoolController
-
-                    self._libraries = ThreadpoolController().select(user_api="blas").lib_controllers
-                self._before = [(library, library.get_num_threads()) for library in self._libraries]
-                for library, _ in self._before:
-                    library.set_num_threads(1)
-            self._users += 1
-        try:
-            yield
-        finally:
-            with self._lock:
-                self._users -= 1
-                if self._users == 0:
-                    for library, threads in self._before:
-                        library.set_num_threads(threads)
-
-
-_BLAS = _BlasThreads()
-_POOL = _Pool()
-
-
-@contextmanager
-def one_blas_thread() -> Iterator[None]:
-    """BLAS at one thread inside, for small products: waking OpenBLAS's threads costs more than
-    a product of a few rows, and on a loaded machine a 0.1 ms product then takes 0.5 s."""
-    with _BLAS.one():
-        yield
-
-
-def _after_fork() -> None:
-    """A forked child has only the thread that forked: no helpers, and locks that nobody holds."""
-    global _BLAS, _POOL
-    _BLAS, _POOL = _BlasThreads(), _Pool()
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_after_fork)

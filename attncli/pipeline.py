@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from attncli import core, kernel, kernel_backward, parsing, yamldoc
+from attncli import core, kernel, kernel_backward, kernel_threads, parsing, yamldoc
 from attncli.core import Steps
 from attncli.errors import fail
 from attncli.parsing import budget
@@ -145,7 +145,7 @@ def overview(
     kept = list(rows)
     mask, heads, outputs = problem.mask[kept], [], []
     for head, bin_sums in zip(problem.heads, found[1]):
-        with kernel.one_blas_thread():
+        with kernel_threads.one_blas_thread():
             part = core.attend(_rows_of(head, kept), mask)  # (R, S) every step of the kept rows
         maps = core.block_maps(bin_sums, bins, edges, fine_edges)
         heads.append(core.HeadOverview(head.name, part.scores, part.weights, *maps))
