@@ -18,7 +18,7 @@ import functools
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, overload
 
 import numpy as np
 
@@ -87,6 +87,12 @@ def single(problem: Problem | Stack, command: str) -> Problem:
     return problem
 
 
+@overload
+def solve(problem: Problem) -> Steps: ...
+@overload
+def solve(problem: Stack) -> StackSteps: ...
+@overload
+def solve(problem: Problem | Stack) -> Steps | StackSteps: ...
 def solve(problem: Problem | Stack) -> Steps | StackSteps:
     """Every step of the calculation: each head's scores, weights and output, then the heads combined.
 

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from attncli.submissions import Result
 
 FORMATS = formats.offering(formats.CHECK)
-Format = format_option(FORMATS)
+Format = Annotated[Optional[str], format_option(FORMATS)]
 EXAMPLES = epilog(
     "  attncli check homework.yaml",
     "  attncli check --key exercise-01-key.yaml class/*.yaml --format csv -o grades.csv",

@@ -21,7 +21,7 @@ from typing import Annotated, Any, NamedTuple, Optional, TypeVar
 from attncli.cli import lean
 from attncli.cli.ending import ending
 from attncli.cli.environment import Environment
-from attncli.cli.lean import Declared, option
+from attncli.cli.lean import Declared, Table, option
 from attncli.errors import AttnError, ExitCode, Where, fail
 from attncli.i18n import LANGUAGE, LANGUAGES, language_from_environment, t
 
@@ -86,18 +86,15 @@ Output = Annotated[Optional[Path], option("--output", "-o", help=t("help.output"
 NoColor = Annotated[bool, option("--no-color", help=t("help.no_color"))]
 
 
-def format_option(formats: Sequence[str]) -> Any:
-    """The --format option of a command that offers `formats`."""
-    return Annotated[
-        str,
-        option(
-            "--format",
-            "-f",
-            metavar=t("help.metavar.format"),
-            autocompletion=completion(*formats),
-            help=t("help.format", formats=", ".join(formats)),
-        ),
-    ]
+def format_option(formats: Sequence[str]) -> Declared:
+    """The --format option of a command that offers `formats`: `Annotated[Optional[str], format_option(FORMATS)]`."""
+    return option(
+        "--format",
+        "-f",
+        metavar=t("help.metavar.format"),
+        autocompletion=completion(*formats),
+        help=t("help.format", formats=", ".join(formats)),
+    )
 
 
 def epilog(*lines: str, exit_codes: str = EXIT_CODES_HELP) -> str:
@@ -202,13 +199,14 @@ class _Bounded:
             if not any(isinstance(extra, Declared) for extra in extras):
                 return annotation
             real = [extra.made(typer) if isinstance(extra, Declared) else extra for extra in extras]
-            return Annotated[(annotation.__origin__, *real)]
+            arguments = (annotation.__origin__, *real)
+            return Annotated[arguments]
 
         parameters = [p.replace(annotation=made(p.annotation)) for p in self.declared.parameters.values()]
         return self.declared.replace(parameters=parameters)
 
     @functools.cached_property
-    def __annotations__(self) -> dict[str, Any]:  # what typing.get_type_hints reads, for Typer
+    def __annotations__(self) -> dict[str, Any]:  # type: ignore[override]  # what typing.get_type_hints reads
         return {name: parameter.annotation for name, parameter in self.__signature__.parameters.items()}
 
     def lean(self, arguments: Sequence[str]) -> dict[str, Any] | None:
@@ -218,7 +216,7 @@ class _Bounded:
         return None if table is None else lean.read(table, self.declared, arguments)
 
     @functools.cached_property
-    def _lean_table(self) -> lean.Table | None:
+    def _lean_table(self) -> Table | None:
         """The arguments, and each option name with its parameter and how its value is read; None for a command
         whose declarations need Typer (attncli.cli.lean)."""
         return lean.table(self.declared)

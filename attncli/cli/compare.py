@@ -27,7 +27,7 @@ from attncli.render import formats
 
 FORMATS = formats.offering(formats.COMPARE)
 PICTURES = {kind: ("--figure", f".{kind}") for kind in ("svg", "png", "pdf")}
-Format = format_option(FORMATS)
+Format = Annotated[Optional[str], format_option(FORMATS)]
 EXAMPLES = epilog(
     "  attncli compare samples/bank.yaml samples/bank_cashier.yaml",
     "  attncli compare samples/storm_causal.yaml samples/storm_bidirectional.yaml --format json",

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from attncli.plan import Plan, Request
 
 FORMATS = formats.offering(formats.STEPS)
-Format = format_option(FORMATS)
+Format = Annotated[Optional[str], format_option(FORMATS)]
 DTYPES = ("float64", "float32")
 MASKS = ("none", "causal", "causal_lower_right")
 LOSSES = ("sum",)  # --loss: a target goes in the file, backward: {loss: {target: MATRIX}}
@@ -153,10 +153,10 @@ def _request(env: Environment, given: Options) -> Request:
     format = choose(output_format(given.format, given.output, FORMATS), FORMATS, "--format", elsewhere=PICTURES)
     choose(given.dtype, DTYPES, "--dtype", "cli.bad_dtype")
     choose(given.csv_layout, CSV_LAYOUTS, "--csv-layout", "cli.bad_csv_layout")
-    if given.csv_layout != "long" and FORMAT_RECORDS[format].delimiter is None:
+    if given.csv_layout != "long" and not FORMAT_RECORDS[format].delimiter:
         raise fail("cli.csv_layout_needs_csv", format=format).at(source="--csv-layout")
     analyses = Analyses(
-        given.norms, *(tuple(asked or ()) for asked in (given.ablate, given.ablate_head, given.weights))
+        given.norms, tuple(given.ablate or ()), tuple(given.ablate_head or ()), tuple(given.weights or ())
     )
     with located("--format"):
         if FORMAT_RECORDS[format].binary and given.output is None and not given.quiet and env.stdout_is_terminal:

@@ -25,7 +25,7 @@ from attncli.i18n import t
 from attncli.render import formats
 
 FORMATS = formats.offering(formats.COST)
-Format = format_option(FORMATS)
+Format = Annotated[Optional[str], format_option(FORMATS)]
 DTYPES = ("fp32", "float32", "fp16", "bf16", "fp8", "float64")  # attncli.cost.BYTES, which needs no numpy either
 EXAMPLES = epilog(
     "  attncli cost --d-model 4096 --heads 32 --kv-heads 8 --layers 32 --tokens 16384 --dtype bf16",
@@ -84,7 +84,7 @@ def cost(
         record, compared = counted.of_problem(problem, dtype or "float64"), []
     else:
         missing = [option for option in ("--d-model", "--heads", "--tokens") if shaped[option] is None]
-        if missing:
+        if missing or d_model is None or heads is None or tokens is None:  # the same three, for the types
             raise fail("cost.needs_shape", options=", ".join(missing))
         with located():
             shape = counted.shape(

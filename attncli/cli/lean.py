@@ -159,8 +159,8 @@ def _reader(kind: Any, kwargs: dict[str, Any]) -> Callable[[str], Any] | type[bo
         return str
     if kind in (Path, Optional[Path]):
         return Path
-    numbers = {int: int, Optional[int]: int, Optional[list[int]]: int, list[int]: int}
-    numbers |= {float: float, Optional[float]: float}
+    numbers: dict[object, type[int] | type[float]] = {int: int, Optional[int]: int, Optional[list[int]]: int}
+    numbers |= {list[int]: int, float: float, Optional[float]: float}
     if kind not in numbers:
         return None
     low, high, convert = kwargs.get("min"), kwargs.get("max"), numbers[kind]

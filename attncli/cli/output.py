@@ -206,9 +206,9 @@ def save_pictures(
         from rich.style import Style
 
         lines = [
-            tuple((text, Style.parse(style).without_color if style else style) for text, style in spans)
+            tuple((text, Style.parse(style).without_color if style else style) for text, style in spans)  # type: ignore[misc]
             for spans in lines
-        ]
+        ]  # Rich takes a Style wherever it takes a style's name
     print_lines(console, lines)
     if svg:
         write(console.export_svg(title=title, clear=False), svg, env)

@@ -165,7 +165,7 @@ def _generated(
     if seed is None:
         seed = random.SystemRandom().randrange(SEED_LIMIT)
     text = exercises.exercise(options, seed)
-    steps = pipeline.solve(pipeline.load(text=text, name="practice"))
+    steps = pipeline.solve(pipeline.single(pipeline.load(text=text, name="practice"), "practice"))
     again = _practise(exercises.command(options, seed), level)
     count = len(steps.problem.tokens)
     more = exercises.Options(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Optional
 
 from attncli.cli import progress
 from attncli.cli.common import (
@@ -26,7 +26,7 @@ from attncli.i18n import t
 from attncli.render import formats
 
 FORMATS = formats.offering(formats.SCALING)
-Format = format_option(FORMATS)
+Format = Annotated[Optional[str], format_option(FORMATS)]
 EXAMPLES = epilog(
     "  attncli scaling",
     "  attncli scaling --dk 2,32,512 --keys 8 --samples 5000 --seed 1",

@@ -14,7 +14,7 @@ from attncli.i18n import t
 from attncli.render import formats
 
 FORMATS = formats.offering(formats.SOFTMAX)
-Format = format_option(FORMATS)
+Format = Annotated[Optional[str], format_option(FORMATS)]
 FILE_SUFFIXES = (".yaml", ".yml", ".json")  # an argument ending so is a file, even one that does not exist
 EXAMPLES = epilog(
     '  attncli softmax "2, 1, 0.1"',

@@ -35,7 +35,7 @@ class Format(NamedTuple):
     human: bool = False  # styled lines laid out for a width (the terminal's, or a file's)
     binary: bool = False  # never printed on a terminal
     every_cell: bool = False  # every cell of every step as text: at most MAX_DOCUMENT_CELLS of them
-    delimiter: str | None = None  # the tables' column separator
+    delimiter: str = ""  # the tables' column separator; "" for a format that writes no table
 
 
 _EVERYTHING = frozenset((STEPS, STACK, ANALYSES, CHECK, COMPARE, SCALING, SOFTMAX, COST))
