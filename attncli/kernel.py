@@ -15,6 +15,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -83,17 +84,17 @@ def attention(
     if q.ndim < 2 or k.ndim != q.ndim or v.ndim != q.ndim:
         raise ValueError(f"q, k and v need the same number (≥ 2) of dimensions, got {q.ndim}, {k.ndim}, {v.ndim}")
     if enable_gqa and q.ndim >= 3 and (q.shape[-3], v.shape[-3]) != (k.shape[-3],) * 2:
-        options = {"causal": causal, "scale": scale, "return_weights": return_weights, "key_bins": key_bins}
-        options["return_lse"] = return_lse
-        blocks = {"block_rows": block_rows, "block_keys": block_keys, "threads": threads}
-        return _grouped(q, k, v, mask, options | blocks)
+        options: dict[str, Any] = {"causal": causal, "scale": scale, "return_weights": return_weights}
+        options |= {"key_bins": key_bins, "return_lse": return_lse}
+        sizes = {"block_rows": block_rows, "block_keys": block_keys, "threads": threads}
+        return _grouped(q, k, v, mask, options | sizes)
     batch = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
     (n_q, d), (n_k, d_k), (n_v, d_v) = q.shape[-2:], k.shape[-2:], v.shape[-2:]
     if d != d_k or n_k != n_v:
         raise ValueError(f"shapes do not line up: q {q.shape}, k {k.shape}, v {v.shape}")
     if mask is not None:
         mask = np.broadcast_to(np.asarray(mask), (*batch, n_q, n_k))
-    causal = _diagonal(causal, n_q, n_k)
+    diagonal = _diagonal(causal, n_q, n_k)
     _check_blocks(block_rows=block_rows, block_keys=block_keys, threads=threads)
     with np.errstate(over="ignore"):  # a scale past float32's range: the scores overflow, which is reported
         factor = dtype.type((1 / math.sqrt(d) if d else 1.0) if scale is None else scale)  # E = 0: every score is 0
@@ -102,7 +103,7 @@ def attention(
     bins = None if key_bins is None else _bins(key_bins, n_k)
     sums = None if bins is None else np.empty((*batch, n_q, len(bins)), dtype=dtype)  # (..., L, bins)
     lse = np.empty((*batch, n_q), dtype=dtype) if return_lse else None  # (..., L)
-    if n_q == 0 or (n_k == 0 and mask is None and causal is None):  # as torch: no rows, or a mean of no values
+    if n_q == 0 or (n_k == 0 and mask is None and diagonal is None):  # as torch: no rows, or a mean of no values
         out[...] = 0
         if lse is not None:
             lse[...] = -np.inf  # log of an empty sum
@@ -128,8 +129,8 @@ def attention(
     cores = 1 if own or (threads is None and work <= SERIAL_WORK) else threads or kernel_threads.cores()
     rows, keys = _block_shape(n_q, n_k, cores, return_weights, block_rows, block_keys)
     blocks = [(head, start, min(n_q, start + rows)) for head in heads for start in range(0, n_q, rows)]
-    order = None if causal is None else sorted(range(len(blocks)), key=lambda i: -blocks[i][1])  # the widest first
-    call = kernel_threads.Call(blocks, _attend(causal), lambda: _Scratch(rows, keys, d, d_v, dtype, causal), order)
+    order = None if diagonal is None else sorted(range(len(blocks)), key=lambda i: -blocks[i][1])  # the widest first
+    call = kernel_threads.Call(blocks, _attend(diagonal), lambda: _Scratch(rows, keys, d, d_v, dtype, diagonal), order)
     kernel_threads.run(call, None if own else min(len(blocks), cores) - 1)
     return _results(out, weights, sums, lse)
 
@@ -213,14 +214,16 @@ class _Head:
 
 
 @functools.cache
-def _safe_exponent(dtype: np.dtype) -> np.floating:
+def _safe_exponent(dtype: np.dtype[Any]) -> np.floating[Any]:
     """e^±safe is a normal float of `dtype` (np.finfo and a log cost more than the rest of a small call)."""
-    return 0.7 * np.log(np.finfo(dtype).max)
+    safe: np.floating[Any] = 0.7 * np.log(np.finfo(dtype).max)
+    return safe
 
 
-def _largest_square(rows: np.ndarray) -> np.floating:
+def _largest_square(rows: np.ndarray) -> np.floating[Any]:
     """max_i ‖row_i‖², NaN if a row holds one: einsum's one pass keeps no temporary the size of `rows`."""
-    return np.einsum("ij,ij->i", rows, rows).max(initial=0)
+    largest: np.floating[Any] = np.einsum("ij,ij->i", rows, rows).max(initial=0)
+    return largest
 
 
 def _diagonal(causal: bool | str, n_q: int, n_k: int) -> int | None:
@@ -235,7 +238,7 @@ def _diagonal(causal: bool | str, n_q: int, n_k: int) -> int | None:
 
 
 def _grouped(
-    q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray | None, options: dict
+    q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray | None, options: dict[str, Any]
 ) -> np.ndarray | tuple[np.ndarray, ...]:
     """H query heads over G key/value heads, query head h reading kv head ⌊h·G/H⌋ (SDPA's repeat_interleave).
 
@@ -438,7 +441,7 @@ def _gather(
         else:
             np.matmul(s, head.v[:last], out=out)  # (B, E_v)
             np.matmul(s, scratch.ones[:last], out=total)  # (B,)
-        if sums is not None:
+        if sums is not None and head.bins is not None:  # given together
             _add_bin_sums(head.bins, s, first, last, sums)
         if head.weights is not None:  # whole rows: one tile
             head.weights[start : start + rows, :last] = s
@@ -450,7 +453,7 @@ def _mask_tile(
     """−∞ on the scores of keys first..last that rows start.. may not see: the causal diagonal, then `mask`."""
     diagonal = start + (causal or 0)  # the last key the block's first row sees
     low = max(diagonal, first)
-    if causal is not None and low < last:
+    if causal is not None and scratch.above is not None and low < last:  # made for a causal call
         where = scratch.above[: s.shape[0], low - diagonal : last - diagonal]
         np.copyto(s[:, low - first :], -np.inf, where=where)
     if head.mask is not None:

@@ -17,6 +17,7 @@ last bits of dq may change with the number of threads).
 from __future__ import annotations
 
 import functools
+from typing import Any
 
 import numpy as np
 
@@ -58,7 +59,8 @@ def attention_backward(
         dtype = np.dtype(np.float64)
     shapes = q.shape, k.shape, v.shape  # the gradients' own shapes
     q, k, v, grad_output = (a.astype(dtype, copy=False) for a in (q, k, v, grad_output))
-    options = {"mask": mask, "causal": causal, "scale": scale, "enable_gqa": enable_gqa, "threads": threads}
+    options: dict[str, Any] = {"mask": mask, "causal": causal, "scale": scale, "enable_gqa": enable_gqa}
+    options["threads"] = threads
     out, lse = kernel.attention(q, k, v, **options, return_lse=True)  # (..., L, E_v), (..., L)
     if grad_output.shape != out.shape:
         raise ValueError(f"grad_output has shape {grad_output.shape}, expected the output's {out.shape}")
