@@ -105,17 +105,15 @@ class Builder:
         if "query_tokens" in self.data:
             names = self.reader.text_list(("query_tokens",), self.data["query_tokens"])
         else:
-            names = self.named_queries(tokens)
-            if names is None:
-                names = self.unnamed_queries(tokens)
+            named = self.named_queries(tokens)
+            names = self.unnamed_queries(tokens) if named is None else named
         return names, not set(names) <= set(tokens)
 
     def named_queries(self, tokens: tuple[str, ...]) -> tuple[str, ...] | None:
         """The names of the first head's queries written as a mapping token: row; each must be a token."""
         for head in range(len(self.heads)):
-            found = self.heads.lookup(head, "queries")
-            if found and isinstance(found[1], dict) and "file" not in found[1]:
-                path, mapping = found
+            path, mapping = self.heads.lookup(head, "queries") or ((), None)
+            if isinstance(mapping, dict) and "file" not in mapping:
                 known = set(tokens)
                 stray = [name for name in mapping if name not in known]
                 if stray:
