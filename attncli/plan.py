@@ -168,6 +168,7 @@ def _stack(request: Request, stack: Stack) -> Plan:
     def draw(path: Path) -> bytes:
         from attncli.render.figure import layer_figure
 
+        assert layer is not None  # a stack's figure without a layer was refused above
         return layer_figure(steps, layer, flow, path)
 
     return _made(request, build, draw, lambda: render.stack_document(steps, request.format, shape), stack.title)

@@ -59,7 +59,7 @@ class Product(NamedTuple):
 def products(pairs: Iterable[tuple[str, str]]) -> list[Product]:
     """The terms of a sum of products of written numbers, for the terminal, the write-ups and the tutor alike:
     −1.2247×(−1.2247) − 1.2247×0, never -1.2247×-1.2247 + -1.2247×0."""
-    terms = []
+    terms: list[Product] = []
     for first, second in pairs:
         negative = first.startswith(("-", MINUS))
         magnitude = first[1:] if negative else first
@@ -221,9 +221,9 @@ def arithmetic(head: HeadSteps, row: int, j: int) -> Arithmetic:
     if kind in ("scaled_dot", "dot") and len(k) <= WRITE_OUT:
         return Terms(tuple((Num(float(a), style), Num(float(b), style)) for a, b in zip(q, k)), value)
     if kind == "cosine":
-        norms = tuple(Num(float(norm)) for norm in row_norms(np.stack([q, k])))  # ‖[1e200, 1e200]‖ stays finite
+        left, right = (Num(float(norm)) for norm in row_norms(np.stack([q, k])))  # ‖[1e200, 1e200]‖ stays finite
         with np.errstate(over="ignore"):  # a q·k beyond float's range is shown as ∞; the cosine itself is exact
-            return Cosine(Num(float(q @ k)), norms, value)
+            return Cosine(Num(float(q @ k)), (left, right), value)
     return Plain(value)
 
 

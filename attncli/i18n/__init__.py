@@ -115,7 +115,7 @@ def describe(error: AttnError) -> str:
     place = ":".join(_short(part) for part in (where.source, where.line) if part is not None)
     params = {name: _said(value) if isinstance(value, str) else value for name, value in error.params.items()}
     field = _text(where.field)  # a row named in words is a Message
-    parts = [part for part in (place, field and _short(field), t(error.key, **params)) if part]
+    parts = [str(part) for part in (place, field and _short(field), t(error.key, **params)) if part]
     return ": ".join(parts)
 
 

@@ -265,7 +265,7 @@ def _stack_facts(facts: stack_walk.StackFacts, p: int, width: int) -> list[Line]
 
 
 def _layer_title(item: stack_walk.LayerTitle, p: int, width: int) -> list[Line]:
-    title = t("render.layer_title", number=item.number, count=item.count, name=item.name)
+    title = t("render.layer_title", number=item.number, count=item.of, name=item.name)
     return [line((title, "bold reverse")), _fact(t("render.norm_label"), item.norm), *_rules(item.facts, p, width)]
 
 

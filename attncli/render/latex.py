@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
 
@@ -439,7 +440,7 @@ def _list(rows: Sequence[Sequence[str]]) -> list[str]:
 
 
 def _layer_title(item: stack_walk.LayerTitle, p: int) -> list[str]:
-    title = t("render.layer_title", number=item.number, count=item.count, name=item.name).strip()
+    title = t("render.layer_title", number=item.number, count=item.of, name=item.name).strip()
     norm = rf"\item \textbf{{{text(t('render.norm_label'))}:}} {prose(item.norm)}"
     return [rf"\subsection*{{{text(title)}}}", r"\begin{itemize}", norm, *_rules(item.facts, p), r"\end{itemize}", ""]
 
@@ -463,7 +464,7 @@ def _rollout(item: stack_walk.Rollout, p: int) -> list[str]:
     return [*lines, rf"\emph{{{prose(t('analysis.caution_rollout'))}}}", ""]
 
 
-_RENDER: dict[type, Callable[[stack_walk.Item, int], list[str]]] = {
+_RENDER: dict[type, Callable[[Any, int], list[str]]] = {  # each type's own writer
     walk.Facts: _facts,
     walk.Condensed: _condensed,
     walk.Encoded: _encoded,

@@ -230,7 +230,7 @@ def matrix_equations(lhs: Math, rows: Sequence[Vec], p: int) -> list[Equation]:
     notes = [t("writeup.rows", first=888, last=888)] * tall + [t("writeup.columns", first=88, last=88)] * wide
     label = glyphs(", ".join(notes)) + QUAD
     per_block = max(1, int((PAGE - lhs.width - label - REL - BRACKETS) // column)) if wide else count
-    out = []
+    out: list[Equation] = []
     for down in _blocks(len(cells), -(-len(cells) // MATRIX_ROWS)):
         for across in _blocks(count, -(-count // per_block)):
             notes = []

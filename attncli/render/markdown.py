@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -280,7 +281,7 @@ def _stack_facts(facts: stack_walk.StackFacts, p: int) -> list[str]:
 
 
 def _layer_title(item: stack_walk.LayerTitle, p: int) -> list[str]:
-    title = t("render.layer_title", number=item.number, count=item.count, name=_escape(item.name)).strip()
+    title = t("render.layer_title", number=item.number, count=item.of, name=_escape(item.name)).strip()
     return [f"## {title}", "", f"- **{t('render.norm_label')}:** {item.norm}", *_rules(item.facts, p)]
 
 
@@ -299,7 +300,7 @@ def _rollout(item: stack_walk.Rollout, p: int) -> list[str]:
     return [*lines, f"_{t('analysis.caution_rollout')}_", ""]
 
 
-_RENDER: dict[type, Callable[[stack_walk.Item, int], list[str]]] = {
+_RENDER: dict[type, Callable[[Any, int], list[str]]] = {  # each type's own writer
     walk.Facts: _facts,
     walk.Condensed: _condensed,
     walk.Encoded: _encoded,

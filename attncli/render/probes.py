@@ -255,7 +255,7 @@ def _ranks(ranking: Ranking, i: int, j: int) -> list[Cell]:
 # Interventions
 
 
-def interventions(records: tuple[Intervention, ...], steps: Steps, precision: int, width: int) -> list[Line]:
+def interventions(records: Sequence[Intervention], steps: Steps, precision: int, width: int) -> list[Line]:
     """Each intervention's weights beside the original ones, and how far the output moved."""
     problem = steps.problem
     p = precision

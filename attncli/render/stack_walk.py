@@ -3,6 +3,7 @@ stream it reads and the one it leaves, then the attention rollout. Every human f
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
@@ -32,10 +33,10 @@ class StackFacts(NamedTuple):
 
 
 class LayerTitle(NamedTuple):
-    """The start of one layer's steps: number `number` of `count`, its name, its norm in words, its facts."""
+    """The start of one layer's steps: number `number` of `of`, its name, its norm in words, its facts."""
 
     number: int
-    count: int
+    of: int
     name: str
     norm: str
     facts: Facts  # its heads' scores and its mask; the tokens are the stack's
@@ -85,8 +86,9 @@ def stack_items(
     for number in [layer] if layer is not None else range(1, count + 1):
         record = steps.layers[number - 1]
         norm = record.layer.norm
-        first, *shown = items(record.attention, view, every_number(stack))
-        out.append(LayerTitle(number, count, record.layer.label, norm_words(norm), first))
+        facts, *shown = items(record.attention, view, every_number(stack))
+        assert isinstance(facts, Facts)  # items starts with the facts
+        out.append(LayerTitle(number, count, record.layer.label, norm_words(norm), facts))
         out += _streams(record, number, stack.tokens, shown)
     if rollout is not None:
         last = layer or count
@@ -98,7 +100,7 @@ def stack_items(
     return out
 
 
-def _streams(record: LayerSteps, number: int, tokens: tuple[str, ...], shown: list[Item]) -> list[Item]:
+def _streams(record: LayerSteps, number: int, tokens: tuple[str, ...], shown: Sequence[Item]) -> list[Item]:
     """A layer's input (normalised with a norm placed pre), its attention's records `shown`, what it leaves."""
     norm = record.layer.norm
     place = None if norm is None else norm.place
@@ -110,14 +112,14 @@ def _streams(record: LayerSteps, number: int, tokens: tuple[str, ...], shown: li
         return Stream(kind, formula, name.text, latex, tokens, rows(matrix))
 
     x_l = _stream_name(number)
-    out = [stream("input", x_l, Expr("x", r"\mathbf{x}") if number == 1 else x_l, record.input)]
+    out: list[Item] = [stream("input", x_l, Expr("x", r"\mathbf{x}") if number == 1 else x_l, record.input)]
     fed = x_l
-    if place == "pre":
+    if norm is not None and place == "pre":
         fed = _normed(norm, x_l)
         out.append(stream("normed", fed, fed, record.normed))
     out += shown
     residual = Expr(f"{x_l.text} + Attn({fed.text})", rf"{x_l.latex} + \mathrm{{Attn}}({fed.latex})")
-    if place == "post":
+    if norm is not None and place == "post":
         out.append(stream("residual", residual, residual, record.residual))
         residual = _normed(norm, residual)
     out.append(stream("output", _stream_name(number + 1), residual, record.output))
