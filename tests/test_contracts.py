@@ -202,3 +202,14 @@ def test_the_rounding_rule_is_written_in_one_file() -> None:
     session = ast.parse((PACKAGE / "practice" / "session.py").read_text(encoding="utf-8"))
     own = {node.name for node in ast.walk(session) if isinstance(node, ast.FunctionDef)}
     assert own.isdisjoint({"agrees", "radius", "_order"})
+
+
+def test_only_the_renderers_the_command_line_and_the_plan_import_them() -> None:
+    """The README's layout says so: everything else in attncli is library, below them."""
+    clients = (*CLIENTS, "attncli.plan", "attncli.launch")
+    importers = sorted(
+        name
+        for name, imports in graph().items()
+        if any(module.startswith(CLIENTS) for module in imports) and not name.startswith(clients)
+    )
+    assert importers == []
