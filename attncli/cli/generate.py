@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 from attncli.cli.common import SCORES, Debug, Lang, boundary, choose, command, completion, epilog, located
 from attncli.cli.ending import say
@@ -13,6 +13,9 @@ from attncli.cli.lean import option
 from attncli.cli.output import write
 from attncli.errors import ExitCode, fail
 from attncli.i18n import t
+
+if TYPE_CHECKING:
+    from attncli.exercises import Options
 
 SEED_LIMIT = 1_000_000  # random seeds stay short enough to copy by hand
 SHEETS = {"markdown": ".md", "latex": ".tex"}  # --sheet: the exercise to hand out, and its file's suffix
@@ -108,6 +111,23 @@ def generate(
         text = exercises.exercise(options, seed)
         write(text if sheet is None else _sheet(text, sheet), output, env)
         return ExitCode.OK
+    _worksheet(options, seed, count, output, sheet, force, env)
+    return ExitCode.OK
+
+
+def _worksheet(
+    options: Options,
+    seed: int,
+    count: int | None,
+    output: Path | None,
+    sheet: str | None,
+    force: bool,
+    env: Environment,
+) -> None:
+    """`count` exercises from `seed` on into the folder `output`, each with its key and blank answers (and its sheet
+    when one is asked for), and the command that makes the same set again, on stderr."""
+    from attncli import exercises
+
     if output is None:
         raise fail("generate.count_needs_output").at(source="--count")
     count = count or 1
@@ -131,7 +151,6 @@ def generate(
         env.stderr,
         whole=True,
     )
-    return ExitCode.OK
 
 
 def _sheet(exercise: str, kind: str) -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import random
 import shlex
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Optional
 
@@ -73,18 +74,7 @@ def practice(
 
     made = {"--seed": seed, "--tokens": tokens, "--dk": dk, "--heads": heads, "--mask": mask, "--score": score}
     if file is not None:
-        given = next((flag for flag, value in made.items() if value is not None), None)
-        if given is not None:
-            raise fail("practice.flags_with_file", flag=given).at(source=given)
-        if file == "-":
-            raise fail("practice.stdin").at(source="-")
-        steps, text, settings = _from_file(file)
-        again = _command(["attncli practice", shlex.quote(file)], level)
-        harder = (
-            _command(["attncli practice", shlex.quote(file)], level + 1)
-            if level < 3
-            else _command([f"attncli practice --tokens {min(len(steps.problem.tokens) + 1, 12)}"], level)
-        )
+        steps, text, settings, again, harder = _from_file(file, made, level)
     else:
         steps, text, again, harder = _generated(seed, tokens, dk, heads, mask, score, level)
         settings = None
@@ -125,17 +115,30 @@ def _run(session: Session, front: _Pipe) -> None:
         front.show(shown.feedback(session, session.respond(answer)))
 
 
-def _from_file(file: str) -> tuple[Steps, str, Settings]:
+def _from_file(file: str, made: Mapping[str, object], level: int) -> tuple[Steps, str, Settings, str, str]:
+    """The exercise in `file` (no option that makes one may come with it), its text and settings, and the
+    commands to practise it again or harder."""
     from attncli import pipeline, yamldoc
     from attncli.parsing import answers
 
+    given = next((flag for flag, value in made.items() if value is not None), None)
+    if given is not None:
+        raise fail("practice.flags_with_file", flag=given).at(source=given)
+    if file == "-":
+        raise fail("practice.stdin").at(source="-")
     document = yamldoc.read(file)
     steps = pipeline.solve(pipeline.single(pipeline.load(document), "practice"))
     try:
         text = Path(file).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as error:  # yamldoc read it a moment ago
         raise fail("cli.output_failed", path=file, reason=str(error)) from None
-    return steps, text, answers.read_settings(document)
+    again = _command(["attncli practice", shlex.quote(file)], level)
+    harder = (
+        _command(["attncli practice", shlex.quote(file)], level + 1)
+        if level < 3
+        else _command([f"attncli practice --tokens {min(len(steps.problem.tokens) + 1, 12)}"], level)
+    )
+    return steps, text, answers.read_settings(document), again, harder
 
 
 def _generated(
