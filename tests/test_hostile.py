@@ -12,6 +12,8 @@ import io
 import json
 import math
 import os
+import re
+import resource
 import shlex
 import signal
 import stat
@@ -27,7 +29,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner, Result
 
-from attncli import core, expr, probes, yamldoc
+from attncli import core, exercises, expr, probes, yamldoc
 from attncli.cli import app, progress
 from attncli.cli.environment import Environment
 from attncli.errors import CONTROL_CODES, AttnError, Terminated
@@ -651,3 +653,49 @@ def test_a_key_may_name_arrays_anywhere_but_the_homework_checked_against_it_may_
     status = {row["file"]: row["status"] for row in csv.DictReader(io.StringIO(result.stdout))}
     assert status == {str(answers_only): "right", outside: "not_graded"}
     assert "is outside the homework's folder" in result.stderr
+
+
+# Issue 23 #1: check in bounded memory and time on any homework within generate's limits
+
+
+def measured(arguments: list[str], cwd: Path, memory: int = 2**30) -> tuple[subprocess.CompletedProcess, float, float]:
+    """attncli ARGUMENTS in a process capped at `memory` bytes of address space: its result, the peak resident
+    memory it reports of itself (MB) and the CPU seconds it took."""
+    script = (
+        "import resource, runpy, sys\n"
+        "sys.argv = ['attncli', *sys.argv[1:]]\n"
+        "try:\n"
+        "    runpy.run_module('attncli', run_name='__main__')\n"
+        "finally:\n"
+        "    print('peak', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)\n"
+    )
+
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    result = run_limited(arguments, cwd, memory, program=("-c", script), timeout=120)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    *lines, peak = result.stderr.splitlines()
+    result.stderr = "".join(line + "\n" for line in lines)
+    cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+    return result, int(peak.split()[1]) / 1024, cpu
+
+
+def every_answer_wrong(text: str) -> str:
+    """A generated key with every number of its answers replaced by 1.1·n + 0.37 (4 decimals)."""
+    problem, answers = text.split("\nanswers:\n")
+    moved = re.sub(r"(?<![\w.])-?\d+(?:\.\d+)?(?![\w.])", lambda m: f"{1.1 * float(m.group()) + 0.37:.4f}", answers)
+    return problem + "\nanswers:\n" + moved
+
+
+def test_a_homework_wrong_everywhere_is_graded_in_bounded_memory_and_time(tmp_path: Path) -> None:
+    """6 tokens, 4 heads, d_k 8, projections, every answer 1.1·n + 0.37: before, 3.6 GB and 15 s (the issue
+    measured 21 GB and 56 s), the carried roundings of every replay kept; exit 70 under this 1 GiB cap."""
+    key = exercises.exercise(exercises.Options(tokens=6, heads=4, d_k=8, projections=True, answers=True), 1)
+    (tmp_path / "homework.yaml").write_text(every_answer_wrong(key))
+    result, peak, cpu = measured(["check", "homework.yaml", "--format", "json"], tmp_path)
+    assert result.returncode == 1, result.stderr
+    assert result.stderr == ""
+    report = json.loads(result.stdout)
+    assert report["status"] == "wrong" and report["first_mistake"] == "queries[1]"
+    assert {step["status"] for step in report["steps"]} <= {"wrong", "carried"}
+    assert peak < 300, f"{peak:.0f} MB"
+    assert cpu < 3, f"{cpu:.1f} s of CPU"
