@@ -24,6 +24,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar
 
+from attncli import inputs
 from attncli.errors import CONTROL_CODES, AttnError, Message, fail, phrase, printable
 from attncli.expr import evaluate, quote
 
@@ -361,6 +362,7 @@ def read(path: str) -> Document:
             raw = sys.stdin.buffer.read(MAX_BYTES + 1)
         else:
             with open(path, "rb") as handle:
+                inputs.note(os.fstat(handle.fileno()), path)
                 raw = handle.read(MAX_BYTES + 1)
     except OSError as error:
         raise fail("input.unreadable", reason=error.strerror or str(error)).at(source=name) from None

@@ -8,6 +8,7 @@ math.hypot and hand calculations, never with attncli's own helpers.
 from __future__ import annotations
 
 import csv
+import errno
 import io
 import json
 import math
@@ -30,7 +31,7 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner, Result
 
 from attncli import core, exercises, expr, probes, yamldoc
-from attncli.cli import app, progress
+from attncli.cli import app, output, progress
 from attncli.cli.environment import Environment
 from attncli.errors import CONTROL_CODES, AttnError, Terminated
 from attncli.parsing import problem_file
@@ -699,3 +700,79 @@ def test_a_homework_wrong_everywhere_is_graded_in_bounded_memory_and_time(tmp_pa
     assert {step["status"] for step in report["steps"]} <= {"wrong", "carried"}
     assert peak < 300, f"{peak:.0f} MB"
     assert cpu < 3, f"{cpu:.1f} s of CPU"
+
+
+# Issue 23 #2: an output never names an input of the run; every output written (or refused) before anything prints
+
+
+def test_an_output_linked_to_an_input_is_refused_and_the_input_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    homework = (ROOT / "tests" / "corpus" / "answered.yaml").read_bytes()
+    Path("h.yaml").write_bytes(homework)
+    Path("link.yaml").symlink_to("h.yaml")
+    os.link("h.yaml", "hard.yaml")
+    for target in ("link.yaml", "hard.yaml"):
+        result = run("check", "h.yaml", "--format", "json", "-o", target)
+        one_line_error(result, f"-o: cannot write {target}: it is h.yaml, which this run reads")
+    key = run("check", "--key", "link.yaml", "h.yaml", "--format", "csv", "-o", "h.yaml")
+    one_line_error(key, "-o: cannot write h.yaml: it is link.yaml, which this run reads")  # the key, read first
+    assert Path("h.yaml").read_bytes() == homework and Path("link.yaml").is_symlink()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["h.yaml", "hard.yaml", "link.yaml"]
+
+
+def test_a_side_output_that_cannot_be_written_prints_nothing(tmp_path: Path) -> None:
+    """Before: the whole step-by-step on stdout, then the error (a full device, a folder)."""
+    bank = str(SAMPLES / "bank.yaml")
+    for option, target in (("--html", "/dev/full"), ("--svg", "/dev/full"), ("--svg", str(tmp_path))):
+        result = run("compute", bank, "--format", "text", option, target)
+        assert result.exit_code == 2, result.output
+        assert result.stdout == ""
+        assert result.stderr.count("\n") == 1 and f"cannot write {target}: " in result.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_generate_writes_the_whole_set_or_none_of_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """--force over a set one of whose files is a folder: before, half the set written and "wrote 3 exercises"
+    said before the error."""
+    monkeypatch.chdir(tmp_path)
+    old = {f"exercise-0{n}.yaml": f"old {n}\n" for n in (1, 2, 3)}
+    Path("g").mkdir()
+    for name, text in old.items():
+        Path("g", name).write_text(text)
+    Path("g", "exercise-02-key.yaml").mkdir()
+    result = run("generate", "--count", "3", "--seed", "5", "-o", "g", "--force")
+    one_line_error(result, "cannot write g/exercise-02-key.yaml: Is a directory")
+    assert "wrote" not in result.stderr
+    assert {p.name: p.read_text() for p in Path("g").iterdir() if p.is_file()} == old
+    made = run("generate", "--count", "3", "--seed", "5", "-o", "new/set")
+    assert made.exit_code == 0, made.output
+    assert made.stderr.startswith("attncli: wrote 3 exercises") and len(list(Path("new/set").iterdir())) == 9
+
+    def full(descriptor: int) -> None:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(os, "fsync", full)
+    failed = run("generate", "--count", "3", "--seed", "5", "-o", "other/set")
+    one_line_error(failed, "cannot write other/set/exercise-01.yaml: No space left on device")
+    assert not Path("other").exists()  # the folders it made are gone again
+
+
+def test_a_signal_as_the_temporary_is_made_leaves_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """SIGTERM handled just after `open` made the temporary, before the cleanup knew of it: before, a
+    .out.json.PID.attncli-tmp stayed behind."""
+    monkeypatch.chdir(tmp_path)
+    real_open = open
+
+    def opened_then_terminated(path: object, *args: object, **kwargs: object) -> object:
+        handle = real_open(path, *args, **kwargs)  # type: ignore[call-overload]
+        if str(path).endswith(".attncli-tmp"):
+            handle.close()
+            raise Terminated
+        return handle
+
+    monkeypatch.setattr(output, "open", opened_then_terminated, raising=False)
+    result = run("compute", str(SAMPLES / "bank.yaml"), "--format", "json", "-o", "out.json")
+    assert result.exit_code == 143
+    assert list(tmp_path.iterdir()) == []

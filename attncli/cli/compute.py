@@ -10,18 +10,17 @@ from attncli.cli.common import (
     Debug,
     Lang,
     NoColor,
-    Output,
     Precision,
     boundary,
     choose,
     command,
     completion,
     epilog,
-    format_option,
+    format_options,
     located,
 )
 from attncli.cli.environment import Environment
-from attncli.cli.output import output_format, print_human, save_pictures, write
+from attncli.cli.output import check_targets, output_format, print_human, save_pictures, write
 from attncli.errors import fail, listed
 from attncli.i18n import t
 from attncli.render import BINARY_FORMATS, CSV_LAYOUTS, DOCUMENT_FORMATS, HUMAN_FORMATS, refuse
@@ -34,7 +33,7 @@ if TYPE_CHECKING:
     from attncli.problem import Problem, Stack
 
 FORMATS = HUMAN_FORMATS + DOCUMENT_FORMATS
-Format = format_option(FORMATS)
+Format, Output = format_options(FORMATS)
 DTYPES = ("float64", "float32")
 MASKS = ("none", "causal", "causal_lower_right")
 WEIGHTS = ("uniform", "permute", "permute:")
@@ -147,6 +146,7 @@ def compute(
     analyses = norms or bool(ablate or ablate_head or weights)
     results_only = render.results_only(format, quiet and output is None, analyses or bool(svg or html or figure))
     parsed = pipeline.load(file, flags, dtype=dtype, results_only=results_only)
+    check_targets(("-o", output), ("--svg", svg), ("--html", html), ("--figure", figure))
     with located("--format"):
         refuse(format, problem=None if quiet else parsed)
     if isinstance(parsed, Stack):
