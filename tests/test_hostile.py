@@ -33,7 +33,7 @@ from typer.testing import CliRunner, Result
 from attncli import core, exercises, expr, probes, yamldoc
 from attncli.cli import app, output, progress
 from attncli.cli.environment import Environment
-from attncli.errors import CONTROL_CODES, AttnError, Terminated
+from attncli.errors import CONTROL_CODES, AttnError, Terminated, printable
 from attncli.parsing import problem_file
 from tests.paths import ROOT, SAMPLES
 from tests.test_bad_inputs import run_limited
@@ -776,3 +776,70 @@ def test_a_signal_as_the_temporary_is_made_leaves_nothing(tmp_path: Path, monkey
     result = run("compute", str(SAMPLES / "bank.yaml"), "--format", "json", "-o", "out.json")
     assert result.exit_code == 143
     assert list(tmp_path.iterdir()) == []
+
+
+# Issue 23 #3: students' text never raw: answer cells and exercise ids escaped in every report and gradebook
+
+STUDENT = """exercise: "ex\\e[31m1\\x9b"
+tokens: [fisherman, net, bank]
+query_tokens: [bank]
+queries: {bank: [sqrt(2), 0]}
+keys: [[2, 0], [1, 1], [0, 1]]
+values: [[2, 0], [0, 2], [1, 1]]
+answers:
+  weights: ["0.6652\\r", "0.2447\\x85", "0.0900\\u2028"]
+  output: ["1.4205\\x1c", "\\v0.5795\\f"]
+"""
+RAW = [chr(code) for code in CONTROL_CODES if chr(code) != "\n"]
+
+
+def test_answer_cells_and_exercise_ids_reach_no_report_raw(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Before: "0.6652\\r" (and NEL, U+2028, FS, VT, FF) raw in check's table; the id's ESC and C1 raw in the CSV,
+    JSON and Markdown gradebooks. Every number still counts: the file is right."""
+    monkeypatch.chdir(tmp_path)
+    Path("s.yaml").write_text(STUDENT)
+    shown = {fmt: run("check", "s.yaml", "--format", fmt) for fmt in ("text", "json", "csv", "markdown")}
+    for fmt, result in shown.items():
+        assert result.exit_code == 0, (fmt, result.output)
+        assert not [c for c in result.stdout if c in RAW], (fmt, result.stdout)
+    table = shown["text"].stdout
+    assert "0.6652\\r ✓" in table and "0.2447\\x85 ✓" in table and "\\x0b0.5795\\x0c ✓" in table
+    report = json.loads(shown["json"].stdout)
+    assert report["exercise"] == "ex\x1b[31m1\x9b"  # the text itself, escaped only as JSON writes it
+    assert [c["given"] for s in report["steps"] for c in s["cells"]][:3] == ["0.6652\r", "0.2447\x85", "0.0900\u2028"]
+    assert "\\u009b" in shown["json"].stdout and "\\u2028" in shown["json"].stdout
+    assert next(csv.DictReader(io.StringIO(shown["csv"].stdout)))["exercise"] == "ex\\x1b[31m1\\x9b"
+
+
+def test_an_error_quoting_a_students_text_is_escaped_in_every_gradebook(tmp_path: Path) -> None:
+    """Before: a CSI (U+009B) quoted in the not-graded error went raw into JSON and the Markdown note."""
+    homework = tmp_path / "h.yaml"
+    homework.write_text(STUDENT.replace('"1.4205\\x1c"', '"1.42\\x9b[2J"'))
+    for fmt in ("json", "csv", "markdown"):
+        result = run("check", str(homework), "--format", fmt)
+        assert result.exit_code == 2 and "is not an arithmetic expression" in result.stdout
+        assert not [c for c in result.stdout if c in RAW], (fmt, result.stdout)
+    error = json.loads(run("check", str(homework), "--format", "json").stdout)["error"]
+    assert "'1.42\x9b[2J' is not an arithmetic expression" in error
+
+
+def test_each_mediums_one_escaping_function_lets_no_control_character_through() -> None:
+    """The terminal's (printable), CSV's (text_cell), JSON's (json_doc.dumps), Markdown's (cell, and _escape for
+    titles and notes, line breaks kept) and LaTeX's (latex.text, line breaks kept)."""
+    from attncli.render import json_doc, latex, long_table, markdown
+
+    hostile = "a" + "".join(chr(code) for code in CONTROL_CODES) + "=z|`"
+    kept_lines = {"\n", "\t"}
+    for escape, kept in (
+        (printable, set()),
+        (long_table.text_cell, set()),
+        (markdown.cell, set()),
+        (markdown._escape, kept_lines),
+        (latex.text, kept_lines),
+    ):
+        shown = escape(hostile)
+        assert {c for c in shown if ord(c) in CONTROL_CODES} <= kept, escape
+    written = json_doc.dumps({"text": hostile})
+    assert written.endswith("\n") and not [c for c in written[:-1] if ord(c) in CONTROL_CODES]
+    lone = "".join(c for c in hostile if not 0xD800 <= ord(c) <= 0xDFFF) + "\udc80"  # JSON pairs \ud800\udc00
+    assert json.loads(json_doc.dumps({"text": lone})) == {"text": lone}

@@ -10,11 +10,19 @@ import numpy as np
 
 from attncli import __version__
 from attncli.core import HeadSteps, Steps
+from attncli.errors import quoted_escapes
 from attncli.problem import Problem
 
 if TYPE_CHECKING:
     from attncli.layers import LayerSteps, StackSteps
     from attncli.probes import Comparison, Intervention, Norms, Scaling
+
+
+def dumps(document: object) -> str:
+    """One JSON document on a line: UTF-8 as it is, numbers at full precision, and every control character of a
+    text from a file or a student escaped (json.dumps leaves C1, DEL, the line separators and bidirectional
+    controls raw), so that `cat` or a JSON viewer shows them inert."""
+    return json.dumps(document, ensure_ascii=False, allow_nan=False).translate(quoted_escapes()) + "\n"
 
 
 def render(steps: Steps, norms: Norms | None = None, interventions: Sequence[Intervention] = ()) -> str:
@@ -27,7 +35,7 @@ def render(steps: Steps, norms: Norms | None = None, interventions: Sequence[Int
         }
     if interventions:
         doc["interventions"] = [_intervention(record) for record in interventions]
-    return json.dumps(doc, ensure_ascii=False, allow_nan=False) + "\n"
+    return dumps(doc)
 
 
 def _intervention(record: Intervention) -> dict:
@@ -99,7 +107,7 @@ def stack_document(steps: StackSteps, rollout: np.ndarray | None = None) -> str:
     }
     if rollout is not None:
         doc["rollout"] = rollout.tolist()
-    return json.dumps(doc, ensure_ascii=False, allow_nan=False) + "\n"
+    return dumps(doc)
 
 
 def _layer(steps: LayerSteps) -> dict:
@@ -193,7 +201,7 @@ def compare_document(record: Comparison) -> str:
         for query in record.queries
     ]
     doc = {"attncli": __version__, "a": side(record.a), "b": side(record.b), "queries": queries}
-    return json.dumps(doc, ensure_ascii=False, allow_nan=False) + "\n"
+    return dumps(doc)
 
 
 def scaling_document(record: Scaling) -> str:
@@ -208,4 +216,4 @@ def scaling_document(record: Scaling) -> str:
         for row in record.rows
     ]
     doc = {"keys": record.keys, "samples": record.samples, "seed": record.seed, "rows": rows}
-    return json.dumps(doc, ensure_ascii=False, allow_nan=False) + "\n"
+    return dumps(doc)

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from attncli.core import Steps
+from attncli.errors import printable
 from attncli.i18n import t
 from attncli.layers import StackSteps
 from attncli.render import walk
@@ -183,8 +184,9 @@ def prose(value: str) -> str:
 
 
 def text(value: str) -> str:
-    """Plain text made safe for LaTeX's text mode; `--format` keeps its two hyphens (TeX would join them)."""
-    value = str(value)
+    """Plain text made safe for LaTeX's text mode (control characters escaped as on a terminal, line breaks kept);
+    `--format` keeps its two hyphens (TeX would join them)."""
+    value = printable(str(value), lines=True)
     return "".join(
         "-{}" if value[i : i + 2] == "--" else _TEXT.get(c, c if ord(c) < 256 else "?") for i, c in enumerate(value)
     )
