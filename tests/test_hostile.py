@@ -843,3 +843,75 @@ def test_each_mediums_one_escaping_function_lets_no_control_character_through() 
     assert written.endswith("\n") and not [c for c in written[:-1] if ord(c) in CONTROL_CODES]
     lone = "".join(c for c in hostile if not 0xD800 <= ord(c) <= 0xDFFF) + "\udc80"  # JSON pairs \ud800\udc00
     assert json.loads(json_doc.dumps({"text": lone})) == {"text": lone}
+
+
+# Issue 23 #4: a cost budget beside the value budget; out of memory is one line and 2
+
+
+def test_the_step_by_step_view_of_more_cells_than_its_budget_is_refused_at_once(tmp_path: Path) -> None:
+    """65 heads of 64 queries × 16 keys over one kv head: 66,560 cells laid out one by one (as text: seconds; as
+    SVG: half a minute); JSON, within its own 2,000,000, still writes them."""
+    queries = "[" + ", ".join(f"[{i % 3 - 1}, {i % 2}]" for i in range(64)) + "]"
+    keys = "[" + ", ".join(f"[{i % 2}, {i % 3 - 1}]" for i in range(16)) + "]"
+    heads = "".join(f"  - {{queries: {queries}}}\n" for _ in range(65))
+    (tmp_path / "many.yaml").write_text(f"kv_heads:\n  - {{keys: {keys}, values: {keys}}}\nheads:\n{heads}")
+    many = str(tmp_path / "many.yaml")
+    for args, fragment in (
+        (["--format", "text"], "--format: text would print 66560 (query, key) cells and their steps (limit 65536)"),
+        (["--format", "markdown"], "--format: markdown would print 66560"),
+        (["--format", "json", "-q", "--svg", str(tmp_path / "p.svg")], "--svg: svg would print 66560"),
+    ):
+        started = time.process_time()
+        one_line_error(run("compute", many, *args), fragment)
+        assert time.process_time() - started < 2
+    written = run("compute", many, "--format", "json")
+    assert written.exit_code == 0 and len(json.loads(written.stdout)["heads"]) == 65
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["many.yaml"]
+
+
+def test_a_stack_is_within_the_memory_budget_over_all_its_layers(tmp_path: Path) -> None:
+    """Ten layers over 4,000 tokens, each within 4 GiB alone: before, every layer checked alone, then
+    MemoryError (exit 70) in a process capped at 3 GiB; now refused from the shapes, at the sixth layer."""
+    np.save(tmp_path / "x.npy", np.random.default_rng(4).standard_normal((4000, 2)))
+    layer = "  - {w_q: [[1, 0], [0, 1]], w_k: [[1, 0], [0, 1]], w_v: [[1, 0], [0, 1]]}\n"
+    (tmp_path / "stack.yaml").write_text("x: {file: x.npy}\nlayers:\n" + layer * 10)
+    result = run_limited(["stack.yaml", "--format", "json", "-q"], tmp_path, memory=3 * 2**30)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.count("\n") == 1
+    assert (
+        "stack.yaml: too large to calculate step by step: 6 layers (1 head × 4000 × 4000 in the last)" in result.stderr
+    )
+
+
+def test_running_out_of_memory_below_the_budget_is_one_line_and_2(tmp_path: Path) -> None:
+    """7,000 tokens need about 2.3 GiB, within attncli's 4 GiB, in a process capped at 1 GB: before, "internal
+    error: MemoryError ... please report it" and 70. Nothing is left behind."""
+    np.save(tmp_path / "x.npy", np.random.default_rng(5).standard_normal((7000, 2)))
+    (tmp_path / "p.yaml").write_text(
+        "x: {file: x.npy}\nw_q: [[1, 0], [0, 1]]\nw_k: [[1, 0], [0, 1]]\nw_v: [[1, 0], [0, 1]]\n"
+    )
+    result = run_limited(["p.yaml", "--format", "npz", "-o", "out.npz"], tmp_path, memory=10**9)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr == (
+        "attncli: out of memory: this run needs more than the machine (or its memory limit) gives; a smaller problem,"
+        " -q or --format npy need less\n"
+    )
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["p.yaml", "x.npy"]
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        exercises.Options(tokens=12, d_k=8, d_v=8, heads=4, answers=True),
+        exercises.Options(tokens=12, d_k=8, d_v=8, heads=4, projections=True, answers=True, mask="causal"),
+        exercises.Options(tokens=12, d_k=8, heads=4, gqa=True, projections=True, answers=True),
+        exercises.Options(tokens=12, d_k=8, heads=4, layers=4, norm="layer", answers=True),
+    ],
+    ids=["tokens-dk-heads", "projections", "gqa", "layers"],
+)
+def test_generate_draws_within_its_maxima_in_under_a_second(options: exercises.Options) -> None:
+    """Before: --tokens 12 --dk 8 --heads 4 took 7 to 10 s, every draw listing the 4^8 rows it samples from."""
+    for seed in (1, 2, 3):
+        started = time.process_time()
+        exercises.exercise(options, seed)
+        assert time.process_time() - started < 1

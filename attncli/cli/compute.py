@@ -149,6 +149,10 @@ def compute(
     check_targets(("-o", output), ("--svg", svg), ("--html", html), ("--figure", figure))
     with located("--format"):
         refuse(format, problem=None if quiet else parsed)
+    for option, picture in (("--svg", svg), ("--html", html)):
+        if picture is not None:
+            with located(option):
+                refuse(option.removeprefix("--"), problem=parsed)
     if isinstance(parsed, Stack):
         shape = {"precision": precision, "follow": tuple(follow) if follow else None, "heatmap": heatmap}
         pictures = (svg, html, no_color)

@@ -29,6 +29,7 @@ CSV_LAYOUTS = ("long", "wide")
 DELIMITERS = {"csv": ",", "tsv": "\t"}
 ANALYSIS_FORMATS = (*HUMAN_FORMATS, "json")  # the formats that show norms and interventions
 CONDENSED_FORMATS = ("markdown", "latex")  # write-ups of a large problem show the corners (walk.condensed)
+PICTURES = ("svg", "html")  # --svg and --html: the step-by-step view as a picture (`refuse` takes them as formats)
 STACK_FORMATS = (
     *HUMAN_FORMATS,
     "json",
@@ -39,6 +40,9 @@ STACK_FORMATS = (
     "latex",
 )  # the formats that show stacked layers
 MAX_DOCUMENT_CELLS = 2_000_000  # (query, key) cells over all heads that text formats print, a few at each
+# ... that the step-by-step view (rich, text, --svg, --html) and the write-ups lay out cell by cell: 64 heads of
+# 64 queries × 16 keys (the most a head shows before it is condensed) take about 2 s as text and 6 s as SVG
+MAX_SHOWN_CELLS = 65_536
 
 
 def refuse(fmt: str, *, analyses: bool = False, problem: Problem | Stack | None = None) -> None:
@@ -49,12 +53,18 @@ def refuse(fmt: str, *, analyses: bool = False, problem: Problem | Stack | None 
         raise fail("render.no_analyses", format=fmt)
     if isinstance(problem, Stack) and fmt not in STACK_FORMATS:
         raise fail("render.no_layers", format=fmt, formats=", ".join(STACK_FORMATS))
-    if problem is None or fmt in (*HUMAN_FORMATS, *BINARY_FORMATS, *CONDENSED_FORMATS):
-        return  # the human output and the write-ups condense a large problem; npy holds the output, npz every step
+    if problem is None or fmt in BINARY_FORMATS:
+        return  # npy holds the output, npz every step
     layers = [layer.attention for layer in problem.layers] if isinstance(problem, Stack) else [problem]
-    cells = sum(len(layer.heads) * layer.mask.size for layer in layers)
-    if cells > MAX_DOCUMENT_CELLS:
-        raise fail("render.too_many_cells", format=fmt, cells=cells, limit=MAX_DOCUMENT_CELLS)
+    if fmt in (*HUMAN_FORMATS, *CONDENSED_FORMATS, *PICTURES):  # a large problem condensed, a few cells a head
+        from attncli.render.walk import condensed
+
+        cells = sum(len(layer.heads) * layer.mask.size for layer in layers if not condensed(layer))
+        limit = MAX_SHOWN_CELLS
+    else:
+        cells, limit = sum(len(layer.heads) * layer.mask.size for layer in layers), MAX_DOCUMENT_CELLS
+    if cells > limit:
+        raise fail("render.too_many_cells", format=fmt, cells=cells, limit=limit)
 
 
 def results_only(fmt: str, silent: bool, pictures_or_analyses: bool) -> bool:
