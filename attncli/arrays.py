@@ -30,6 +30,7 @@ def load(path: Path, key: object = None) -> np.ndarray:
     file's errors name the cell, never its content (a link to /etc/passwd must not print it).
     """
     suffix = path.suffix.lower()
+    check_name(str(path))
     _check_regular(path)
     try:
         if suffix == ".npy":
@@ -53,6 +54,12 @@ def load(path: Path, key: object = None) -> np.ndarray:
     if not np.isfinite(array).all():
         raise fail("arrays.not_finite", path=str(path))
     return array
+
+
+def check_name(name: str) -> None:
+    """Refuse a file name no file can have: one holding a NUL byte (the system would raise ValueError)."""
+    if "\0" in name:
+        raise fail("arrays.nul_in_name", path=name)
 
 
 def _check_regular(path: Path) -> None:

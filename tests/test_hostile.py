@@ -915,3 +915,19 @@ def test_generate_draws_within_its_maxima_in_under_a_second(options: exercises.O
         started = time.process_time()
         exercises.exercise(options, seed)
         assert time.process_time() - started < 1
+
+
+# Issue 23 #5: round two's leftovers
+
+
+@pytest.mark.parametrize("window", ["99999999999999999999", "9" * 300])
+def test_a_window_past_int64_is_every_distance(window: str) -> None:
+    """Before: OverflowError, exit 70. A window wider than any two positions are apart masks nothing more."""
+    text = "tokens: [a, b, c]\nqueries: [[1, 0], [0, 1], [1, 1]]\nkeys: [[1, 0], [0, 1], [1, 1]]\n"
+    text += "values: [[1, 0], [0, 1], [1, 1]]\nmask: causal\n"
+    wide, plain = (run("compute", "-", "--format", "json", stdin=text + extra) for extra in (f"window: {window}\n", ""))
+    assert wide.exit_code == 0, wide.output
+    document = json.loads(wide.stdout)
+    assert document["mask_rule"]["window"] == int(window)
+    assert document["heads"] == json.loads(plain.stdout)["heads"]
+    assert document["mask"] == [[True, False, False], [True, True, False], [True, True, True]]

@@ -29,6 +29,7 @@ MESSAGES: dict[str, str] = {
     "input.too_large": "the file is larger than {limit} MiB; put large arrays in .npy files",
     # Errors: array files
     "arrays.missing": "no such file: {path}",
+    "arrays.nul_in_name": "{path}: a file name cannot hold a NUL byte",
     "arrays.not_regular": "{path} is not a regular file (a folder, a pipe or a device); name an array file",
     "arrays.not_a_number": "{path}, row {row}, column {column}: not a number",
     "arrays.ragged": "{path}, row {row}: {count} {count:number|numbers}, expected {expected} like the rows before it",

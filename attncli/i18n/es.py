@@ -33,6 +33,7 @@ MESSAGES: dict[str, str] = {
     "input.too_large": "el archivo ocupa más de {limit} MiB; guarda las matrices grandes en archivos .npy",
     # Errores: archivos de matrices
     "arrays.missing": "no existe el archivo: {path}",
+    "arrays.nul_in_name": "{path}: un nombre de archivo no puede contener un byte NUL",
     "arrays.not_regular": "{path} no es un archivo normal (es una carpeta, una tubería o un dispositivo); indica un archivo de arreglo",
     "arrays.not_a_number": "{path}, fila {row}, columna {column}: no es un número",
     "arrays.ragged": "{path}, fila {row}: {count} {count:número|números}; {expected:se esperaba|se esperaban} {expected}, como en las filas anteriores",
