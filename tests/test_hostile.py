@@ -661,14 +661,16 @@ def test_a_key_may_name_arrays_anywhere_but_the_homework_checked_against_it_may_
 
 def measured(arguments: list[str], cwd: Path, memory: int = 2**30) -> tuple[subprocess.CompletedProcess, float, float]:
     """attncli ARGUMENTS in a process capped at `memory` bytes of address space: its result, the peak resident
-    memory it reports of itself (MB) and the CPU seconds it took."""
+    memory it reports of itself (MB; VmHWM, which starts again at exec, unlike ru_maxrss, which keeps the forked
+    test process's) and the CPU seconds it took."""
     script = (
-        "import resource, runpy, sys\n"
+        "import re, runpy, sys\n"
         "sys.argv = ['attncli', *sys.argv[1:]]\n"
         "try:\n"
         "    runpy.run_module('attncli', run_name='__main__')\n"
         "finally:\n"
-        "    print('peak', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)\n"
+        "    status = open('/proc/self/status').read()\n"
+        "    print('peak', re.search(r'VmHWM:\\s*(\\d+)', status).group(1), file=sys.stderr)\n"
     )
 
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
