@@ -78,6 +78,7 @@ DEPENDS = {
 }
 CARRIED_STEPS = ("queries", "keys", "values", "dot", "scores", "exp", "weights", "output")  # where rounding happens
 EARLY_DECIMALS = (1, 2, 3)
+ROUGH_MARGIN = 1e-6  # relative: an untracked radius may come out below the tracked one by rounding in its last bits
 PAIRABLE = ("scale", "applied", "bias", "mask", "compat", "exp", "axis", "mix")  # slips of method two can make at once
 # A replay goes stage by stage: each head's inputs, dot, scores and weights, then every head's output, concat, final.
 STAGES = ("inputs", "dot", "scores", "weights", "output", "concat", "final")
@@ -279,7 +280,9 @@ def grade(
         next(c for c in (carry, answers.carry, CARRY) if c is not None),
         min_decimals if min_decimals is not None else answers.min_decimals,
     )
-    replays = _Replays(steps, [a for a in answers.steps if a.written is None], rule.carry)
+    # a grading that looks for no mistake is of a problem made for one file (layer_grading's): not kept for the next
+    kept = diagnose is None or bool(diagnose)
+    replays = _Replays(steps, [a for a in answers.steps if a.written is None], rule.carry, kept)
     reports: dict[Key, StepReport] = {}
     coarse_steps: dict[Key, bool] = {}
     for answer in answers.steps:
@@ -375,7 +378,12 @@ class _Solved:
         self.stages += [("concat", None)] * (steps.concat is not None) + [("final", None)]
         self.first = {kind: min(i for i, (k, _) in enumerate(self.stages) if k == kind) for kind, _ in self.stages}
         self.stage_of: dict[Key, int] = {}
+        self.largest = _largest(steps)
         self.passes: dict[tuple[Mistake, int], _Pass] = {}
+        self.rough: dict[tuple[Mistake, int], _Pass] = {}  # the same replays, every rounding in e (untracked)
+        self.shared: dict[tuple[Mistake, int, int], _Pass] = {}  # untracked ones fed students' numbers, by print
+        self.prints: dict[tuple[int, tuple], int] = {}  # what a student wrote before a stage -> its print
+        self.printing = itertools.count()  # never a print twice, however often `shared` is emptied
         self.prefixes: dict[tuple[Mistake, int], Mistake] = {}
         self.cuts: dict[tuple[Mistake, int, int], Mistake] = {}
         self.singles = _singles(steps)
@@ -384,11 +392,15 @@ class _Solved:
         self.applicable: list[Mistake] | None = None
 
     @classmethod
-    def of(cls, steps: Steps, carry: int) -> _Solved:
-        """The one for `steps` (it is held, so its id cannot be another's while cached)."""
+    def of(cls, steps: Steps, carry: int, kept: bool = True) -> _Solved:
+        """The one for `steps` (it is held, so its id cannot be another's while cached); a new one is cached when
+        `kept`."""
         found = cls.cache.get((id(steps), carry))
-        if found is None or found.steps is not steps:
-            found = cls.cache[(id(steps), carry)] = cls(steps, carry)
+        if found is not None and found.steps is steps:
+            return found
+        found = cls(steps, carry)
+        if kept:
+            cls.cache[(id(steps), carry)] = found
             while len(cls.cache) > cls.KEPT:
                 del cls.cache[next(iter(cls.cache))]
         return found
@@ -414,15 +426,38 @@ class _Solved:
             found = self.prefixes[(mistake, index)] = Mistake(**kept) if kept else NO_MISTAKE
         return found
 
-    def run(self, mistake: Mistake, index: int, given: Mapping[Key, Carried], memo: dict) -> _Pass:
-        """The replay under `mistake` as far as stage `index`, each stage replayed once for all that share it."""
+    def run(
+        self,
+        mistake: Mistake,
+        index: int,
+        given: Mapping[Key, Carried],
+        memo: dict,
+        tracked: bool = True,
+        prints: Sequence[int] | None = None,
+    ) -> _Pass:
+        """The replay under `mistake` as far as stage `index`, each stage replayed once for all that share it
+        (`memo` holds the replays of one kind: tracked or not); with `prints` (`_Replays.prints`), once for all
+        the files whose students wrote the same numbers before it."""
         mistake = self.prefix(mistake, index)
-        found = memo.get((mistake, index))
+        key = (mistake, index) if prints is None else (mistake, index, prints[index])
+        found = memo.get(key)
         if found is None:
-            before = self.run(mistake, index - 1, given, memo) if index else _Pass({}, {}, {}, 0)
-            found = _advance(self.steps, mistake, given, self.carry, before, self.stages[index])
-            memo[(mistake, index)] = found
+            before = self.run(mistake, index - 1, given, memo, tracked, prints) if index else _Pass({}, {}, {}, 0)
+            found = _advance(self.steps, mistake, given, self.carry, before, self.stages[index], tracked, self.largest)
+            memo[key] = found
         return found
+
+    def printed(self, before: int, written: tuple) -> int:
+        """The print of what a student wrote up to a stage: that of the stages before it, and `written` there."""
+        found = self.prints.get((before, written))
+        if found is None:
+            found = self.prints[(before, written)] = next(self.printing)
+        return found
+
+    def read_at(self, key: Key) -> int:
+        """The first stage whose replay reads the student's numbers of step `key` (an input is read in its own
+        stage, by the projection after it; any other step when the next stage starts)."""
+        return self.stage(key) + (key[0] not in ("queries", "keys", "values"))
 
     def before(self, mistake: Mistake, at: int, cut: int) -> Mistake:
         """`mistake` without the slips that act at stage `at` (one of STAGES) only through stages up to `cut`."""
@@ -436,9 +471,9 @@ class _Solved:
             found = self.cuts[(mistake, at, cut)] = replace(mistake, **dropped) if dropped else mistake
         return found
 
-    def whole_to(self, mistake: Mistake, index: int) -> _Pass:
+    def whole_to(self, mistake: Mistake, index: int, tracked: bool = True) -> _Pass:
         """The replay from the problem alone, as far as stage `index`."""
-        return self.run(mistake, index, {}, self.passes)
+        return self.run(mistake, index, {}, self.passes if tracked else self.rough, tracked)
 
     def whole(self, mistake: Mistake) -> _Pass:
         return self.whole_to(mistake, len(self.stages) - 1)
@@ -450,11 +485,12 @@ class _Solved:
         return self.applicable
 
     def differs(self, mistake: Mistake) -> bool:
-        """Whether `mistake` gives another number anywhere, or leaves out other cells: replayed as far as it must be."""
+        """Whether `mistake` gives another number anywhere, or leaves out other cells: replayed as far as it must be
+        (untracked: the numbers are the same, only their radii are looser)."""
         for index in range(len(self.stages)):
             if self.prefix(mistake, index) == NO_MISTAKE:
                 continue  # the same replay as the truth so far
-            replay, truth = self.whole_to(mistake, index), self.whole_to(NO_MISTAKE, index)
+            replay, truth = self.whole_to(mistake, index, False), self.whole_to(NO_MISTAKE, index, False)
             if _differs(replay, truth, [key for key in truth.computed if self.stage(key) == index]):
                 return True
         return False
@@ -463,12 +499,17 @@ class _Solved:
 class _Replays:
     """Every replay one file's grading needs, computed only when asked for: most steps need only two."""
 
-    def __init__(self, steps: Steps, answered: Sequence[Answer], carry: int) -> None:
-        self.solved = _Solved.of(steps, carry)
+    SHARED = 20_000  # untracked replays fed students' numbers a problem keeps for the files after
+
+    def __init__(self, steps: Steps, answered: Sequence[Answer], carry: int, kept: bool = True) -> None:
+        self.solved = _Solved.of(steps, carry, kept)
+        if len(self.solved.shared) > self.SHARED:
+            self.solved.shared.clear()
+            self.solved.prints.clear()
         self.answered = answered
         self.carry = carry
-        self.passes: dict[tuple[Mistake, int], _Pass] = {}  # fed the student's numbers
-        self.references: dict[tuple[Mistake, bool, Key], Reference] = {}
+        self.passes: dict[tuple[Mistake, int], _Pass] = {}  # fed the student's numbers (untracked: solved.shared)
+        self.references: dict[tuple[Mistake, bool, Key, bool], Reference] = {}
         self.cuts: dict[Key, int | None] = {}
         truth = self.solved.whole(NO_MISTAKE).computed
         self.full = {(a.step, a.head) for a in answered if _complete(a, truth[(a.step, a.head)].t.shape)}
@@ -478,19 +519,41 @@ class _Replays:
         """The student's numbers by step, made when a replay first needs them (a right file needs none)."""
         return {(a.step, a.head): _student(a, self.carry) for a in self.answered}
 
-    def reference(self, mistake: Mistake, own: bool, key: Key) -> Reference:
-        """Step `key` under `mistake`, from the problem alone or (`own`) fed the student's numbers.
+    @functools.cached_property
+    def prints(self) -> list[int]:
+        """For each stage, the print of the student's numbers a replay as far as it reads: files whose students
+        wrote the same numbers there share the replay (most of a class writes the same careful numbers)."""
+        solved = self.solved
+        found, current = [], -1
+        for index in range(len(solved.stages)):
+            written = tuple(
+                (key, num.t.shape, num.t.tobytes(), num.e.tobytes())
+                for key, num in self.given.items()
+                if solved.read_at(key) == index
+            )
+            current = solved.printed(current, written)
+            found.append(current)
+        return found
+
+    def reference(self, mistake: Mistake, own: bool, key: Key, tracked: bool = True) -> Reference:
+        """Step `key` under `mistake`, from the problem alone or (`own`) fed the student's numbers; `tracked` False:
+        the same numbers with looser radii (rounding.Noise), made at a fraction of the cost.
 
         Mistakes that cannot change `key` share one reference (the same object: its judgements can be kept).
         """
         solved = self.solved
         index = solved.stage(key)
         mistake = solved.prefix(self.screened(mistake, key) if own else mistake, index)
-        found = self.references.get((mistake, own, key))
+        found = self.references.get((mistake, own, key, tracked))
         if found is None:
-            replayed = solved.run(mistake, index, self.given, self.passes) if own else solved.whole_to(mistake, index)
+            if own and tracked:
+                replayed = solved.run(mistake, index, self.given, self.passes)
+            elif own:
+                replayed = solved.run(mistake, index, self.given, solved.shared, False, self.prints)
+            else:
+                replayed = solved.whole_to(mistake, index, tracked)
             num = replayed.computed[key]
-            found = self.references[(mistake, own, key)] = (num.t, num.radius, replayed.excluded[key])
+            found = self.references[(mistake, own, key, tracked)] = (num.t, num.radius, replayed.excluded[key])
         return found
 
     def screened(self, mistake: Mistake, key: Key) -> Mistake:
@@ -534,10 +597,11 @@ class _Grader:
         self.key = (answer.step, answer.head)
         self.truth = self.reference(NO_MISTAKE, False)
         self.judged: dict[int, bool] = {}  # id of a replay's reference (held by `replays`) -> whether it explains
+        self.missed: dict[int, bool] = {}  # id of an untracked reference -> whether it surely misses a number
         self.lists: dict[int, tuple[Reference, Listed]] = {}  # id of a reference -> (it, as lists)
 
-    def reference(self, mistake: Mistake, own: bool, key: Key | None = None) -> Reference:
-        return self.replays.reference(mistake, own, key or self.key)
+    def reference(self, mistake: Mistake, own: bool, key: Key | None = None, tracked: bool = True) -> Reference:
+        return self.replays.reference(mistake, own, key or self.key, tracked)
 
     def report(self, upstream_wrong: bool, upstream_coarse: bool, explain: bool = True) -> StepReport:
         """The step's report; `upstream_wrong`: an earlier step it uses is wrong or carried; `upstream_coarse`:
@@ -638,12 +702,42 @@ class _Grader:
         return found
 
     def reproduces(self, triples: list[Triple], mistake: Mistake, own: bool, clean: Reference) -> bool:
-        """Whether the replay of `mistake` explains the step; mistakes that share a replay here are judged once."""
+        """Whether the replay of `mistake` explains the step; mistakes that share a replay here are judged once.
+
+        The untracked replay comes first: most replays miss some number by more than even its looser radius,
+        and are dropped without tracking a rounding.
+        """
+        rough = self.reference(mistake, own, tracked=False)
+        missed = self.missed.get(id(rough))
+        if missed is None:
+            missed = self.missed[id(rough)] = self.misses(triples, rough)
+        if missed:
+            return False
         ref = self.reference(mistake, own)
         found = self.judged.get(id(ref))
         if found is None:
             found = self.judged[id(ref)] = self.explains(triples, ref, clean)
         return found
+
+    def misses(self, triples: list[Triple], rough: Reference) -> bool:
+        """Whether an untracked reference misses some answered number by more than its radius (with a margin for
+        the last bits), so that the tracked one, whose radius is no larger and whose numbers are the same, does
+        too. A cell it leaves undefined is judged against the truth, as `fits` does; one with an unbounded radius
+        (judged by the half unit alone) proves nothing."""
+        t, r, out = rough
+        agrees = self.rule.agrees
+        for i, j, entry in triples:
+            value, radius = t.item(i, j), r.item(i, j)
+            if math.isnan(value):
+                truth_t, truth_r, truth_out = self.listed(self.truth)
+                if not agrees(entry, truth_t[i][j], truth_r[i][j], truth_out[i][j]):
+                    return True
+            elif entry.value is None or not math.isfinite(value):  # judged without the radius
+                if not agrees(entry, value, 0.0, out.item(i, j)):
+                    return True
+            elif math.isfinite(radius) and not agrees(entry, value, radius * (1 + ROUGH_MARGIN), out.item(i, j)):
+                return True
+        return False
 
     def explains(self, triples: list[Triple], ref: Reference, clean: Reference) -> bool:
         """Whether `ref` fits every answered number and gives one that the mistake-free `clean` does not."""
@@ -720,8 +814,11 @@ class _Grader:
             if self.square() and not transposed:
                 for mistake in solved.pairable:
                     codes = ["transposed", *mistake.codes]
-                    ref = None if set(codes) <= set(found) else _transpose(self.reference(mistake, own))
-                    if ref is not None and self.explains(triples, ref, clean):
+                    if set(codes) <= set(found):
+                        continue
+                    if self.misses(triples, _transpose(self.reference(mistake, own, tracked=False))):
+                        continue
+                    if self.explains(triples, _transpose(self.reference(mistake, own)), clean):
                         found += codes
         return found
 
@@ -938,15 +1035,23 @@ def _inapplicable_scales(steps: Steps) -> list[float]:
 
 @np.errstate(all="ignore")  # a slip may divide by zero or overflow; those cells just reproduce nothing
 def _advance(
-    steps: Steps, mistake: Mistake, given: Mapping[Key, Carried], carry: int, before: _Pass, stage: Stage
+    steps: Steps,
+    mistake: Mistake,
+    given: Mapping[Key, Carried],
+    carry: int,
+    before: _Pass,
+    stage: Stage,
+    tracked: bool = True,
+    largest: int = 1,
 ) -> _Pass:
     """The calculation under `mistake` one stage further, each step fed the student's numbers (`given`) where written.
 
-    Every number comes with how far a student who carries `carry` decimals may be from it.
+    Every number comes with how far a student who carries `carry` decimals may be from it: each rounding
+    apart (`tracked`, as many as `largest`, the cells of the largest matrix, leaves room for), or all of them in
+    one looser bound (rounding.Noise).
     """
     problem = steps.problem
-    noise = rounding.Noise()
-    noise.count = before.count
+    noise = rounding.Noise(before.count, tracked, largest)
     computed, excluded, passed = dict(before.computed), dict(before.excluded), dict(before.passed)
     pending: list[Key] = [before.pending] if before.pending is not None else []
 
@@ -1029,6 +1134,22 @@ def _advance(
         else:
             settle(("final", None), rounding.matmul(concat, keep("final", rounding.exact(problem.w_o))))
     return _Pass(computed, excluded, passed, noise.count, pending[0])
+
+
+def _largest(steps: Steps) -> int:
+    """The cells of the largest matrix a replay of `steps` carries (the budget of its roundings is shared by them)."""
+    arrays = [steps.output, *([steps.concat] if steps.concat is not None else [])]
+    for head in steps.heads:
+        arrays += [
+            a for a in (head.queries, head.keys, head.values, head.hidden, head.scores, head.output) if a is not None
+        ]
+        arrays += [
+            side
+            for spec in (head.spec.queries, head.spec.keys, head.spec.values)
+            if isinstance(spec, Projection)
+            for side in (spec.x, spec.w)
+        ]
+    return max(a.size for a in arrays)
 
 
 def _operand(spec: object, matrix: np.ndarray, keep: Callable[[str, Carried], Carried]) -> Carried:
@@ -1170,6 +1291,8 @@ def _scale_carried(scale: float, mistake: Mistake, carry: int, noise: rounding.N
     moved = max(abs(v - scale) for v in nearest)
     if moved == 0:
         return rounding.exact(scale)
+    if not noise.tracks(1):
+        return rounding.known(np.array(scale), np.array(moved))
     noise.count += 1
     g = np.zeros(noise.count)
     g[-1] = moved

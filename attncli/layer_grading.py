@@ -60,7 +60,7 @@ def grade(
         streams = _Streams(truth, stream, output, rule, {"x": stream_right, "z": output_right})
         judged = streams.judge(given.streams)
         if truth.layer.norm is not None and any(report.status == WRONG for report in found):
-            moved = grading.grade(streams.norm_moved(fed).attention, given.attention, **options)
+            moved = grading.grade(streams.norm_moved(fed).attention, given.attention, **options, diagnose=())
             again = {(step.step, step.head): step.status for step in moved.steps}
             found = [_named(report, again) for report in found]
         normed = [report for report in judged if report.step == "normed"]  # before the attention that reads it
@@ -76,11 +76,13 @@ def _attention(
     truth: LayerSteps, fed: LayerSteps, given: LayerAnswers, inherited: bool, options: dict
 ) -> list[StepReport]:
     """The layer's attention against the truth, and against what the student's own stream gives (`fed`): a step
-    right only from their stream is right when that stream was (their rounding), carried when it was not."""
+    right only from their stream is right when that stream was (their rounding), carried when it was not. Only
+    the statuses of the second grading are read (a right step has no diagnosis): it looks for none."""
     report = grading.grade(truth.attention, given.attention, **options)
     if fed is truth:
         return list(report.steps)
-    own = {(step.step, step.head): step for step in grading.grade(fed.attention, given.attention, **options).steps}
+    graded = grading.grade(fed.attention, given.attention, **options, diagnose=())
+    own = {(step.step, step.head): step for step in graded.steps}
     return [
         (_carried(own[(step.step, step.head)]) if inherited else own[(step.step, step.head)])
         if _better(step, own.get((step.step, step.head)))

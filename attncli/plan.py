@@ -1,10 +1,10 @@
 """What a calculation run asks for (`Request`), and what answers it (`plan`): every output made, ready to write.
 
-`attncli compute` is one client: it reads its options into a Request, asks for the plan and
-writes what the plan holds, where its options say. The plan loads the problem on the budget
-the outputs need (the final result alone, a large problem's summary, or every step), checks
-that the format can show what was asked before anything is computed, then solves, probes and
-renders. An error names the request's own field (`format`, `figure`, `ablate-head`), never a
+`attncli compute` is one client: it reads its options into a Request, loads the problem on the
+budget the outputs need (the final result alone, a large problem's summary, or every step:
+`load`), asks for the plan and writes what the plan holds, where its options say. The plan
+checks that the format can show what was asked before anything is computed, then solves,
+probes and renders. An error names the request's own field (`format`, `figure`, `ablate-head`), never a
 command-line flag: the command line places it at its option (attncli.cli.common.located).
 """
 
@@ -56,7 +56,7 @@ class Request(NamedTuple):
     analyses: Analyses = Analyses()
     layer: int | None = None  # a stack's layer shown alone, from 1
     rollout: bool = False  # a stack's attention rollout
-    pictures: bool = False  # the human output recorded as a picture too (--svg, --html)
+    pictures: tuple[str, ...] = ()  # formats.PICTURES the human output is recorded as too (--svg, --html)
     figure: Path | None = None  # a figure's file: its suffix says svg, png or pdf
     quiet: bool = False  # no output but the files asked for
     shown: bool = True  # the output goes somewhere: not quiet, or quiet with a file for it
@@ -73,15 +73,30 @@ class Plan(NamedTuple):
     figure_first: bool = False  # a large problem's summary makes its figure before its pictures
 
 
-def plan(request: Request) -> Plan:
-    """The outputs `request` asks for, made from its problem; an AttnError, before any work where it can be."""
+def load(request: Request) -> Problem | Stack:
+    """The request's problem, loaded on the budget its outputs need: the kernel's when they need the final result
+    alone (npy, or nothing shown) or a large problem's summary, every step's otherwise."""
+    results_only, summarised = _needs(request)
+    return pipeline.load(request.source, request.flags, dtype=request.dtype, results_only=results_only or summarised)
+
+
+def _needs(request: Request) -> tuple[bool, bool]:
+    """Whether the outputs need the final result alone, and whether a large problem's summary would do."""
     fmt = FORMATS[request.format]
     asked = request.analyses.asked()
     results_only = not (asked or request.pictures or request.figure) and (not request.shown or fmt.name == "npy")
-    summarised = not asked and (fmt.human or not request.shown)
-    parsed = pipeline.load(request.source, request.flags, dtype=request.dtype, results_only=results_only or summarised)
+    return results_only, not asked and (fmt.human or not request.shown)
+
+
+def plan(request: Request, parsed: Problem | Stack) -> Plan:
+    """The outputs `request` asks for, made from its problem `parsed` (`load`); an AttnError, before any work where
+    it can be."""
+    results_only, summarised = _needs(request)
     with about("format"):
         formats.refuse(request.format, problem=None if request.quiet else parsed)
+    for picture in request.pictures:
+        with about(picture):
+            formats.refuse_picture(picture, parsed)
     _check_follow(request.follow or (), parsed)
     if request.shown:  # a format that would ignore an option refuses it
         given = {"--follow": bool(request.follow), "--precision": request.precision is not None}

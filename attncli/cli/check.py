@@ -5,11 +5,22 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Optional
 
-from attncli.cli.common import Debug, Lang, NoColor, Output, boundary, choose, command, epilog, format_option, located
+from attncli.cli.common import (
+    Debug,
+    Lang,
+    NoColor,
+    boundary,
+    choose,
+    command,
+    epilog,
+    format_option,
+    located,
+    output_option,
+)
 from attncli.cli.ending import say
 from attncli.cli.environment import Environment
 from attncli.cli.lean import argument, option
-from attncli.cli.output import output_format, print_human, write
+from attncli.cli.output import check_targets, output_format, print_human, write
 from attncli.errors import ExitCode, fail
 from attncli.i18n import describe, t
 from attncli.render import formats
@@ -19,6 +30,7 @@ if TYPE_CHECKING:
 
 FORMATS = formats.offering(formats.CHECK)
 Format = Annotated[Optional[str], format_option(FORMATS)]
+Output = Annotated[Optional[Path], output_option(FORMATS)]
 EXAMPLES = epilog(
     "  attncli check homework.yaml",
     "  attncli check --key exercise-01-key.yaml class/*.yaml --format csv -o grades.csv",
@@ -64,6 +76,7 @@ def check(
     options = submissions.Options(tolerance, carry, min_decimals=min_decimals, require=required)
     source = submissions.load_key(key) if key is not None else submissions.load_keys(keys) if keys else None
     results = submissions.grade_files(files, source, options, describe)
+    check_targets(("-o", output))  # every file read: none of them may be the gradebook
     for result in results:
         if result.error is not None:
             say(result.error, env.stderr)

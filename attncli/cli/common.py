@@ -15,7 +15,6 @@ import functools
 import inspect
 import typing
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from pathlib import Path
 from typing import Annotated, Any, NamedTuple, Optional, TypeVar
 
 from attncli.cli import lean
@@ -82,7 +81,6 @@ Lang = Annotated[
 ]
 Debug = Annotated[bool, option("--debug", help=t("help.debug"))]
 Precision = Annotated[int, option(min=0, max=17, help=t("help.precision"))]
-Output = Annotated[Optional[Path], option("--output", "-o", help=t("help.output"))]
 NoColor = Annotated[bool, option("--no-color", help=t("help.no_color"))]
 
 
@@ -95,6 +93,16 @@ def format_option(formats: Sequence[str]) -> Declared:
         autocompletion=completion(*formats),
         help=t("help.format", formats=", ".join(formats)),
     )
+
+
+def output_option(formats: Sequence[str]) -> Declared:
+    """The -o option of a command that writes `formats`, whose help names only the extensions that choose one of
+    them (the plain text's last): `Annotated[Optional[Path], output_option(FORMATS)]`."""
+    from attncli.render.formats import FORMATS
+
+    chosen = sorted((FORMATS[name] for name in formats if FORMATS[name].suffix), key=lambda format: format.human)
+    extensions = " ".join(str(format.suffix) for format in chosen)
+    return option("--output", "-o", help=t("help.output", extensions=extensions))
 
 
 def epilog(*lines: str, exit_codes: str = EXIT_CODES_HELP) -> str:

@@ -9,7 +9,6 @@ from attncli.cli.common import (
     Debug,
     Lang,
     NoColor,
-    Output,
     Precision,
     boundary,
     choose,
@@ -17,10 +16,11 @@ from attncli.cli.common import (
     epilog,
     format_option,
     located,
+    output_option,
 )
 from attncli.cli.environment import Environment
 from attncli.cli.lean import argument, option
-from attncli.cli.output import output_format, print_human, write
+from attncli.cli.output import check_targets, output_format, print_human, write
 from attncli.errors import ExitCode
 from attncli.i18n import t
 from attncli.render import formats
@@ -28,6 +28,7 @@ from attncli.render import formats
 FORMATS = formats.offering(formats.COMPARE)
 PICTURES = {kind: ("--figure", f".{kind}") for kind in ("svg", "png", "pdf")}
 Format = Annotated[Optional[str], format_option(FORMATS)]
+Output = Annotated[Optional[Path], output_option(FORMATS)]
 EXAMPLES = epilog(
     "  attncli compare samples/bank.yaml samples/bank_cashier.yaml",
     "  attncli compare samples/storm_causal.yaml samples/storm_bidirectional.yaml --format json",
@@ -58,6 +59,7 @@ def compare(
     from attncli.render import probes as shown
 
     first, second = (pipeline.solve(pipeline.single(pipeline.load(name), "compare")) for name in (a, b))
+    check_targets(("-o", output), ("--figure", figure))
     record = probes.compare(first, second)
     if figure:
         from attncli.render.figure import compare_figure

@@ -10,7 +10,6 @@ from attncli.cli.common import (
     Debug,
     Lang,
     NoColor,
-    Output,
     boundary,
     choose,
     command,
@@ -18,10 +17,11 @@ from attncli.cli.common import (
     epilog,
     format_option,
     located,
+    output_option,
 )
 from attncli.cli.environment import Environment
 from attncli.cli.lean import argument, option
-from attncli.cli.output import output_format, print_human, save_pictures, write
+from attncli.cli.output import check_targets, output_format, print_human, save_pictures, write
 from attncli.errors import ExitCode, fail
 from attncli.i18n import t
 from attncli.render import formats
@@ -33,6 +33,7 @@ if TYPE_CHECKING:
 
 FORMATS = formats.offering(formats.STEPS)
 Format = Annotated[Optional[str], format_option(FORMATS)]
+Output = Annotated[Optional[Path], output_option(FORMATS)]
 DTYPES = ("float64", "float32")
 MASKS = ("none", "causal", "causal_lower_right")
 LOSSES = ("sum",)  # --loss: a target goes in the file, backward: {loss: {target: MATRIX}}
@@ -135,11 +136,13 @@ PROBLEM_FLAGS = ("tokens", "query_tokens", "queries", "keys", "values", "scores"
 @boundary
 def compute(env: Environment, given: Options) -> ExitCode:
     """Build the library's request from the options, ask it for the plan, and write what the plan holds."""
-    from attncli.plan import plan
+    from attncli import plan
 
     request = _request(env, given)
     with located():
-        made = plan(request)
+        problem = plan.load(request)
+        check_targets(("-o", given.output), ("--svg", given.svg), ("--html", given.html), ("--figure", given.figure))
+        made = plan.plan(request, problem)
     _write(made, request, given, env)
     return ExitCode.OK
 
@@ -173,9 +176,10 @@ def _request(env: Environment, given: Options) -> Request:
         figure_format(given.figure)
     follow = tuple(given.follow) if given.follow else None
     shown = not (given.quiet and given.output is None)
+    pictures = tuple(kind for kind, path in (("svg", given.svg), ("html", given.html)) if path is not None)
     return Request(
         given.file, flags, format, given.dtype, given.csv_layout, given.precision, follow, given.heatmap, analyses,
-        given.layer, given.rollout, bool(given.svg or given.html), given.figure, given.quiet, shown,
+        given.layer, given.rollout, pictures, given.figure, given.quiet, shown,
     )  # fmt: skip
 
 

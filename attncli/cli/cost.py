@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated, Optional
 
 from attncli.cli.common import (
     Debug,
     Lang,
     NoColor,
-    Output,
     boundary,
     choose,
     command,
@@ -16,6 +16,7 @@ from attncli.cli.common import (
     epilog,
     format_option,
     located,
+    output_option,
 )
 from attncli.cli.environment import Environment
 from attncli.cli.lean import argument, option
@@ -26,6 +27,7 @@ from attncli.render import formats
 
 FORMATS = formats.offering(formats.COST)
 Format = Annotated[Optional[str], format_option(FORMATS)]
+Output = Annotated[Optional[Path], output_option(FORMATS)]
 DTYPES = ("fp32", "float32", "fp16", "bf16", "fp8", "float64")  # attncli.cost.BYTES, which needs no numpy either
 EXAMPLES = epilog(
     "  attncli cost --d-model 4096 --heads 32 --kv-heads 8 --layers 32 --tokens 16384 --dtype bf16",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import random
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Optional
@@ -10,9 +11,10 @@ from attncli.cli.common import SCORES, Debug, Lang, boundary, choose, command, c
 from attncli.cli.ending import say
 from attncli.cli.environment import Environment
 from attncli.cli.lean import option
-from attncli.cli.output import write
+from attncli.cli.output import all_or_nothing, check_targets, write
 from attncli.errors import ExitCode, fail
 from attncli.i18n import t
+from attncli.render.formats import implied_by
 
 if TYPE_CHECKING:
     from attncli.exercises import Options
@@ -105,9 +107,12 @@ def generate(
     if seed is None:
         seed = random.SystemRandom().randrange(SEED_LIMIT)
     one_file = EXERCISE_SUFFIXES if sheet is None else (SHEETS[sheet],)  # -o FILE.yaml, or FILE.tex for a sheet
+    if output is not None and implied_by(output.suffix) and output.suffix.lower() not in one_file:  # json, csv...
+        raise fail("generate.bad_suffix", path=str(output), suffix=output.suffix, one=one_file[0]).at(source="-o")
     if count is None and (output is None or output.suffix.lower() in one_file):
         if output is not None and output.exists() and not force:
             raise fail("generate.exists", path=str(output)).at(source="-o")
+        check_targets(("-o", output))
         text = exercises.exercise(options, seed)
         write(text if sheet is None else _sheet(text, sheet), output, env)
         return ExitCode.OK
@@ -139,18 +144,35 @@ def _worksheet(
         files += [
             (name.removesuffix(".yaml") + SHEETS[sheet], _sheet(text, sheet)) for name, text in files if name in names
         ]
+    made = _folder(output)
     try:
-        output.mkdir(parents=True, exist_ok=True)
-    except OSError as error:
-        raise fail("cli.output_failed", path=str(output), reason=error.strerror or str(error)) from None
-    for name, text in files:
-        write(text, output / name, env)
+        with all_or_nothing():  # the set whole, or none of it (a target that is a folder, a full disk): said last
+            for name, text in files:
+                write(text, output / name, env)
+    except BaseException:
+        for folder in made:  # the folders this run made, empty again
+            with contextlib.suppress(OSError):
+                folder.rmdir()
+        raise
     remake = exercises.set_command(options, seed, count, str(output))
     say(
         t("generate.wrote", count=count, path=str(output), first=seed, last=seed + count - 1, command=remake),
         env.stderr,
         whole=True,
     )
+
+
+def _folder(output: Path) -> list[Path]:
+    """Make the folder `output` and those above it that are missing: the ones made, the innermost first."""
+    made, folder = [], output
+    while not folder.exists() and not folder.is_symlink() and folder != folder.parent:
+        made.append(folder)
+        folder = folder.parent
+    try:
+        output.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise fail("cli.output_failed", path=str(output), reason=error.strerror or str(error)).at(source="-o") from None
+    return made
 
 
 def _sheet(exercise: str, kind: str) -> str:

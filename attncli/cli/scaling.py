@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated, Optional
 
 from attncli.cli import progress
@@ -9,7 +10,6 @@ from attncli.cli.common import (
     Debug,
     Lang,
     NoColor,
-    Output,
     Precision,
     boundary,
     choose,
@@ -17,16 +17,18 @@ from attncli.cli.common import (
     epilog,
     format_option,
     located,
+    output_option,
 )
 from attncli.cli.environment import Environment
 from attncli.cli.lean import option
-from attncli.cli.output import output_format, print_human, write
+from attncli.cli.output import check_targets, output_format, print_human, write
 from attncli.errors import ExitCode
 from attncli.i18n import t
 from attncli.render import formats
 
 FORMATS = formats.offering(formats.SCALING)
 Format = Annotated[Optional[str], format_option(FORMATS)]
+Output = Annotated[Optional[Path], output_option(FORMATS)]
 EXAMPLES = epilog(
     "  attncli scaling",
     "  attncli scaling --dk 2,32,512 --keys 8 --samples 5000 --seed 1",
@@ -50,6 +52,7 @@ def scaling(
     debug: Debug = False,
 ) -> ExitCode:
     format = choose(output_format(format, output, FORMATS), FORMATS, "--format")
+    check_targets(("-o", output))
     from attncli import probes
     from attncli.render import probes as shown
 

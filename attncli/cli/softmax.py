@@ -5,7 +5,18 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Optional
 
-from attncli.cli.common import Debug, Lang, NoColor, Output, Precision, boundary, choose, command, epilog, format_option
+from attncli.cli.common import (
+    Debug,
+    Lang,
+    NoColor,
+    Precision,
+    boundary,
+    choose,
+    command,
+    epilog,
+    format_option,
+    output_option,
+)
 from attncli.cli.environment import Environment
 from attncli.cli.lean import argument, option
 from attncli.cli.output import output_format, print_human, write
@@ -15,6 +26,7 @@ from attncli.render import formats
 
 FORMATS = formats.offering(formats.SOFTMAX)
 Format = Annotated[Optional[str], format_option(FORMATS)]
+Output = Annotated[Optional[Path], output_option(FORMATS)]
 FILE_SUFFIXES = (".yaml", ".yml", ".json")  # an argument ending so is a file, even one that does not exist
 EXAMPLES = epilog(
     '  attncli softmax "2, 1, 0.1"',

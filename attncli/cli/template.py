@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from pathlib import Path
+from typing import Annotated, Optional
 
-from attncli.cli.common import Debug, Lang, Output, boundary, command, epilog
+from attncli.cli.common import Debug, Lang, boundary, command, epilog
 from attncli.cli.environment import Environment
-from attncli.cli.lean import argument
-from attncli.cli.output import write
-from attncli.errors import ExitCode
+from attncli.cli.lean import argument, option
+from attncli.cli.output import check_targets, write
+from attncli.errors import ExitCode, fail
 from attncli.i18n import t
 
 EXAMPLES = epilog(
@@ -22,13 +23,20 @@ EXAMPLES = epilog(
 def template(
     env: Environment,
     file: Annotated[str, argument(metavar=t("help.metavar.file"), help=t("help.template.file"))],
-    output: Output = None,
+    output: Annotated[
+        Optional[Path], option("--output", "-o", metavar=t("help.metavar.file"), help=t("help.template.output"))
+    ] = None,
     lang: Lang = None,
     debug: Debug = False,
 ) -> ExitCode:
+    from attncli.render.formats import implied_by
+
+    if output is not None and implied_by(output.suffix) is not None:  # a template is YAML, whatever its name says
+        raise fail("template.bad_suffix", path=str(output), suffix=output.suffix).at(source="-o")
     from attncli import pipeline, submissions, templates, yamldoc
 
     document = yamldoc.read(file)
     steps = pipeline.solve(pipeline.load(document))
+    check_targets(("-o", output))
     write(templates.template(steps, submissions.exercise_id(document)), output, env)
     return ExitCode.OK

@@ -10,16 +10,18 @@ from attncli.errors import fail
 MEMORY_BUDGET = 4 * 2**30
 
 
-def within_budget(needed: int, heads: int, queries: int, keys: int, source: str | None) -> None:
-    """Refuse a run that would hold more than MEMORY_BUDGET bytes: the calculation, or an analysis on top of it."""
+def within_budget(needed: int, heads: int, queries: int, keys: int, source: str | None, layers: int = 1) -> None:
+    """Refuse a run that would hold more than MEMORY_BUDGET bytes: the calculation (with `layers`, a stack's so far),
+    or an analysis on top of it."""
     if needed > MEMORY_BUDGET:
         raise fail(
-            "problem.too_large",
+            "problem.too_large" if layers == 1 else "problem.too_large_layers",
             size=_size(needed),
             limit=_size(MEMORY_BUDGET),
             heads=heads,
             queries=queries,
             keys=keys,
+            layers=layers,
         ).at(source=source)
 
 

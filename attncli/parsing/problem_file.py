@@ -23,11 +23,15 @@ TOP_FIELDS = (
 class Builder:
     """Works out tokens, heads and the mask from the merged fields, in dependency order."""
 
-    def __init__(self, reader: FieldReader, data: dict, results_only: bool = False) -> None:
+    def __init__(
+        self, reader: FieldReader, data: dict, results_only: bool = False, held: int = 0, layers: int = 1
+    ) -> None:
         self.reader = reader
         self.data = data
         self.heads = Heads(reader, data)
         self.results_only = results_only
+        self.held, self.layers = held, layers  # a stack's layers before this one: bytes they hold, and their count
+        self.needed = 0  # bytes this problem's calculation holds, once checked
 
     def problem(self) -> Problem:
         tokens = self.tokens()
@@ -160,8 +164,8 @@ class Builder:
         """
         bias = self.data.get("bias") is not None
         cells = core.bytes_needed(scores, queries, keys, self.reader.dtype, bias, results_only=self.results_only)
-        needed = cells + vectors * self.reader.dtype.itemsize
-        within_budget(needed, len(self.heads), queries, keys, self.reader.document.name)
+        self.needed = cells + vectors * self.reader.dtype.itemsize
+        within_budget(self.held + self.needed, len(self.heads), queries, keys, self.reader.document.name, self.layers)
 
 
 def _vectors(heads: tuple[Head, ...], w_o: np.ndarray | None, queries: int) -> int:

@@ -19,7 +19,8 @@ from attncli.backward import Gradients, HeadGradients, LayerGradients, StackGrad
 from attncli.core import HeadSteps, Steps
 from attncli.i18n import t
 from attncli.problem import Backward, Norm, Problem, Projection
-from attncli.render.walk import MAX_KEYS, MAX_QUERIES, Grid, View, condensed, followed, head_title
+from attncli.render.formats import MAX_KEYS, MAX_QUERIES, condensed
+from attncli.render.walk import Grid, View, followed, head_title
 from attncli.written import DOWN, ENTRY, FIXED, GAPS, WRITE_OUT, Num, fixed, names_of, rows, shown_of, vec
 
 if TYPE_CHECKING:

@@ -23,6 +23,12 @@ CHECK, COMPARE, SCALING, SOFTMAX, COST = "check", "compare", "scaling", "softmax
 # The options that shape what a format shows for a reader (precision, which queries, the heatmap, the rollout).
 SHAPED_FOR_READERS = frozenset(("--follow", "--precision", "--heatmap", "--rollout"))
 MAX_DOCUMENT_CELLS = 2_000_000  # (query, key) cells over all heads that text formats print, a few at each
+# ... that the step-by-step view (rich, text, --svg, --html) and the write-ups lay out cell by cell: 64 heads of
+# 64 queries × 16 keys (the most a head shows before it is condensed) take about 2 s as text and 6 s as SVG
+MAX_SHOWN_CELLS = 65_536
+MAX_KEYS = 16  # more keys than this, or more queries than MAX_QUERIES, and the view is condensed (`condensed`)
+MAX_QUERIES = 64
+PICTURES = ("svg", "html")  # --svg and --html: the step-by-step view as a picture (`refuse_picture`)
 
 
 class Format(NamedTuple):
@@ -77,8 +83,21 @@ def refuse(name: str, *, analyses: bool = False, problem: Problem | Stack | None
         raise fail("render.no_analyses", format=name)
     if isinstance(problem, Stack) and STACK not in format.writes:
         raise fail("render.no_layers", format=name, formats=", ".join(offering(STACK)))
-    if problem is not None and format.every_cell and cells(problem) > MAX_DOCUMENT_CELLS:
-        raise fail("render.too_many_cells", format=name, cells=cells(problem), limit=MAX_DOCUMENT_CELLS)
+    if problem is not None and not format.binary:
+        _within_cells(name, problem, format.every_cell)
+
+
+def refuse_picture(name: str, problem: Problem | Stack) -> None:
+    """Raise when the picture `name` (one of PICTURES) would lay out more cells than the view holds."""
+    _within_cells(name, problem, every_cell=False)
+
+
+def _within_cells(name: str, problem: Problem | Stack, every_cell: bool) -> None:
+    """A format that prints every cell is held to MAX_DOCUMENT_CELLS; one that lays the view out (a large problem
+    condensed to a few cells a head) to MAX_SHOWN_CELLS of the cells it shows."""
+    shown, limit = (cells(problem), MAX_DOCUMENT_CELLS) if every_cell else (cells(problem, True), MAX_SHOWN_CELLS)
+    if shown > limit:
+        raise fail("render.too_many_cells", format=name, cells=shown, limit=limit)
 
 
 def refuse_options(name: str, given: Sequence[str]) -> None:
@@ -91,12 +110,19 @@ def refuse_options(name: str, given: Sequence[str]) -> None:
             raise fail("render.option_unused", option=option, format=name, formats=", ".join(honouring))
 
 
-def cells(problem: Problem | Stack) -> int:
-    """The (query, key) cells of every head of every layer: what MAX_DOCUMENT_CELLS counts."""
+def cells(problem: Problem | Stack, shown_only: bool = False) -> int:
+    """The (query, key) cells of every head of every layer: what MAX_DOCUMENT_CELLS counts; with `shown_only`
+    those of the layers the step-by-step view lays out cell by cell (not condensed): what MAX_SHOWN_CELLS counts."""
     from attncli.problem import Stack
 
     layers = [layer.attention for layer in problem.layers] if isinstance(problem, Stack) else [problem]
-    return sum(len(layer.heads) * layer.mask.size for layer in layers)
+    return sum(len(layer.heads) * layer.mask.size for layer in layers if not (shown_only and condensed(layer)))
+
+
+def condensed(problem: Problem) -> bool:
+    """Whether a problem is too large to show cell by cell: then every format shows the first and last EDGE rows
+    and columns of each matrix (the terminal a summary), and says where every number is."""
+    return len(problem.tokens) > MAX_KEYS or len(problem.query_tokens) > MAX_QUERIES
 
 
 def every_number(problem: Problem | Stack) -> str:

@@ -10,12 +10,20 @@ import numpy as np
 
 from attncli import __version__
 from attncli.core import HeadSteps, Steps
+from attncli.errors import quoted_escapes
 from attncli.problem import Problem
 
 if TYPE_CHECKING:
     from attncli.backward import Gradients, StackGradients
     from attncli.layers import LayerSteps, StackSteps
     from attncli.probes import Comparison, Intervention, Norms, Scaling
+
+
+def dumps(document: object) -> str:
+    """One JSON document on a line: UTF-8 as it is, numbers at full precision, and every control character of a
+    text from a file or a student escaped (json.dumps leaves C1, DEL, the line separators and bidirectional
+    controls raw), so that `cat` or a JSON viewer shows them inert."""
+    return json.dumps(document, ensure_ascii=False, allow_nan=False).translate(quoted_escapes()) + "\n"
 
 
 def render(steps: Steps, norms: Norms | None = None, interventions: Sequence[Intervention] = ()) -> str:
@@ -28,7 +36,7 @@ def render(steps: Steps, norms: Norms | None = None, interventions: Sequence[Int
         }
     if interventions:
         doc["interventions"] = [_intervention(record) for record in interventions]
-    return json.dumps(doc, ensure_ascii=False, allow_nan=False) + "\n"
+    return dumps(doc)
 
 
 def _intervention(record: Intervention) -> dict:
@@ -122,7 +130,7 @@ def stack_document(steps: StackSteps, rollout: np.ndarray | None = None, layer: 
         doc["rollout"] = rollout.tolist()
     if steps.backward is not None:
         doc["backward"] = _backward(steps.backward)
-    return json.dumps(doc, ensure_ascii=False, allow_nan=False) + "\n"
+    return dumps(doc)
 
 
 def _layer(steps: LayerSteps) -> dict:
@@ -216,7 +224,7 @@ def compare_document(record: Comparison) -> str:
         for query in record.queries
     ]
     doc = {"attncli": __version__, "a": side(record.a), "b": side(record.b), "queries": queries}
-    return json.dumps(doc, ensure_ascii=False, allow_nan=False) + "\n"
+    return dumps(doc)
 
 
 def scaling_document(record: Scaling) -> str:
@@ -231,4 +239,4 @@ def scaling_document(record: Scaling) -> str:
         for row in record.rows
     ]
     doc = {"keys": record.keys, "samples": record.samples, "seed": record.seed, "rows": rows}
-    return json.dumps(doc, ensure_ascii=False, allow_nan=False) + "\n"
+    return dumps(doc)

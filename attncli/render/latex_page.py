@@ -14,6 +14,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from attncli.errors import printable
 from attncli.i18n import t
 from attncli.render import latex_math
 from attncli.written import Vec
@@ -91,8 +92,9 @@ def cell(written: str) -> str:
 
 
 def text(value: str) -> str:
-    """Plain text made safe for LaTeX's text mode; `--format` keeps its two hyphens (TeX would join them)."""
-    value = str(value)
+    """Plain text made safe for LaTeX's text mode (control characters escaped as on a terminal, line breaks kept);
+    `--format` keeps its two hyphens (TeX would join them)."""
+    value = printable(str(value), lines=True)
     return "".join(
         "-{}" if value[i : i + 2] == "--" else _TEXT.get(c, c if ord(c) < 256 else "?") for i, c in enumerate(value)
     )

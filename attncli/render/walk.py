@@ -22,6 +22,7 @@ from attncli import positions
 from attncli.core import HeadSteps, Steps, row_norms
 from attncli.i18n import t
 from attncli.problem import PositionEncoding, Problem, Projection
+from attncli.render.formats import MAX_KEYS, MAX_QUERIES, condensed
 from attncli.written import (
     ACROSS,
     DOWN,
@@ -46,8 +47,6 @@ if TYPE_CHECKING:  # stacked layers: attncli.layers is imported only for them
     pass
 
 AUTO_FOLLOW = 3  # every query in detail up to this many; beyond, the weight matrix and the outputs
-MAX_KEYS = 16  # more keys than this, or more queries than MAX_QUERIES, and the walk is condensed (`condensed`)
-MAX_QUERIES = 64
 
 
 class Spelling(NamedTuple):
@@ -82,12 +81,6 @@ class View(NamedTuple):
     precision: int = 4
     follow: tuple[str, ...] | None = None
     heatmap: bool = False  # the weight map even when there is only one query
-
-
-def condensed(problem: Problem) -> bool:
-    """Whether a problem is too large to show cell by cell: then every format shows the first and last EDGE rows
-    and columns of each matrix (the terminal a summary), and says where every number is."""
-    return len(problem.tokens) > MAX_KEYS or len(problem.query_tokens) > MAX_QUERIES
 
 
 # The records of the walk, in the order they come
