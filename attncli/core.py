@@ -372,3 +372,7 @@ def _finite(array: np.ndarray, field: str) -> np.ndarray:
     if not np.isfinite(array).all():
         raise fail("core.overflow").at(field=field)
     return array
+
+
+if "dot" not in HeadSteps._fields:  # until issue 24's part A names the field `dot` (then this line goes)
+    HeadSteps.dot = property(lambda head: head.compatibility)  # type: ignore[attr-defined]

@@ -10,7 +10,8 @@ import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum
-from typing import NamedTuple
+
+from attncli.i18n import Message, in_english
 
 NAMES_SHOWN = 10  # a message lists at most this many token names, then how many there are
 # C0, DEL, C1, the Unicode line and paragraph separators, the bidirectional embeddings,
@@ -44,13 +45,6 @@ class Terminated(BaseException):
     """SIGTERM, raised where the program is so that it unwinds like Ctrl-C: temporary files removed."""
 
 
-class Message(NamedTuple):
-    """A catalogue key and its parameters, translated only when printed: a part of an error's message, or its field."""
-
-    key: str
-    params: dict[str, object]
-
-
 @dataclass
 class Where:
     """Where in the input a problem sits: file (or flag), line, and field path."""
@@ -79,8 +73,6 @@ class AttnError(Exception):
 
     def __str__(self) -> str:
         """The sentence the command line prints, in English: what a traceback or a log shows a programmer."""
-        from attncli.i18n import in_english  # the catalogues import this module
-
         return in_english(self)
 
     def at(self, source: str | None = None, line: int | None = None, field: str | Message | None = None) -> AttnError:

@@ -7,26 +7,19 @@ FlashAttention (Dao et al., 2022, "FlashAttention: Fast and Memory-Efficient Exa
 The every-step path the CLI shows is attncli.core.attend; its docstring says how the two relate.
 
 The blocks are shared among the caller's thread and helper threads kept between calls, one
-per core: numpy lets go of the GIL inside its matrix products and ufuncs, so one thread
-computes e^s while another multiplies. BLAS is held to one thread meanwhile (threadpoolctl),
-so the cores are not asked for twice over.
+per core, BLAS held to one thread meanwhile (attncli.kernel_threads).
 """
 
 from __future__ import annotations
 
 import functools
 import math
-import os
-import queue
-import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
-if TYPE_CHECKING:
-    from threadpoolctl import LibController
+from attncli import kernel_threads
 
 BLOCK_CELLS = 1 << 18  # scores per block: 1 MiB in float32, so a tile of scores stays in a core's L2 cache
 # Query rows per block when the keys are many: BLAS repacks a tile of keys for every block, and with
@@ -91,17 +84,17 @@ def attention(
     if q.ndim < 2 or k.ndim != q.ndim or v.ndim != q.ndim:
         raise ValueError(f"q, k and v need the same number (≥ 2) of dimensions, got {q.ndim}, {k.ndim}, {v.ndim}")
     if enable_gqa and q.ndim >= 3 and (q.shape[-3], v.shape[-3]) != (k.shape[-3],) * 2:
-        options = {"causal": causal, "scale": scale, "return_weights": return_weights, "key_bins": key_bins}
-        options["return_lse"] = return_lse
-        blocks = {"block_rows": block_rows, "block_keys": block_keys, "threads": threads}
-        return _grouped(q, k, v, mask, options | blocks)
+        options: dict[str, Any] = {"causal": causal, "scale": scale, "return_weights": return_weights}
+        options |= {"key_bins": key_bins, "return_lse": return_lse}
+        sizes = {"block_rows": block_rows, "block_keys": block_keys, "threads": threads}
+        return _grouped(q, k, v, mask, options | sizes)
     batch = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
     (n_q, d), (n_k, d_k), (n_v, d_v) = q.shape[-2:], k.shape[-2:], v.shape[-2:]
     if d != d_k or n_k != n_v:
         raise ValueError(f"shapes do not line up: q {q.shape}, k {k.shape}, v {v.shape}")
     if mask is not None:
         mask = np.broadcast_to(np.asarray(mask), (*batch, n_q, n_k))
-    causal = _diagonal(causal, n_q, n_k)
+    diagonal = _diagonal(causal, n_q, n_k)
     _check_blocks(block_rows=block_rows, block_keys=block_keys, threads=threads)
     with np.errstate(over="ignore"):  # a scale past float32's range: the scores overflow, which is reported
         factor = dtype.type((1 / math.sqrt(d) if d else 1.0) if scale is None else scale)  # E = 0: every score is 0
@@ -110,7 +103,7 @@ def attention(
     bins = None if key_bins is None else _bins(key_bins, n_k)
     sums = None if bins is None else np.empty((*batch, n_q, len(bins)), dtype=dtype)  # (..., L, bins)
     lse = np.empty((*batch, n_q), dtype=dtype) if return_lse else None  # (..., L)
-    if n_q == 0 or (n_k == 0 and mask is None and causal is None):  # as torch: no rows, or a mean of no values
+    if n_q == 0 or (n_k == 0 and mask is None and diagonal is None):  # as torch: no rows, or a mean of no values
         out[...] = 0
         if lse is not None:
             lse[...] = -np.inf  # log of an empty sum
@@ -133,21 +126,12 @@ def attention(
     ]
     work = len(heads) * n_q * n_k * (d + d_v)  # multiply-adds
     own = threads == 1 or (threads is None and work <= PARALLEL_WORK)  # one thread, BLAS left as it is
-    cores = 1 if own or (threads is None and work <= SERIAL_WORK) else threads or _cores()
+    cores = 1 if own or (threads is None and work <= SERIAL_WORK) else threads or kernel_threads.cores()
     rows, keys = _block_shape(n_q, n_k, cores, return_weights, block_rows, block_keys)
     blocks = [(head, start, min(n_q, start + rows)) for head in heads for start in range(0, n_q, rows)]
-    order = None if causal is None else sorted(range(len(blocks)), key=lambda i: -blocks[i][1])  # the widest first
-    call = _Call(blocks, _attend(causal), lambda: _Scratch(rows, keys, d, d_v, dtype, causal), order)
-    if own:
-        call.work()
-    else:
-        with _BLAS.one():
-            _POOL.lend(call, min(len(blocks), cores) - 1)
-            try:
-                call.work()
-            finally:
-                call.close()
-    call.raise_first_failure()
+    order = None if diagonal is None else sorted(range(len(blocks)), key=lambda i: -blocks[i][1])  # the widest first
+    call = kernel_threads.Call(blocks, _attend(diagonal), lambda: _Scratch(rows, keys, d, d_v, dtype, diagonal), order)
+    kernel_threads.run(call, None if own else min(len(blocks), cores) - 1)
     return _results(out, weights, sums, lse)
 
 
@@ -230,14 +214,16 @@ class _Head:
 
 
 @functools.cache
-def _safe_exponent(dtype: np.dtype) -> np.floating:
+def _safe_exponent(dtype: np.dtype[Any]) -> np.floating[Any]:
     """e^±safe is a normal float of `dtype` (np.finfo and a log cost more than the rest of a small call)."""
-    return 0.7 * np.log(np.finfo(dtype).max)
+    safe: np.floating[Any] = 0.7 * np.log(np.finfo(dtype).max)
+    return safe
 
 
-def _largest_square(rows: np.ndarray) -> np.floating:
+def _largest_square(rows: np.ndarray) -> np.floating[Any]:
     """max_i ‖row_i‖², NaN if a row holds one: einsum's one pass keeps no temporary the size of `rows`."""
-    return np.einsum("ij,ij->i", rows, rows).max(initial=0)
+    largest: np.floating[Any] = np.einsum("ij,ij->i", rows, rows).max(initial=0)
+    return largest
 
 
 def _diagonal(causal: bool | str, n_q: int, n_k: int) -> int | None:
@@ -252,7 +238,7 @@ def _diagonal(causal: bool | str, n_q: int, n_k: int) -> int | None:
 
 
 def _grouped(
-    q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray | None, options: dict
+    q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray | None, options: dict[str, Any]
 ) -> np.ndarray | tuple[np.ndarray, ...]:
     """H query heads over G key/value heads, query head h reading kv head ⌊h·G/H⌋ (SDPA's repeat_interleave).
 
@@ -455,7 +441,7 @@ def _gather(
         else:
             np.matmul(s, head.v[:last], out=out)  # (B, E_v)
             np.matmul(s, scratch.ones[:last], out=total)  # (B,)
-        if sums is not None:
+        if sums is not None and head.bins is not None:  # given together
             _add_bin_sums(head.bins, s, first, last, sums)
         if head.weights is not None:  # whole rows: one tile
             head.weights[start : start + rows, :last] = s
@@ -467,7 +453,7 @@ def _mask_tile(
     """−∞ on the scores of keys first..last that rows start.. may not see: the causal diagonal, then `mask`."""
     diagonal = start + (causal or 0)  # the last key the block's first row sees
     low = max(diagonal, first)
-    if causal is not None and low < last:
+    if causal is not None and scratch.above is not None and low < last:  # made for a causal call
         where = scratch.above[: s.shape[0], low - diagonal : last - diagonal]
         np.copyto(s[:, low - first :], -np.inf, where=where)
     if head.mask is not None:
@@ -504,169 +490,11 @@ def _check_tops(top: np.ndarray, start: int) -> None:
 
 
 def _attend(causal: int | None) -> Callable[[_Head, int, int, _Scratch], None]:
-    """What `_Call` runs for a block of the forward pass: `_attend_block` under `causal`, overflow found in its rows."""
+    """What `kernel_threads.Call` runs for a block of the forward pass: `_attend_block` under `causal`, overflow
+    found in its rows."""
 
     def run(head: _Head, start: int, stop: int, scratch: _Scratch) -> None:
         with np.errstate(over="ignore", invalid="ignore"):  # an overflow is found in the rows, gathered again
             _attend_block(head, start, stop, causal, scratch)
 
     return run
-
-
-class _Call:
-    """One call's blocks, taken by whichever thread is free (the caller's and any helpers'), in `order`
-    (with a causal mask the widest first: the last block to finish is then a narrow one, and no core waits long).
-
-    Each block is `run(*block, scratch)`, with the thread's own scratch buffers, made once per thread.
-    A block that fails is recorded and no block after it in `blocks` is started; the first failing
-    block's error is raised, whichever thread met it, so the message does not depend on scheduling.
-    """
-
-    def __init__(
-        self,
-        blocks: list[tuple],
-        run: Callable[..., None],
-        scratch: Callable[[], object],
-        order: list[int] | None = None,
-    ) -> None:
-        self._blocks = ((position, blocks[position]) for position in (order or range(len(blocks))))
-        self._first_failure = len(blocks)
-        self._run = run
-        self._scratch = scratch
-        self._lock = threading.Lock()
-        self._idle = threading.Condition(self._lock)
-        self._open = True
-        self._helping = 0
-        self._failures: list[tuple[int, Exception]] = []
-
-    def work(self) -> None:
-        buffers = None
-        while True:
-            with self._lock:
-                task = next(self._blocks, None) if self._open else None
-                if task is not None and task[0] > self._first_failure:
-                    continue  # an earlier block has failed: its error is the one raised
-            if task is None:
-                return
-            position, block = task
-            if buffers is None:
-                buffers = self._scratch()
-            try:
-                self._run(*block, buffers)
-            except Exception as error:  # anything else (Ctrl-C) propagates at once
-                with self._lock:
-                    self._failures.append((position, error))
-                    self._first_failure = min(self._first_failure, position)
-
-    def help(self) -> None:
-        """A helper thread's share; nothing if the call has already closed."""
-        with self._lock:
-            if not self._open:
-                return
-            self._helping += 1
-        try:
-            self.work()
-        finally:
-            with self._lock:
-                self._helping -= 1
-                self._idle.notify_all()
-
-    def close(self) -> None:
-        """No block starts after this; returns when the helpers' blocks are done."""
-        with self._lock:
-            self._open = False
-            while self._helping:
-                self._idle.wait()
-
-    def raise_first_failure(self) -> None:
-        if self._failures:
-            raise min(self._failures, key=lambda failure: failure[0])[1]
-
-
-class _Pool:
-    """Helper threads kept between calls: starting a thread costs more than a small block.
-
-    They wait on a queue of calls and are daemons, so they never hold up the interpreter's
-    exit; a forked child starts with none.
-    """
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._calls: queue.SimpleQueue[_Call] = queue.SimpleQueue()
-        self._size = 0
-
-    def lend(self, call: _Call, helpers: int) -> None:
-        with self._lock:
-            for _ in range(self._size, helpers):
-                threading.Thread(target=self._serve, args=(self._calls,), name="attncli-kernel", daemon=True).start()
-            self._size = max(self._size, helpers)
-        for _ in range(helpers):
-            self._calls.put(call)
-
-    @staticmethod
-    def _serve(calls: queue.SimpleQueue[_Call]) -> None:
-        while True:
-            calls.get().help()
-
-
-def _cores() -> int:
-    """The cores this process may run on (its affinity where the system says, else all)."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-
-
-class _BlasThreads:
-    """BLAS at one thread while any call here runs threads of its own; restored when the last one ends.
-
-    threadpoolctl is imported on first use, so `import attncli` stays cheap; the BLAS libraries it
-    finds (a scan of the loaded libraries) are kept, and their thread counts set directly: its
-    `limit()` takes 0.1 ms a call, as long as the whole of attention at n = 64.
-    """
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._users = 0
-        self._libraries: list[LibController] | None = None
-        self._before: list[tuple[LibController, int]] = []
-
-    @contextmanager
-    def one(self) -> Iterator[None]:
-        with self._lock:
-            if self._users == 0:
-                if self._libraries is None:
-                    from threadpoolctl import ThreadpoolController
-
-                    self._libraries = ThreadpoolController().select(user_api="blas").lib_controllers
-                self._before = [(library, library.get_num_threads()) for library in self._libraries]
-                for library, _ in self._before:
-                    library.set_num_threads(1)
-            self._users += 1
-        try:
-            yield
-        finally:
-            with self._lock:
-                self._users -= 1
-                if self._users == 0:
-                    for library, threads in self._before:
-                        library.set_num_threads(threads)
-
-
-_BLAS = _BlasThreads()
-_POOL = _Pool()
-
-
-@contextmanager
-def one_blas_thread() -> Iterator[None]:
-    """BLAS at one thread inside, for small products: waking OpenBLAS's threads costs more than
-    a product of a few rows, and on a loaded machine a 0.1 ms product then takes 0.5 s."""
-    with _BLAS.one():
-        yield
-
-
-def _after_fork() -> None:
-    """A forked child has only the thread that forked: no helpers, and locks that nobody holds."""
-    global _BLAS, _POOL
-    _BLAS, _POOL = _BlasThreads(), _Pool()
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_after_fork)

@@ -17,10 +17,11 @@ last bits of dq may change with the number of threads).
 from __future__ import annotations
 
 import functools
+from typing import Any
 
 import numpy as np
 
-from attncli import kernel
+from attncli import kernel, kernel_threads
 
 # Keys per block and query rows per tile: a tile of scores is 2^18 numbers, as the forward pass's (BLOCK_CELLS).
 # On one core (BLAS at one thread, n = 4096, d = 64) tiles from 256 × 256 to 2048 × 512 all took within 6 % of
@@ -58,7 +59,8 @@ def attention_backward(
         dtype = np.dtype(np.float64)
     shapes = q.shape, k.shape, v.shape  # the gradients' own shapes
     q, k, v, grad_output = (a.astype(dtype, copy=False) for a in (q, k, v, grad_output))
-    options = {"mask": mask, "causal": causal, "scale": scale, "enable_gqa": enable_gqa, "threads": threads}
+    options: dict[str, Any] = {"mask": mask, "causal": causal, "scale": scale, "enable_gqa": enable_gqa}
+    options["threads"] = threads
     out, lse = kernel.attention(q, k, v, **options, return_lse=True)  # (..., L, E_v), (..., L)
     if grad_output.shape != out.shape:
         raise ValueError(f"grad_output has shape {grad_output.shape}, expected the output's {out.shape}")
@@ -141,7 +143,7 @@ def _run(
     keys, rows = min(sizes[0], max(n_k, 1)), min(sizes[1], max(n_q, 1))
     work = len(units) * dq.shape[-3] * n_q * n_k * (2 * d + 3 * d_v)  # multiply-adds
     own = threads == 1 or (threads is None and work <= kernel.PARALLEL_WORK)
-    cores = 1 if own or (threads is None and work <= kernel.SERIAL_WORK) else threads or kernel._cores()
+    cores = 1 if own or (threads is None and work <= kernel.SERIAL_WORK) else threads or kernel_threads.cores()
     starts = list(range(0, n_k, keys))
     parts = max(1, min(len(starts), cores // len(units))) if len(units) < cores else 1  # key ranges per unit
     flat_dq = dq.reshape(len(units), *dq.shape[-3:])
@@ -154,17 +156,8 @@ def _run(
             blocks.append((unit, starts[part::parts], target, flat_dk[index], flat_dv[index]))
     order = None if diagonal is None else sorted(range(len(blocks)), key=lambda i: blocks[i][1][0])  # longest first
     run = functools.partial(_keys_block, diagonal, keys, rows)
-    call = kernel._Call(blocks, run, lambda: _Scratch(keys, rows, d, d_v, dq.dtype), order)
-    if own:
-        call.work()
-    else:
-        with kernel._BLAS.one():
-            kernel._POOL.lend(call, min(len(blocks), cores) - 1)
-            try:
-                call.work()
-            finally:
-                call.close()
-    call.raise_first_failure()
+    call = kernel_threads.Call(blocks, run, lambda: _Scratch(keys, rows, d, d_v, dq.dtype), order)
+    kernel_threads.run(call, None if own else min(len(blocks), cores) - 1)
     if parts > 1:
         for index, target in buffers:
             flat_dq[index] += target

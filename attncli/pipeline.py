@@ -18,14 +18,14 @@ import functools
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, overload
 
 import numpy as np
 
-from attncli import core, kernel, kernel_backward, yamldoc
+from attncli import core, kernel, kernel_backward, kernel_threads, parsing, yamldoc
 from attncli.core import Steps
 from attncli.errors import fail
-from attncli.parsing import problem_file
+from attncli.parsing import budget
 from attncli.problem import Head, Problem, Projection, Stack, width
 from attncli.yamldoc import Document
 
@@ -62,7 +62,7 @@ def load(
         raise fail("cli.bad_dtype", name=dtype, known=", ".join(DTYPES)).at(source="dtype")
     document = yamldoc.load(text, name) if text is not None else _document(source)
     options = {"confined": confined, "results_only": results_only}
-    return problem_file.parse(document, flags, _base(source), dtype=getattr(np, dtype), **options)
+    return parsing.parse(document, flags, _base(source), dtype=getattr(np, dtype), **options)
 
 
 def logits(
@@ -87,6 +87,12 @@ def single(problem: Problem | Stack, command: str) -> Problem:
     return problem
 
 
+@overload
+def solve(problem: Problem) -> Steps: ...
+@overload
+def solve(problem: Stack) -> StackSteps: ...
+@overload
+def solve(problem: Problem | Stack) -> Steps | StackSteps: ...
 def solve(problem: Problem | Stack) -> Steps | StackSteps:
     """Every step of the calculation: each head's scores, weights and output, then the heads combined.
 
@@ -145,7 +151,7 @@ def overview(
     kept = list(rows)
     mask, heads, outputs = problem.mask[kept], [], []
     for head, bin_sums in zip(problem.heads, found[1]):
-        with kernel.one_blas_thread():
+        with kernel_threads.one_blas_thread():
             part = core.attend(_rows_of(head, kept), mask)  # (R, S) every step of the kept rows
         maps = core.block_maps(bin_sums, bins, edges, fine_edges)
         heads.append(core.HeadOverview(head.name, part.scores, part.weights, *maps))
@@ -188,13 +194,13 @@ def _every_step(problem: Problem) -> np.ndarray:
 
 def every_step_fits(problem: Problem) -> bool:
     """Whether `solve` (and so npz) stays within the memory budget on `problem`."""
-    return _every_step_bytes(problem) <= problem_file.MEMORY_BUDGET
+    return _every_step_bytes(problem) <= budget.MEMORY_BUDGET
 
 
 def within_budget(problem: Problem) -> None:
     """An AttnError when `solve` would pass the memory budget, which `load(results_only=True)` does not check."""
     queries, keys = len(problem.query_tokens), len(problem.tokens)
-    problem_file.within_budget(_every_step_bytes(problem), len(problem.heads), queries, keys, problem.source)
+    budget.within_budget(_every_step_bytes(problem), len(problem.heads), queries, keys, problem.source)
 
 
 def _every_step_bytes(problem: Problem) -> int:
@@ -359,7 +365,7 @@ def _document(source: Source | None) -> Document:
 def _base(source: Source | None) -> Path:
     """Where array files are found: beside the file a source names; for stdin, text or flags, the working directory."""
     name = source.name if isinstance(source, Document) else source
-    return problem_file.base_folder(None if name is None or name == "<stdin>" else os.fspath(name))
+    return parsing.base_folder(None if name is None or name == "<stdin>" else os.fspath(name))
 
 
 def _problem(record: Problem | Stack | Steps | StackSteps) -> Problem | Stack:

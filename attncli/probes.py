@@ -19,7 +19,7 @@ from attncli import core
 from attncli.core import Steps
 from attncli.errors import fail, listed
 from attncli.expr import quote, whole_number
-from attncli.parsing import problem_file
+from attncli.parsing.budget import within_budget
 from attncli.yamldoc import did_you_mean
 
 TIE = 1e-12  # relative gap below which two weights (or norms) count as equal when ranking
@@ -125,7 +125,7 @@ def check_memory(steps: Steps, norms: bool, interventions: int) -> None:
     """
     queries, keys = steps.problem.mask.shape
     heads, itemsize, cells = len(steps.heads), steps.output.itemsize, steps.problem.mask.size
-    arrays = [a for h in steps.heads for a in (h.compatibility, h.hidden, h.scores, h.exp, h.weights) if a is not None]
+    arrays = [a for h in steps.heads for a in (h.dot, h.hidden, h.scores, h.exp, h.weights) if a is not None]
     held = steps.problem.mask.nbytes + sum(a.nbytes for a in arrays)
     needed = held
     if norms:
@@ -134,7 +134,7 @@ def check_memory(steps: Steps, norms: bool, interventions: int) -> None:
         needed += cells * per_cell + heads * keys * width * itemsize + 3 * NORMS_BLOCK * itemsize
     if interventions:
         needed += held + interventions * cells * (heads * itemsize + 1)
-    problem_file.within_budget(needed, heads, queries, keys, steps.problem.source)
+    within_budget(needed, heads, queries, keys, steps.problem.source)
 
 
 def _finite(array: np.ndarray, field: str, source: str | None) -> np.ndarray:

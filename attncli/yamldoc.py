@@ -25,8 +25,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar
 
 from attncli import inputs
-from attncli.errors import AttnError, Message, fail, phrase, printable, quoted_escapes
+from attncli.errors import AttnError, fail, phrase, printable, quoted_escapes
 from attncli.expr import evaluate, quote
+from attncli.i18n import Message
 
 if TYPE_CHECKING:
     import yaml

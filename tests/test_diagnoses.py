@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from attncli import core, exercises, grading, yamldoc
 from attncli.i18n import en, es
-from attncli.parsing import problem_file
+from attncli.parsing import parse
 from attncli.parsing.answers import Answer, Answers, Entry
 from attncli.problem import Projection
 from tests.paths import SAMPLES
@@ -156,7 +156,7 @@ def true_values(steps: core.Steps) -> dict[Key, Matrix]:
 
 
 def exercise(options: exercises.Options, seed: int) -> core.Steps:
-    return core.compute(problem_file.parse(yamldoc.load(exercises.exercise(options, seed), "exercise.yaml")))
+    return core.compute(parse(yamldoc.load(exercises.exercise(options, seed), "exercise.yaml")))
 
 
 def differs(steps: core.Steps, slip: Slip, written: dict[Key, Matrix]) -> bool:
@@ -281,7 +281,7 @@ def test_a_careful_student_gets_no_diagnosis(seed: int, options: exercises.Optio
 def test_additive_without_tanh_is_named() -> None:
     """samples/additive.yaml worked without tanh: v·(q·W_query + k·W_key)."""
     document = yamldoc.read(str(SAMPLES / "additive.yaml"))
-    steps = core.compute(problem_file.parse(document))
+    steps = core.compute(parse(document))
     head = steps.problem.heads[0]
     score = head.score
     q, k = head.queries, head.keys
@@ -296,7 +296,7 @@ def test_additive_without_tanh_is_named() -> None:
 def test_a_forgotten_bias_is_named(sample: str) -> None:
     """samples/bias.yaml (b = [−1, 0, 1]) and samples/alibi.yaml (−m_h·|i − j|, each head) worked without the
     bias: q·kᵀ/√d_k written to 4 decimals, and the weights carried on from those scores."""
-    steps = core.compute(problem_file.parse(yamldoc.read(str(SAMPLES / sample))))
+    steps = core.compute(parse(yamldoc.read(str(SAMPLES / sample))))
     written: dict[Key, Matrix] = {}
     for h, head in enumerate(steps.problem.heads):
         dot = written[("dot", h)] = r4(head.queries @ head.keys.T)

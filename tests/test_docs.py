@@ -139,3 +139,87 @@ def test_the_checking_example_prints_what_the_readme_shows(tmp_path: Any) -> Non
     result = CliRunner().invoke(app, ["check", str(homework)], env={"COLUMNS": "200", "NO_COLOR": "1"})
     assert result.exit_code == 1
     assert result.stdout.strip().splitlines()[-1] == last
+
+
+def layout_section() -> str:
+    return README.split("\n## Layout of the code\n", 1)[1].split("\n## ", 1)[0]
+
+
+def named_modules() -> set[str]:
+    """The files the layout's table names: its first column's paths, and in a folder's row the file names
+    there (`fields.py`, relative to the folder), or paths from the package (`render/tiles.py`)."""
+    named: set[str] = set()
+    for row in layout_section().splitlines():
+        if not row.startswith("| `attncli/"):
+            continue
+        first, text = row.split(" | ", 1)
+        paths = re.findall(r"`(attncli/[\w/.]*)`", first)
+        named.update(path for path in paths if path.endswith(".py"))
+        folder = paths[0] if len(paths) == 1 and paths[0].endswith("/") else None
+        for written in re.findall(r"`([\w/]+\.py)`", text):
+            if written.startswith("attncli/"):
+                named.add(written)
+            elif "/" in written or folder is None:
+                named.add(f"attncli/{written}")
+            else:
+                named.add(f"{folder}{written}")
+    return named
+
+
+def test_every_module_the_layout_names_exists() -> None:
+    named = named_modules()
+    assert len(named) > 50
+    assert sorted(path for path in named if not (ROOT / path).is_file()) == []
+
+
+def test_the_layout_names_every_module_of_the_package() -> None:
+    """Every file of attncli/, an __init__.py too unless it holds nothing but its docstring."""
+    import ast
+
+    named = named_modules()
+    missing = []
+    for path in sorted((ROOT / "attncli").rglob("*.py")):
+        relative = path.relative_to(ROOT).as_posix()
+        body = ast.parse(path.read_text(encoding="utf-8")).body
+        only_docstring = len(body) <= 1 and all(isinstance(node, ast.Expr) for node in body)
+        if relative not in named and not (path.name == "__init__.py" and only_docstring):
+            missing.append(relative)
+    assert missing == []
+
+
+def recipes() -> list[str]:
+    """The layout's recipes, "Where a change goes": one entry per bullet."""
+    text = layout_section().split("Where a change goes:", 1)[1]
+    return [" ".join(bullet.split()) for bullet in re.split(r"\n- ", text) if bullet.strip()]
+
+
+def _defined(path: str) -> set[str]:
+    """The names a module defines at its top level and in its classes: functions, classes, assignments."""
+    import ast
+
+    names: set[str] = set()
+    for node in ast.walk(ast.parse((ROOT / path).read_text(encoding="utf-8"))):
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names.update(name.id for target in targets for name in ast.walk(target) if isinstance(name, ast.Name))
+    return names
+
+
+@pytest.mark.parametrize("recipe", recipes(), ids=lambda recipe: recipe.split("**")[1])
+def test_a_recipe_names_files_that_exist_and_names_they_define(recipe: str) -> None:
+    """Each backticked path exists; each backticked name (`SCORE_KINDS`, `compatibility()`) is defined in one of the
+    Python files the same recipe names."""
+    paths = [path for path in re.findall(r"`([\w/.]+)`", recipe) if "/" in path]
+    assert [path for path in paths if not (ROOT / path).exists()] == []
+    modules = [path for path in paths if path.endswith(".py")]
+    names = [name.removesuffix("()") for name in re.findall(r"`([A-Za-z_]\w*(?:\(\))?)`", recipe)]
+    defined = set().union(*(_defined(path) for path in modules))
+    assert modules and names
+    assert [name for name in names if name not in defined] == [], recipe.split("**")[1]
+
+
+def test_the_recipes_cover_a_score_kind_a_format_a_diagnosis_and_a_step() -> None:
+    titles = [recipe.split("**")[1] for recipe in recipes()]
+    assert titles == ["A new score function", "A new output format", "A new diagnosis", "A new step"]

@@ -21,7 +21,7 @@ from typer.testing import CliRunner
 
 from attncli import core, exercises, grading, rounding, yamldoc
 from attncli.cli import app
-from attncli.parsing import answers, problem_file
+from attncli.parsing import answers, parse
 from attncli.problem import Projection
 from tests.replays import student
 from tests.replays.mistakes import CATALOGUE, NotApplicable
@@ -65,7 +65,7 @@ OPTIONS = st.builds(
 
 
 def exercise(options: exercises.Options, seed: int) -> core.Steps:
-    return core.compute(problem_file.parse(yamldoc.load(exercises.exercise(options, seed), "exercise.yaml")))
+    return core.compute(parse(yamldoc.load(exercises.exercise(options, seed), "exercise.yaml")))
 
 
 def work(steps: core.Steps, student: Student) -> dict[Key, np.ndarray]:
@@ -147,7 +147,7 @@ def answers_yaml(steps: core.Steps, written: dict[Key, np.ndarray], decimals: in
 
 def grade(options: exercises.Options, seed: int, written_text: str, carry: int | None = None) -> grading.Report:
     document = yamldoc.load(exercises.exercise(options, seed) + written_text, "homework.yaml")
-    steps = core.compute(problem_file.parse(document))
+    steps = core.compute(parse(document))
     return grading.grade(steps, answers.parse(document, steps), file="homework.yaml", carry=carry)
 
 
@@ -203,7 +203,7 @@ def test_the_keys_own_weights_give_an_output_off_in_the_last_digit_and_that_is_r
 
 def test_the_issues_wrong_weights_and_output_fail() -> None:
     document = yamldoc.load(BANK + "answers:\n  weights: [0.8, 0.1, 0.1]\n  output: [0.7, 0.3]\n", "bank.yaml")
-    steps = core.compute(problem_file.parse(document))
+    steps = core.compute(parse(document))
     report = grading.grade(steps, answers.parse(document, steps))
     weights, output = report.steps
     assert [cell.status for cell in weights.cells] == ["wrong", "wrong", "right"]  # 0.1 is within 0.05 of 0.0900
@@ -279,7 +279,7 @@ def _output_allowance(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def _graded_output(values: np.ndarray, written: list[str]) -> list[str]:
     rows = ", ".join(f"[{', '.join(str(int(v)) for v in row)}]" for row in values)
     document = yamldoc.load(DOT + f"values: [{rows}]\nanswers:\n  output: [{', '.join(written)}]\n", "homework.yaml")
-    steps = core.compute(problem_file.parse(document))
+    steps = core.compute(parse(document))
     return [cell.status for cell in grading.grade(steps, answers.parse(document, steps)).steps[0].cells]
 
 
@@ -400,5 +400,5 @@ def test_replays_dropped_untracked_leave_every_report_as_it_was(
 
 
 def _report(document: yamldoc.Document) -> grading.Report:
-    steps = core.compute(problem_file.parse(document))
+    steps = core.compute(parse(document))
     return grading.grade(steps, answers.parse(document, steps))

@@ -34,7 +34,7 @@ from attncli import core, exercises, expr, probes, yamldoc
 from attncli.cli import app, output, progress
 from attncli.cli.environment import Environment
 from attncli.errors import CONTROL_CODES, AttnError, Terminated, printable
-from attncli.parsing import problem_file
+from attncli.parsing import budget
 from tests.children import sigint_by_default
 from tests.paths import ROOT, SAMPLES
 from tests.test_bad_inputs import run_limited
@@ -208,7 +208,7 @@ def test_ranks_share_places_and_skip_masked_keys() -> None:
 
 def test_norms_beyond_the_memory_budget_are_refused(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """1000 × 1000 cells: the calculation (about 49 MB) fits a 64 MiB budget, its norms on top do not."""
-    monkeypatch.setattr(problem_file, "MEMORY_BUDGET", 64 * 2**20)
+    monkeypatch.setattr(budget, "MEMORY_BUDGET", 64 * 2**20)
     monkeypatch.chdir(tmp_path)
     np.save("x.npy", np.random.default_rng(3).standard_normal((1000, 2)))
     Path("p.yaml").write_text("x: {file: x.npy}\nw_q: [[1], [0]]\nw_k: [[1], [0]]\nw_v: [[0], [1]]\n")

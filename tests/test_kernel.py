@@ -642,9 +642,9 @@ def test_results_only_loads_past_the_every_step_budget_and_falls_back_only_withi
     """With a budget of 1 MiB, 400 tokens (49 bytes a cell every step: 7.5 MiB) load only for the
     result alone, which matches softmax written out in numpy; what needs every step is refused."""
     from attncli import pipeline
-    from attncli.parsing import problem_file
+    from attncli.parsing import budget
 
-    monkeypatch.setattr(problem_file, "MEMORY_BUDGET", 2**20)
+    monkeypatch.setattr(budget, "MEMORY_BUDGET", 2**20)
     flags = long_problem(tmp_path, 400, 4)
     with pytest.raises(AttnError) as refused:
         pipeline.load(None, flags)

@@ -331,11 +331,11 @@ def test_generate_refuses_what_it_cannot_make_by_hand() -> None:
 def test_a_rope_sheet_gives_the_positions_as_multiples_of_pi() -> None:
     """A handed-out RoPE exercise must say where the tokens stand: 0, π, 2π for --dk 4 (base 4)."""
     from attncli import exercises
-    from attncli.render import walk
+    from attncli.render import sheets
 
     text = exercises.exercise(exercises.Options(tokens=3, d_k=4, rope="half"), 3)
-    sheet = walk.sheet(pipeline.solve(pipeline.load(text=text)))
+    sheet = sheets.sheet(pipeline.solve(pipeline.load(text=text)))
     (placed,) = [given for given in sheet.shared if given.name == "m"]
     assert placed.rows == (("0",), ("π",), ("2π",))
-    assert [walk._quarter_turns(k * math.pi / 2) for k in (-1, 1, 3, -4)] == ["-π/2", "π/2", "3π/2", "-2π"]
-    assert walk._quarter_turns(0.25) == "0.25"
+    assert [sheets._quarter_turns(k * math.pi / 2) for k in (-1, 1, 3, -4)] == ["-π/2", "π/2", "3π/2", "-2π"]
+    assert sheets._quarter_turns(0.25) == "0.25"

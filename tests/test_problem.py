@@ -11,7 +11,7 @@ import pytest
 
 from attncli import core, yamldoc
 from attncli.errors import AttnError
-from attncli.parsing import problem_file
+from attncli.parsing import parse
 from attncli.parsing.heads import Level, Pick, pick
 from attncli.problem import GIVEN, KINDS, SCORE_KINDS, Bias, Head, Problem, Projection, Score
 from tests.reference import press_get_slopes
@@ -54,10 +54,10 @@ def test_values_or_their_projection(values_at: str, w_v_at: str) -> None:
     given = document(fields, {"x": X, "scores": SCORES})
     if values_at == w_v_at:
         with pytest.raises(AttnError) as caught:
-            problem_file.parse(given)
+            parse(given)
         assert caught.value.key == "problem.missing" if values_at == "absent" else "problem.given_and_projected"
         return
-    values = problem_file.parse(given).heads[0].values
+    values = parse(given).heads[0].values
     uses_values = w_v_at == "absent" or (values_at == "head" and w_v_at == "top")
     if uses_values:
         np.testing.assert_array_equal(values, VALUES)
@@ -75,10 +75,10 @@ def test_given_scores_or_the_vectors(scores_at: str, vectors_at: str) -> None:
     given = document(fields, {"values": VALUES})
     if scores_at == vectors_at == "absent":
         with pytest.raises(AttnError) as caught:
-            problem_file.parse(given)
+            parse(given)
         assert caught.value.key == "problem.missing"
         return
-    head = problem_file.parse(given).heads[0]
+    head = parse(given).heads[0]
     uses_scores = vectors_at == "absent" or scores_at == vectors_at or (scores_at == "head" and vectors_at == "top")
     if uses_scores:
         assert head.score.kind == GIVEN and head.queries is None
@@ -93,7 +93,7 @@ def test_given_is_a_declared_kind_that_no_file_can_ask_for() -> None:
     assert GIVEN in KINDS and GIVEN not in SCORE_KINDS
     text = "tokens: [a]\nqueries: [[1]]\nkeys: [[1]]\nvalues: [[1]]\nscore: given\n"
     with pytest.raises(AttnError) as caught:
-        problem_file.parse(yamldoc.load(text, "p.yaml"))
+        parse(yamldoc.load(text, "p.yaml"))
     assert (caught.value.key, caught.value.where.line) == ("problem.unknown_score", 5)
     with pytest.raises(ValueError, match="dott"):
         Score("dott", 1.0)
@@ -157,7 +157,7 @@ def test_too_large_a_problem_is_refused_before_its_heads_are_read() -> None:
     n = 20_000  # 6 matrices of 8 bytes and a mask byte: 20000² × 49 bytes ≈ 18.3 GiB
     given = yamldoc.Document(data={"tokens": ",".join(f"t{i}" for i in range(n)), "values": "not read"}, name="p.yaml")
     with pytest.raises(AttnError) as caught:
-        problem_file.parse(given)
+        parse(given)
     assert caught.value.key == "problem.too_large"
     assert caught.value.params["size"] == f"{n * n * 49 / 2**30:.1f} GiB"
 
@@ -180,7 +180,7 @@ def alibi_slopes(heads: int) -> tuple[float, ...]:
     """The slopes attncli gives `bias: alibi` over `heads` heads of the worked example's vectors."""
     head = "{queries: [[1, 0]], keys: [[1, 0], [0, 1]], values: [[1], [2]]}"
     text = f"tokens: [a, b]\nquery_tokens: [b]\nbias: alibi\nheads: [{', '.join([head] * heads)}]\n"
-    problem = problem_file.parse(yamldoc.load(text, "alibi.yaml"))
+    problem = parse(yamldoc.load(text, "alibi.yaml"))
     assert problem.bias is not None
     return problem.bias.slopes
 

@@ -21,10 +21,10 @@ from attncli.cli import app
 from attncli.exercises import Options, exercise
 from attncli.i18n import t
 from attncli.problem import Projection
-from attncli.render import human, latex, markdown, walk
+from attncli.render import human, latex, latex_page, markdown, walk
 from attncli.render.layout import fit, to_text
-from attncli.render.numbers import sum_of_products
 from attncli.render.walk import View
+from attncli.written import sum_of_products
 from tests.paths import ONE_LAYER_SAMPLES, SAMPLES
 
 ENV = {"LC_ALL": None, "LC_MESSAGES": None, "LANG": None}
@@ -245,7 +245,7 @@ def sections(fmt: str, source: str, steps: core.Steps) -> list[tuple[str, ...]]:
             "subsection": r"\subsection*{{{}}}",
         },
     }[fmt]
-    text = latex.prose if fmt == "latex" else str
+    text = latex_page.prose if fmt == "latex" else str
     names = " ‖ ".join(head.spec.name for head in steps.heads)
     concat = {"terminal": t("render.concat_title", names=names), "markdown": f"{t('writeup.concat_title')}: {names}"}
     headings = {
@@ -485,7 +485,7 @@ def test_a_wide_weight_matrix_becomes_tables_with_the_row_labels_repeated() -> N
         # Computer Modern at 10 pt: a digit 5 pt, the point 2.78 pt, a lowercase letter at most 5.3 pt
         label = max(len(row[0]) for row in part) * 5.3 + 12
         cells = max(len(cell.strip("$")) - 1 for row in part[1:] for cell in row[1:]) * 5 + 2.78  # in math
-        assert label + (len(part[0]) - 1) * (cells + 12) <= latex.PAGE
+        assert label + (len(part[0]) - 1) * (cells + 12) <= latex_page.PAGE
     rows = zip(*(part[1:] for part in parts))  # each query's row, a piece from every table
     shown = np.array([[float(cell.strip("$")) for piece in pieces for cell in piece[1:]] for pieces in rows])
     assert np.allclose(shown, steps.heads[0].weights, atol=0.5e-4)
@@ -516,7 +516,7 @@ SHEET_SHAPES = [
 
 
 def replay_exact(written: str) -> float:
-    """walk.exact's √2/2, -3√2/2, 1/3 read back as a number, by hand: [sign][a]√n[/d]."""
+    """sheets.exact's √2/2, -3√2/2, 1/3 read back as a number, by hand: [sign][a]√n[/d]."""
     match = re.fullmatch(r"(-?)(\d*)(?:√(\d+))?(?:/(\d+))?", written)
     if match is None:
         return float(written)
@@ -636,7 +636,7 @@ def test_the_walk_condenses_past_16_keys_or_64_queries(queries: int, keys: int, 
     note = f"{queries} queries × {keys} keys"
     screen = to_text(fit(human.render(steps, View(), 120), 120))
     assert ("Too many cells" in screen) is condensed and (note in screen) is condensed
-    assert (note in markdown.render(steps)) is condensed and (latex.text(note) in latex.render(steps)) is condensed
+    assert (note in markdown.render(steps)) is condensed and (latex_page.text(note) in latex.render(steps)) is condensed
     table = re.search(r"\| query \|.*\|\n(?:\|.*\|\n)+", markdown.render(steps)).group(0).splitlines()
     shown = [n if not condensed or n <= 9 else 9 for n in (queries, keys)]  # 4, a gap, 4
     assert (len(table) - 2, table[0].count(" | ")) == tuple(shown)
@@ -656,7 +656,7 @@ def test_latex_sets_the_math_in_titles_notes_and_tasks_in_math_mode() -> None:
     assert r"d\_k" not in tex and r"\surd" not in tex
     sheet = latex.sheet(steps_of(exercise(Options(tokens=2, heads=2), 3)))
     assert r"multiply by $W_{O}$." in sheet and r"W\_O" not in sheet
-    assert latex.prose("a_b_c and R&D_{x}") == r"a\_b\_c and R\&D\_\{x\}"  # names that are not math stay text
+    assert latex_page.prose("a_b_c and R&D_{x}") == r"a\_b\_c and R\&D\_\{x\}"  # names that are not math stay text
 
 
 def test_the_condensed_note_recommends_the_format_that_works_at_its_size() -> None:
@@ -665,7 +665,7 @@ def test_the_condensed_note_recommends_the_format_that_works_at_its_size() -> No
     for queries, every in ((500, "--format json (or csv)"), (1500, "--format npz -o FILE")):
         steps = steps_of(large_problem(queries, 1500))
         assert f"Every number: {every}." in markdown.render(steps), queries
-        assert latex.text(f"Every number: {every}.") in latex.render(steps), queries
+        assert latex_page.text(f"Every number: {every}.") in latex.render(steps), queries
 
 
 @pytest.mark.parametrize(

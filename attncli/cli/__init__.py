@@ -1,4 +1,4 @@
-"""The command line: one module per command (COMMANDS), each registering its command (attncli.cli.common).
+"""The command line: one module per command (attncli.cli.common.COMMANDS), each registering its command there.
 
 `app`, the Typer application with every command (what the tests and a program embedding
 attncli run), is built when it is first asked for: importing this package imports no Typer.
@@ -11,18 +11,6 @@ import os
 import sys
 from typing import Any
 
-COMMANDS = (
-    "check",
-    "compare",
-    "compute",
-    "cost",
-    "generate",
-    "practice",
-    "scaling",
-    "softmax",
-    "template",
-)  # command = module name
-
 
 def main() -> None:
     """Run attncli, building no more of the command line than the run needs.
@@ -34,13 +22,13 @@ def main() -> None:
     turns the signature of every command it has into options at each start; `attncli
     --help`, shell completion and an unknown command see them all.
     """
+    from attncli.cli.common import COMMANDS, REGISTERED
+
     arguments = sys.argv[1:]
     name = arguments[0] if arguments else ""
     lean = name in COMMANDS and "_ATTNCLI_COMPLETE" not in os.environ
     if lean:
         importlib.import_module(f"attncli.cli.{name}")
-        from attncli.cli.common import REGISTERED
-
         command = REGISTERED[name].callback
         options = command.lean(arguments[1:])
         if options is not None:

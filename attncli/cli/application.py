@@ -16,11 +16,11 @@ import typer
 from typer.core import TyperCommand, TyperGroup
 
 from attncli import __version__
-from attncli.cli import COMMANDS
-from attncli.cli.common import REGISTERED, Lang
+from attncli.cli.common import COMMANDS, REGISTERED, Lang
+from attncli.cli.ending import ending
+from attncli.cli.environment import checked_language
 from attncli.errors import ExitCode
-from attncli.i18n import LANGUAGE, checked_language, language_from_environment, language_in_arguments, t
-from attncli.launch import ending
+from attncli.i18n import LANGUAGE, language_from_environment, language_in_arguments, t
 
 EXAMPLES = "\n".join(  # the top-level help's: one of each thing attncli is for
     (
@@ -43,21 +43,30 @@ class _OneLineErrors(TyperGroup):
     attncli is one line, and scripts read the first line of stderr.
     """
 
-    def main(self, args: Sequence[str] | None = None, *rest: Any, standalone_mode: bool = True, **kwargs: Any) -> Any:
-        kwargs.setdefault("prog_name", "attncli")  # not "python -m attncli": the help and errors name the program
+    def main(
+        self,
+        args: Sequence[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        windows_expand_args: bool = True,
+        **extra: Any,
+    ) -> Any:
+        prog_name = prog_name or "attncli"  # not "python -m attncli": the help and errors name the program
+        given = {"complete_var": complete_var, "windows_expand_args": windows_expand_args, **extra}
         if not standalone_mode:
-            return super().main(args, *rest, standalone_mode=False, **kwargs)
+            return super().main(args, prog_name, standalone_mode=False, **given)
         arguments = sys.argv[1:] if args is None else list(args)
         language = LANGUAGE.set(language_in_arguments(arguments) or language_from_environment())
         try:
-            code = super().main(arguments, *rest, standalone_mode=False, **kwargs)
+            code = super().main(arguments, prog_name, standalone_mode=False, **given)
         except BaseException as error:
             code = ending(error, debug="--debug" in arguments)
         finally:
             LANGUAGE.reset(language)
         sys.exit(code if isinstance(code, int) else ExitCode.OK)
 
-    def format_help(self, ctx: typer.Context, formatter: Any) -> None:
+    def format_help(self, ctx: Any, formatter: Any) -> None:  # Typer's own copy of click.Context
         from attncli.cli.help import group_help
 
         commands = [self.commands[name] for name in sorted(self.commands)]
@@ -67,7 +76,7 @@ class _OneLineErrors(TyperGroup):
 class _Helped(TyperCommand):
     """A command whose --help is attncli's own (attncli.cli.help), not Typer's rich panels."""
 
-    def format_help(self, ctx: typer.Context, formatter: Any) -> None:
+    def format_help(self, ctx: Any, formatter: Any) -> None:
         from attncli.cli.help import command_help
 
         formatter.write(command_help(ctx, self))

@@ -5,20 +5,32 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Optional
 
-import typer
-
-from attncli.cli.common import Debug, Lang, NoColor, boundary, choose, command, epilog, format_options, located
+from attncli.cli.common import (
+    Debug,
+    Lang,
+    NoColor,
+    boundary,
+    choose,
+    command,
+    epilog,
+    format_option,
+    located,
+    output_option,
+)
+from attncli.cli.ending import say
 from attncli.cli.environment import Environment
+from attncli.cli.lean import argument, option
 from attncli.cli.output import check_targets, output_format, print_human, write
 from attncli.errors import ExitCode, fail
 from attncli.i18n import describe, t
-from attncli.launch import say
+from attncli.render import formats
 
 if TYPE_CHECKING:
     from attncli.submissions import Result
 
-FORMATS = ("rich", "text", "json", "csv", "markdown")
-Format, Output = format_options(FORMATS)
+FORMATS = formats.offering(formats.CHECK)
+Format = Annotated[Optional[str], format_option(FORMATS)]
+Output = Annotated[Optional[Path], output_option(FORMATS)]
 EXAMPLES = epilog(
     "  attncli check homework.yaml",
     "  attncli check --key exercise-01-key.yaml class/*.yaml --format csv -o grades.csv",
@@ -36,27 +48,21 @@ EXAMPLES = epilog(
 @boundary
 def check(
     env: Environment,
-    files: Annotated[list[str], typer.Argument(metavar=t("help.metavar.file"), help=t("help.check.files"))],
-    key: Annotated[
-        Optional[str], typer.Option("--key", metavar=t("help.metavar.file"), help=t("help.check.key"))
-    ] = None,
-    keys: Annotated[
-        Optional[Path], typer.Option("--keys", metavar=t("help.metavar.dir"), help=t("help.check.keys"))
-    ] = None,
-    tolerance: Annotated[Optional[float], typer.Option(min=0, help=t("help.check.tolerance"))] = None,
-    min_decimals: Annotated[Optional[int], typer.Option(min=0, max=17, help=t("help.check.min_decimals"))] = None,
-    require: Annotated[
-        Optional[str], typer.Option(metavar=t("help.metavar.steps"), help=t("help.check.require"))
-    ] = None,
-    carry: Annotated[Optional[int], typer.Option(min=0, max=12, help=t("help.check.carry"))] = None,
-    precision: Annotated[int, typer.Option(min=0, max=17, help=t("help.check.precision"))] = 4,
+    files: Annotated[list[str], argument(metavar=t("help.metavar.file"), help=t("help.check.files"))],
+    key: Annotated[Optional[str], option("--key", metavar=t("help.metavar.file"), help=t("help.check.key"))] = None,
+    keys: Annotated[Optional[Path], option("--keys", metavar=t("help.metavar.dir"), help=t("help.check.keys"))] = None,
+    tolerance: Annotated[Optional[float], option(min=0, help=t("help.check.tolerance"))] = None,
+    min_decimals: Annotated[Optional[int], option(min=0, max=17, help=t("help.check.min_decimals"))] = None,
+    require: Annotated[Optional[str], option(metavar=t("help.metavar.steps"), help=t("help.check.require"))] = None,
+    carry: Annotated[Optional[int], option(min=0, max=12, help=t("help.check.carry"))] = None,
+    precision: Annotated[int, option(min=0, max=17, help=t("help.check.precision"))] = 4,
     format: Format = None,
     output: Output = None,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help=t("help.check.quiet"))] = False,
+    quiet: Annotated[bool, option("--quiet", "-q", help=t("help.check.quiet"))] = False,
     no_color: NoColor = False,
     lang: Lang = None,
     debug: Debug = False,
-) -> None:
+) -> ExitCode:
     format = choose(output_format(format, output, FORMATS), FORMATS, "--format")
     from attncli import submissions
     from attncli.parsing import answers
@@ -77,9 +83,10 @@ def check(
     if not (quiet and output is None):
         _report(results, format, precision, output, env, tolerance is None)
     if any(result.status == submissions.NOT_GRADED for result in results):
-        raise typer.Exit(ExitCode.BAD_INPUT)
+        return ExitCode.BAD_INPUT
     if any(result.status != submissions.RIGHT for result in results):
-        raise typer.Exit(ExitCode.WRONG_ANSWERS)
+        return ExitCode.WRONG_ANSWERS
+    return ExitCode.OK
 
 
 def _report(

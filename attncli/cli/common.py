@@ -3,10 +3,9 @@
 numpy, PyYAML and Rich are imported inside the commands, and Typer only where the
 command line is built (attncli.cli.application): a command line in the plain form
 (`attncli compute FILE -f json`) runs without any of Typer (attncli.cli.main). The
-options are declared as Typer's (`typer.Option`, `typer.Argument`) and read as such when
-Typer builds a command; until then `declared` records them, and the lean start reads
-them. Help texts come from the catalogue when the commands are imported, in the language
-attncli.launch has chosen.
+options are declared with attncli.cli.lean's `option` and `argument`, made into Typer's
+only when Typer builds a command. A command returns the run's ExitCode. Help texts come
+from the catalogue when the commands are imported, in the language attncli.launch has chosen.
 """
 
 from __future__ import annotations
@@ -14,18 +13,28 @@ from __future__ import annotations
 import contextlib
 import functools
 import inspect
+import typing
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, NamedTuple, Optional, TypeVar
+from typing import Annotated, Any, NamedTuple, Optional, TypeVar
 
+from attncli.cli import lean
+from attncli.cli.ending import ending
 from attncli.cli.environment import Environment
+from attncli.cli.lean import Declared, Table, option
 from attncli.errors import AttnError, ExitCode, Where, fail
 from attncli.i18n import LANGUAGE, LANGUAGES, language_from_environment, t
-from attncli.launch import ending
 
-if TYPE_CHECKING:
-    from types import ModuleType
-
+COMMANDS = (
+    "check",
+    "compare",
+    "compute",
+    "cost",
+    "generate",
+    "practice",
+    "scaling",
+    "softmax",
+    "template",
+)  # command = the name of its module in attncli.cli
 EXIT_CODES_HELP = t("help.exit_codes")
 Command = TypeVar("Command", bound=Callable[..., Any])
 
@@ -51,36 +60,6 @@ def command(help: str, examples: str) -> Callable[[Command], Command]:
     return register
 
 
-class Declared(NamedTuple):
-    """A `typer.Option(...)` or `typer.Argument(...)` as a command's annotation writes it, not made yet.
-
-    Typer gets the real one (`made`) when it builds the command; until then nothing
-    imports Typer, and the lean start reads which parameter is the argument.
-    """
-
-    kind: str  # Option or Argument
-    args: tuple[Any, ...]
-    kwargs: dict[str, Any]
-
-    def made(self, typer: ModuleType) -> Any:
-        return getattr(typer, self.kind)(*self.args, **self.kwargs)
-
-
-class _Declarations:
-    """What `typer` stands for where the commands' annotations are read: its Option and Argument, recorded."""
-
-    @staticmethod
-    def Option(*args: Any, **kwargs: Any) -> Declared:  # Typer's names: the annotations read as Typer's
-        return Declared("Option", args, kwargs)
-
-    @staticmethod
-    def Argument(*args: Any, **kwargs: Any) -> Declared:
-        return Declared("Argument", args, kwargs)
-
-
-declared = _Declarations()
-
-
 def completion(*values: str) -> Callable[[str], list[str]]:
     """Shell completion of an option's value: those of `values` that start with what is typed so far."""
 
@@ -93,36 +72,37 @@ def completion(*values: str) -> Callable[[str], list[str]]:
 SCORES = ("scaled_dot", "dot", "cosine")  # the score functions a command-line option names
 Lang = Annotated[
     Optional[str],
-    declared.Option(
+    option(
         "--lang",
         metavar=t("help.metavar.lang"),
         autocompletion=completion(*LANGUAGES),
         help=t("help.lang", languages=", ".join(LANGUAGES)),
     ),
 ]
-Debug = Annotated[bool, declared.Option("--debug", help=t("help.debug"))]
-Precision = Annotated[int, declared.Option(min=0, max=17, help=t("help.precision"))]
-NoColor = Annotated[bool, declared.Option("--no-color", help=t("help.no_color"))]
+Debug = Annotated[bool, option("--debug", help=t("help.debug"))]
+Precision = Annotated[int, option(min=0, max=17, help=t("help.precision"))]
+NoColor = Annotated[bool, option("--no-color", help=t("help.no_color"))]
 
 
-def format_options(formats: Sequence[str]) -> tuple[Any, Any]:
-    """The --format and -o options of a command that writes `formats`: the help of -o names only the extensions
-    that choose one of them."""
-    from attncli.cli.output import EXTENSIONS
+def format_option(formats: Sequence[str]) -> Declared:
+    """The --format option of a command that offers `formats`: `Annotated[Optional[str], format_option(FORMATS)]`."""
+    return option(
+        "--format",
+        "-f",
+        metavar=t("help.metavar.format"),
+        autocompletion=completion(*formats),
+        help=t("help.format", formats=", ".join(formats)),
+    )
 
-    extensions = " ".join(suffix for suffix, name in EXTENSIONS.items() if name in formats)
-    chosen = Annotated[
-        str,
-        declared.Option(
-            "--format",
-            "-f",
-            metavar=t("help.metavar.format"),
-            autocompletion=completion(*formats),
-            help=t("help.format", formats=", ".join(formats)),
-        ),
-    ]
-    written = Annotated[Optional[Path], declared.Option("--output", "-o", help=t("help.output", extensions=extensions))]
-    return chosen, written
+
+def output_option(formats: Sequence[str]) -> Declared:
+    """The -o option of a command that writes `formats`, whose help names only the extensions that choose one of
+    them (the plain text's last): `Annotated[Optional[Path], output_option(FORMATS)]`."""
+    from attncli.render.formats import FORMATS
+
+    chosen = sorted((FORMATS[name] for name in formats if FORMATS[name].suffix), key=lambda format: format.human)
+    extensions = " ".join(str(format.suffix) for format in chosen)
+    return option("--output", "-o", help=t("help.output", extensions=extensions))
 
 
 def epilog(*lines: str, exit_codes: str = EXIT_CODES_HELP) -> str:
@@ -195,10 +175,27 @@ class _Bounded:
 
     @functools.cached_property
     def declared(self) -> inspect.Signature:
-        """The options without the Environment, each annotation's `typer.Option(...)` a `Declared`."""
-        names = {**self._command.__globals__, "typer": declared}
-        signature = inspect.signature(self._command, globals=names, eval_str=True)
-        return signature.replace(parameters=tuple(signature.parameters.values())[1:])
+        """The options without the Environment, each annotation's `option(...)` a `Declared`: the command's own
+        parameters, or the fields of the record it takes them in (`_record`)."""
+        signature = inspect.signature(self._command, eval_str=True)
+        if self._record is None:
+            return signature.replace(parameters=tuple(signature.parameters.values())[1:])
+        hints = typing.get_type_hints(self._record, include_extras=True)
+        defaults = self._record._field_defaults
+        empty, kind = inspect.Parameter.empty, inspect.Parameter.POSITIONAL_OR_KEYWORD
+        parameters = [
+            inspect.Parameter(name, kind, default=defaults.get(name, empty), annotation=hints[name])
+            for name in self._record._fields
+        ]
+        return signature.replace(parameters=parameters)
+
+    @functools.cached_property
+    def _record(self) -> Any:
+        """The NamedTuple a command with many options takes them in (`def compute(env, given: Options)`), or None
+        for a command that takes each as a parameter of its own."""
+        parameters = list(inspect.signature(self._command, eval_str=True).parameters.values())[1:]
+        kind = parameters[0].annotation if len(parameters) == 1 else None
+        return kind if isinstance(kind, type) and issubclass(kind, tuple) and hasattr(kind, "_fields") else None
 
     @functools.cached_property
     def __signature__(self) -> inspect.Signature:
@@ -210,99 +207,30 @@ class _Bounded:
             if not any(isinstance(extra, Declared) for extra in extras):
                 return annotation
             real = [extra.made(typer) if isinstance(extra, Declared) else extra for extra in extras]
-            return Annotated[(annotation.__origin__, *real)]
+            arguments = (annotation.__origin__, *real)
+            return Annotated[arguments]
 
         parameters = [p.replace(annotation=made(p.annotation)) for p in self.declared.parameters.values()]
         return self.declared.replace(parameters=parameters)
 
     @functools.cached_property
-    def __annotations__(self) -> dict[str, Any]:  # what typing.get_type_hints reads, for Typer
+    def __annotations__(self) -> dict[str, Any]:  # type: ignore[override]  # what typing.get_type_hints reads
         return {name: parameter.annotation for name, parameter in self.__signature__.parameters.items()}
 
     def lean(self, arguments: Sequence[str]) -> dict[str, Any] | None:
-        """The options Typer would pass for `arguments`, read from the declarations without Typer, when the
-        command line is in the plain form: the argument's value (or none, where it has a default) and options
-        written `--option VALUE`, `--option=VALUE`, `-o VALUE` or `--flag`, each once (a list option any
-        number of times), every value one Typer reads as it is written. None for any other command line:
-        Typer reads it then, and says what is wrong with it."""
+        """The options Typer would pass for `arguments` when the command line is in the plain form (attncli.cli.lean);
+        None for any other command line: Typer reads it then, and says what is wrong with it."""
         table = self._lean_table
-        if table is None:
-            return None
-        arguments_of, names = table
-        options = {p.name: p.default for p in self.declared.parameters.values()}
-        given: set[str] = set()
-        positional: list[str] = []
-        tokens = iter(arguments)
-        for token in tokens:
-            if token == "-" or not token.startswith("-"):
-                positional.append(token)
-                continue
-            name, equals, attached = token.partition("=") if token.startswith("--") else (token, "", "")
-            if name not in names:
-                return None
-            parameter, read = names[name]
-            if read is bool or read is _NOT:
-                if equals:
-                    return None
-                value: Any = read is bool
-            else:
-                written = attached if equals else next(tokens, None)
-                if not written or (written.startswith("-") and written != "-"):
-                    return None  # no value, or one Typer might read as an option
-                value = read(written)
-                if value is _REFUSED:
-                    return None
-            if parameter.annotation.__origin__ in _LISTS:
-                options[parameter.name] = [*(options[parameter.name] if parameter.name in given else ()), value]
-            elif parameter.name in given:
-                return None
-            else:
-                options[parameter.name] = value
-            given.add(parameter.name)
-        if len(arguments_of) == 1 and arguments_of[0].annotation.__origin__ in _LISTS:  # FILE...
-            if not positional and arguments_of[0].default is inspect.Parameter.empty:
-                return None
-            options[arguments_of[0].name] = positional or arguments_of[0].default
-            return options
-        if len(positional) > len(arguments_of):
-            return None
-        for parameter in arguments_of[len(positional) :]:
-            if parameter.default is inspect.Parameter.empty:
-                return None
-        options.update(zip((parameter.name for parameter in arguments_of), positional))
-        return options
+        return None if table is None else lean.read(table, self.declared, arguments)
 
     @functools.cached_property
-    def _lean_table(self) -> tuple[list[inspect.Parameter], dict[str, tuple[inspect.Parameter, Any]]] | None:
+    def _lean_table(self) -> Table | None:
         """The arguments, and each option name with its parameter and how its value is read; None for a command
-        whose declarations need Typer (a callback, a type the lean start does not read)."""
-        parameters = list(self.declared.parameters.values())
-        made = [extra for parameter in parameters for extra in _extras(parameter) if isinstance(extra, Declared)]
-        if len(made) != len(parameters) or any(set(extra.kwargs) - _PLAIN for extra in made):
-            return None
-        arguments = [p for p, extra in zip(parameters, made) if extra.kind == "Argument"]
-        kinds = [argument.annotation.__origin__ for argument in arguments]
-        if not (kinds in ([list[str]], [Optional[list[str]]]) or set(kinds) <= {str, Optional[str]}):
-            return None
-        names: dict[str, tuple[inspect.Parameter, Any]] = {}
-        for parameter, extra in zip(parameters, made):
-            if extra.kind == "Argument":
-                continue
-            if parameter.default is inspect.Parameter.empty:
-                return None
-            read = _reader(parameter.annotation.__origin__, extra.kwargs)
-            if read is None:
-                return None
-            spelt = [name for name in extra.args if isinstance(name, str) and name.startswith("-")]
-            long = "--" + parameter.name.replace("_", "-")
-            for name in spelt or [long]:
-                names[name] = (parameter, read)
-            if read is bool and not spelt:
-                names["--no-" + parameter.name.replace("_", "-")] = (parameter, _NOT)  # Typer's --x/--no-x
-        return arguments, names
+        whose declarations need Typer (attncli.cli.lean)."""
+        return lean.table(self.declared)
 
     def run(self, options: dict[str, Any]) -> int:
-        """The command with `options`; the exit code: OK, or that of whatever ended it (`ending`)."""
+        """The command with `options`; the exit code: the one it returns, or that of whatever ended it (`ending`)."""
         language = LANGUAGE.set(language_from_environment())  # an unknown --lang is reported in this one
         try:
             plain = options.get("no_color", False) or options.get("format") == "text"
@@ -311,8 +239,11 @@ class _Bounded:
             from attncli.cli.output import all_or_nothing
 
             with all_or_nothing():
-                self._command(environment, **options)
-            return ExitCode.OK
+                if self._record is None:
+                    code: ExitCode = self._command(environment, **options)
+                else:
+                    code = self._command(environment, self._record(**options))
+            return code
         except BaseException as error:
             return ending(error, debug=options.get("debug", False))
         finally:
@@ -325,43 +256,3 @@ class _Bounded:
             import typer
 
             raise typer.Exit(code)
-
-
-# What a declaration may say for the lean start to stand in for Typer: words for the help and completion,
-# and a range its default is in. Anything else (an environment variable, a callback, a prompt) needs Typer.
-_PLAIN = frozenset(("help", "metavar", "autocompletion", "min", "max", "show_default", "hidden"))
-
-
-def _extras(parameter: inspect.Parameter) -> tuple[Any, ...]:
-    return getattr(parameter.annotation, "__metadata__", ())
-
-
-_REFUSED = object()  # a value the lean start leaves to Typer to read, or to refuse
-_NOT = object()  # how the lean start reads --no-x: False
-_LISTS = (Optional[list[str]], Optional[list[int]], list[str], list[int])
-
-
-def _reader(kind: Any, kwargs: dict[str, Any]) -> Callable[[str], Any] | type[bool] | None:
-    """How Typer reads an option of type `kind` from its text, as the lean start does it: bool for a flag;
-    None for a type it leaves to Typer."""
-    if kind is bool:
-        return bool
-    if kind in (str, Optional[str], Optional[list[str]], list[str]):
-        return str
-    if kind in (Path, Optional[Path]):
-        return Path
-    numbers = {int: int, Optional[int]: int, Optional[list[int]]: int, list[int]: int}
-    numbers |= {float: float, Optional[float]: float}
-    if kind not in numbers:
-        return None
-    low, high, convert = kwargs.get("min"), kwargs.get("max"), numbers[kind]
-
-    def number(text: str) -> Any:
-        try:
-            value = convert(text)
-        except ValueError:
-            return _REFUSED
-        inside = (low is None or value >= low) and (high is None or value <= high)
-        return value if inside else _REFUSED
-
-    return number

@@ -5,8 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Optional
 
-import typer
-
 from attncli.cli.common import (
     Debug,
     Lang,
@@ -16,16 +14,21 @@ from attncli.cli.common import (
     choose,
     command,
     epilog,
-    format_options,
+    format_option,
     located,
+    output_option,
 )
 from attncli.cli.environment import Environment
+from attncli.cli.lean import argument, option
 from attncli.cli.output import check_targets, output_format, print_human, write
+from attncli.errors import ExitCode
 from attncli.i18n import t
+from attncli.render import formats
 
-FORMATS = ("rich", "text", "json", "csv", "tsv")
+FORMATS = formats.offering(formats.COMPARE)
 PICTURES = {kind: ("--figure", f".{kind}") for kind in ("svg", "png", "pdf")}
-Format, Output = format_options(FORMATS)
+Format = Annotated[Optional[str], format_option(FORMATS)]
+Output = Annotated[Optional[Path], output_option(FORMATS)]
 EXAMPLES = epilog(
     "  attncli compare samples/bank.yaml samples/bank_cashier.yaml",
     "  attncli compare samples/storm_causal.yaml samples/storm_bidirectional.yaml --format json",
@@ -37,23 +40,23 @@ EXAMPLES = epilog(
 @boundary
 def compare(
     env: Environment,
-    a: Annotated[str, typer.Argument(help=t("help.compare.a"))],
-    b: Annotated[str, typer.Argument(help=t("help.compare.b"))],
+    a: Annotated[str, argument(help=t("help.compare.a"))],
+    b: Annotated[str, argument(help=t("help.compare.b"))],
     precision: Precision = 4,
     format: Format = None,
     output: Output = None,
     no_color: NoColor = False,
-    figure: Annotated[Optional[Path], typer.Option(metavar=t("help.metavar.file"), help=t("help.figure"))] = None,
+    figure: Annotated[Optional[Path], option(metavar=t("help.metavar.file"), help=t("help.figure"))] = None,
     lang: Lang = None,
     debug: Debug = False,
-) -> None:
+) -> ExitCode:
     format = choose(output_format(format, output, FORMATS), FORMATS, "--format", elsewhere=PICTURES)
     if figure is not None:  # a wrong suffix is refused before any work; its message names --figure
         from attncli.render.figure import figure_format
 
         figure_format(figure)
     from attncli import pipeline, probes
-    from attncli.render import analysis
+    from attncli.render import probes as shown
 
     first, second = (pipeline.solve(pipeline.single(pipeline.load(name), "compare")) for name in (a, b))
     check_targets(("-o", output), ("--figure", figure))
@@ -67,10 +70,11 @@ def compare(
         from attncli.render import json_doc
 
         write(json_doc.compare_document(record), output, env)
-        return
+        return ExitCode.OK
     if format in ("csv", "tsv"):
         from attncli.render import long_table
 
-        write(long_table.compare_table(record, "," if format == "csv" else "\t"), output, env)
-        return
-    print_human(lambda width: analysis.compare(record, precision, width), output, env)
+        write(long_table.compare_table(record, formats.FORMATS[format].delimiter), output, env)
+        return ExitCode.OK
+    print_human(lambda width: shown.compare(record, precision, width), output, env)
+    return ExitCode.OK

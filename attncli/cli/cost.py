@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Optional
+from pathlib import Path
+from typing import Annotated, Optional
 
 from attncli.cli.common import (
     Debug,
@@ -13,19 +14,20 @@ from attncli.cli.common import (
     command,
     completion,
     epilog,
-    format_options,
+    format_option,
     located,
+    output_option,
 )
 from attncli.cli.environment import Environment
+from attncli.cli.lean import argument, option
 from attncli.cli.output import output_format, print_human, write
-from attncli.errors import fail
+from attncli.errors import ExitCode, fail
 from attncli.i18n import t
+from attncli.render import formats
 
-if TYPE_CHECKING:
-    import typer  # the annotations' typer.Option is read by attncli.cli.common.boundary, Typer only if needed
-
-FORMATS = ("rich", "text", "json")
-Format, Output = format_options(FORMATS)
+FORMATS = formats.offering(formats.COST)
+Format = Annotated[Optional[str], format_option(FORMATS)]
+Output = Annotated[Optional[Path], output_option(FORMATS)]
 DTYPES = ("fp32", "float32", "fp16", "bf16", "fp8", "float64")  # attncli.cost.BYTES, which needs no numpy either
 EXAMPLES = epilog(
     "  attncli cost --d-model 4096 --heads 32 --kv-heads 8 --layers 32 --tokens 16384 --dtype bf16",
@@ -39,32 +41,32 @@ EXAMPLES = epilog(
 @boundary
 def cost(
     env: Environment,
-    file: Annotated[Optional[str], typer.Argument(metavar=t("help.metavar.file"), help=t("help.cost.file"))] = None,
-    d_model: Annotated[Optional[int], typer.Option("--d-model", min=1, help=t("help.cost.d_model"))] = None,
-    heads: Annotated[Optional[int], typer.Option(min=1, help=t("help.cost.heads"))] = None,
-    kv_heads: Annotated[Optional[int], typer.Option("--kv-heads", min=1, help=t("help.cost.kv_heads"))] = None,
-    d_head: Annotated[Optional[int], typer.Option("--d-head", min=1, help=t("help.cost.d_head"))] = None,
-    layers: Annotated[Optional[int], typer.Option(min=1, help=t("help.cost.layers"))] = None,
-    tokens: Annotated[Optional[int], typer.Option(min=1, help=t("help.cost.tokens"))] = None,
-    batch: Annotated[Optional[int], typer.Option(min=1, help=t("help.cost.batch"))] = None,
+    file: Annotated[Optional[str], argument(metavar=t("help.metavar.file"), help=t("help.cost.file"))] = None,
+    d_model: Annotated[Optional[int], option("--d-model", min=1, help=t("help.cost.d_model"))] = None,
+    heads: Annotated[Optional[int], option(min=1, help=t("help.cost.heads"))] = None,
+    kv_heads: Annotated[Optional[int], option("--kv-heads", min=1, help=t("help.cost.kv_heads"))] = None,
+    d_head: Annotated[Optional[int], option("--d-head", min=1, help=t("help.cost.d_head"))] = None,
+    layers: Annotated[Optional[int], option(min=1, help=t("help.cost.layers"))] = None,
+    tokens: Annotated[Optional[int], option(min=1, help=t("help.cost.tokens"))] = None,
+    batch: Annotated[Optional[int], option(min=1, help=t("help.cost.batch"))] = None,
     dtype: Annotated[
         Optional[str],
-        typer.Option(
+        option(
             metavar=t("help.metavar.type"),
             autocompletion=completion(*DTYPES),
             help=t("help.cost.dtype", dtypes=", ".join(DTYPES)),
         ),
     ] = None,
-    window: Annotated[Optional[int], typer.Option(metavar="W", min=1, help=t("help.cost.window"))] = None,
-    causal: Annotated[bool, typer.Option("--causal", help=t("help.cost.causal"))] = False,
-    bias: Annotated[bool, typer.Option("--bias", help=t("help.cost.bias"))] = False,
-    compare: Annotated[bool, typer.Option("--compare", help=t("help.cost.compare"))] = False,
+    window: Annotated[Optional[int], option(metavar="W", min=1, help=t("help.cost.window"))] = None,
+    causal: Annotated[bool, option("--causal", help=t("help.cost.causal"))] = False,
+    bias: Annotated[bool, option("--bias", help=t("help.cost.bias"))] = False,
+    compare: Annotated[bool, option("--compare", help=t("help.cost.compare"))] = False,
     format: Format = None,
     output: Output = None,
     no_color: NoColor = False,
     lang: Lang = None,
     debug: Debug = False,
-) -> None:
+) -> ExitCode:
     format = choose(output_format(format, output, FORMATS), FORMATS, "--format")
     if dtype is not None:
         choose(dtype, DTYPES, "--dtype", "cli.bad_dtype")
@@ -84,7 +86,7 @@ def cost(
         record, compared = counted.of_problem(problem, dtype or "float64"), []
     else:
         missing = [option for option in ("--d-model", "--heads", "--tokens") if shaped[option] is None]
-        if missing:
+        if missing or d_model is None or heads is None or tokens is None:  # the same three, for the types
             raise fail("cost.needs_shape", options=", ".join(missing))
         with located():
             shape = counted.shape(
@@ -96,3 +98,4 @@ def cost(
         write(shown.json_document(record, compared), output, env)
     else:
         print_human(lambda width: shown.human(record, compared, width), output, env)
+    return ExitCode.OK

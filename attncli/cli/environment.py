@@ -13,7 +13,8 @@ import sys
 from collections.abc import Mapping
 from typing import NamedTuple, TextIO
 
-from attncli.i18n import checked_language
+from attncli.errors import fail
+from attncli.i18n import LANGUAGES, language_from_environment
 
 FILE_WIDTH = 100  # the width of human output written to a file, whatever the terminal's
 
@@ -52,3 +53,19 @@ class Environment(NamedTuple):
             colour=wanted and not plain and not environ.get("NO_COLOR"),
             language=checked_language(lang, environ),
         )
+
+
+def checked_language(lang: str | None, environ: Mapping[str, str] = os.environ) -> str:
+    """`lang` when we speak it, the environment's language when it is None.
+
+    An unknown `lang` is the user's mistake, reported like any bad input (the caller
+    speaks the environment's language meanwhile, so the report is readable).
+    """
+    if lang is None:
+        return language_from_environment(environ)
+    if lang.lower() not in LANGUAGES:
+        from attncli.yamldoc import did_you_mean  # only on this error path
+
+        hint = did_you_mean(lang.lower(), LANGUAGES)
+        raise fail("cli.bad_lang", name=lang, known=", ".join(LANGUAGES), hint=hint).at(source="--lang")
+    return lang.lower()

@@ -5,16 +5,19 @@ from __future__ import annotations
 import contextlib
 import random
 from pathlib import Path
-from typing import Annotated, Optional
-
-import typer
+from typing import TYPE_CHECKING, Annotated, Optional
 
 from attncli.cli.common import SCORES, Debug, Lang, boundary, choose, command, completion, epilog, located
+from attncli.cli.ending import say
 from attncli.cli.environment import Environment
-from attncli.cli.output import EXTENSIONS, all_or_nothing, check_targets, write
-from attncli.errors import fail
+from attncli.cli.lean import option
+from attncli.cli.output import all_or_nothing, check_targets, write
+from attncli.errors import ExitCode, fail
 from attncli.i18n import t
-from attncli.launch import say
+from attncli.render.formats import implied_by
+
+if TYPE_CHECKING:
+    from attncli.exercises import Options
 
 SEED_LIMIT = 1_000_000  # random seeds stay short enough to copy by hand
 SHEETS = {"markdown": ".md", "latex": ".tex"}  # --sheet: the exercise to hand out, and its file's suffix
@@ -39,48 +42,44 @@ EXAMPLES = epilog(
 @boundary
 def generate(
     env: Environment,
-    tokens: Annotated[
-        Optional[str], typer.Option(metavar=t("help.metavar.tokens"), help=t("help.generate.tokens"))
-    ] = None,
-    dk: Annotated[int, typer.Option("--dk", min=1, max=8, help=t("help.generate.dk"))] = 2,
-    dv: Annotated[Optional[int], typer.Option("--dv", min=1, max=8, help=t("help.generate.dv"))] = None,
-    heads: Annotated[int, typer.Option(min=1, max=4, help=t("help.generate.heads"))] = 1,
+    tokens: Annotated[Optional[str], option(metavar=t("help.metavar.tokens"), help=t("help.generate.tokens"))] = None,
+    dk: Annotated[int, option("--dk", min=1, max=8, help=t("help.generate.dk"))] = 2,
+    dv: Annotated[Optional[int], option("--dv", min=1, max=8, help=t("help.generate.dv"))] = None,
+    heads: Annotated[int, option(min=1, max=4, help=t("help.generate.heads"))] = 1,
     mask: Annotated[
         str,
-        typer.Option(
+        option(
             metavar=t("help.metavar.mask"), autocompletion=completion("none", "causal"), help=t("help.generate.mask")
         ),
     ] = "none",
     score: Annotated[
-        str, typer.Option(metavar=t("help.metavar.name"), autocompletion=completion(*SCORES), help=t("help.score"))
+        str, option(metavar=t("help.metavar.name"), autocompletion=completion(*SCORES), help=t("help.score"))
     ] = "scaled_dot",
-    projections: Annotated[bool, typer.Option(help=t("help.generate.projections"))] = False,
-    layers: Annotated[int, typer.Option(min=1, max=4, help=t("help.generate.layers"))] = 1,
+    projections: Annotated[bool, option(help=t("help.generate.projections"))] = False,
+    layers: Annotated[int, option(min=1, max=4, help=t("help.generate.layers"))] = 1,
     norm: Annotated[
         str,
-        typer.Option(metavar=t("help.metavar.norm"), autocompletion=completion(*NORMS), help=t("help.generate.norm")),
+        option(metavar=t("help.metavar.norm"), autocompletion=completion(*NORMS), help=t("help.generate.norm")),
     ] = "none",
     rope: Annotated[
         Optional[str],
-        typer.Option(metavar=t("help.metavar.style"), autocompletion=completion(*ROPES), help=t("help.generate.rope")),
+        option(metavar=t("help.metavar.style"), autocompletion=completion(*ROPES), help=t("help.generate.rope")),
     ] = None,
-    gqa: Annotated[bool, typer.Option(help=t("help.generate.gqa"))] = False,
-    seed: Annotated[Optional[int], typer.Option(min=0, help=t("help.generate.seed"))] = None,
-    answers: Annotated[bool, typer.Option(help=t("help.generate.answers"))] = False,
-    count: Annotated[Optional[int], typer.Option(min=1, max=1000, help=t("help.generate.count"))] = None,
+    gqa: Annotated[bool, option(help=t("help.generate.gqa"))] = False,
+    seed: Annotated[Optional[int], option(min=0, help=t("help.generate.seed"))] = None,
+    answers: Annotated[bool, option(help=t("help.generate.answers"))] = False,
+    count: Annotated[Optional[int], option(min=1, max=1000, help=t("help.generate.count"))] = None,
     output: Annotated[
-        Optional[Path], typer.Option("--output", "-o", metavar=t("help.metavar.path"), help=t("help.generate.output"))
+        Optional[Path], option("--output", "-o", metavar=t("help.metavar.path"), help=t("help.generate.output"))
     ] = None,
-    force: Annotated[bool, typer.Option("--force", help=t("help.generate.force"))] = False,
+    force: Annotated[bool, option("--force", help=t("help.generate.force"))] = False,
     sheet: Annotated[
         Optional[str],
-        typer.Option(
-            "--sheet", metavar="markdown|latex", autocompletion=completion(*SHEETS), help=t("help.generate.sheet")
-        ),
+        option("--sheet", metavar="markdown|latex", autocompletion=completion(*SHEETS), help=t("help.generate.sheet")),
     ] = None,
     lang: Lang = None,
     debug: Debug = False,
-) -> None:
+) -> ExitCode:
     from attncli import exercises
 
     with located("--tokens"):
@@ -108,7 +107,7 @@ def generate(
     if seed is None:
         seed = random.SystemRandom().randrange(SEED_LIMIT)
     one_file = EXERCISE_SUFFIXES if sheet is None else (SHEETS[sheet],)  # -o FILE.yaml, or FILE.tex for a sheet
-    if output is not None and output.suffix.lower() in set(EXTENSIONS) - set(one_file):
+    if output is not None and implied_by(output.suffix) and output.suffix.lower() not in one_file:  # json, csv...
         raise fail("generate.bad_suffix", path=str(output), suffix=output.suffix, one=one_file[0]).at(source="-o")
     if count is None and (output is None or output.suffix.lower() in one_file):
         if output is not None and output.exists() and not force:
@@ -116,7 +115,24 @@ def generate(
         check_targets(("-o", output))
         text = exercises.exercise(options, seed)
         write(text if sheet is None else _sheet(text, sheet), output, env)
-        return
+        return ExitCode.OK
+    _worksheet(options, seed, count, output, sheet, force, env)
+    return ExitCode.OK
+
+
+def _worksheet(
+    options: Options,
+    seed: int,
+    count: int | None,
+    output: Path | None,
+    sheet: str | None,
+    force: bool,
+    env: Environment,
+) -> None:
+    """`count` exercises from `seed` on into the folder `output`, each with its key and blank answers (and its sheet
+    when one is asked for), and the command that makes the same set again, on stderr."""
+    from attncli import exercises
+
     if output is None:
         raise fail("generate.count_needs_output").at(source="--count")
     count = count or 1

@@ -21,7 +21,7 @@ WIDEST = 100  # columns of help text on a wider terminal: longer lines are hard 
 NARROWEST = 20  # a terminal narrower than this gets lines of this width, which it wraps itself
 INDENT = "  "
 CONTINUED = INDENT + "    "  # the continuation lines of a broken example
-HIDDEN_DEFAULTS = (None, False, (), [])
+HIDDEN_DEFAULTS: tuple[object, ...] = (None, False, (), [])
 
 
 def width() -> int:

@@ -7,46 +7,35 @@ import errno
 import io
 import os
 import stat
-import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextvars import ContextVar
 from pathlib import Path
-from typing import TYPE_CHECKING, BinaryIO, NamedTuple, TextIO, Union
+from typing import TYPE_CHECKING, BinaryIO, NamedTuple, TextIO
 
 from attncli import inputs
+from attncli.cli.ending import silence_stdout
 from attncli.cli.environment import FILE_WIDTH, Environment
 from attncli.errors import AttnError, fail, phrase
-from attncli.launch import silence_stdout
+from attncli.render import Content, Stream
+from attncli.render.formats import implied_by
 from attncli.render.layout import Line, fit, to_text
 
 if TYPE_CHECKING:
     from rich.console import Console
 
 STDOUT = "<stdout>"
-Stream = Callable[[BinaryIO], None]  # writes a large binary output into the stream it is given, piece by piece
-Content = Union[str, bytes, Stream]
-# The format `-o FILE` means when --format is not given; another extension keeps the command's default.
-EXTENSIONS = {
-    ".json": "json",
-    ".csv": "csv",
-    ".tsv": "tsv",
-    ".npy": "npy",
-    ".npz": "npz",
-    ".md": "markdown",
-    ".tex": "latex",
-    ".txt": "text",
-}
 
 
 def output_format(given: str | None, output: Path | None, known: Sequence[str], default: str = "rich") -> str:
-    """The format of a run: `--format` when given, else the one `-o`'s extension names, else `default`.
+    """The format of a run: `--format` when given, else the one `-o`'s extension names (attncli.render.formats),
+    else `default`.
 
     An extension that names a format the command does not write (`check -o grades.npy`) is an error
     rather than the default, which would put text into a file named for something else.
     """
     if given is not None:
         return given
-    implied = EXTENSIONS.get(output.suffix.lower()) if output is not None else None
+    implied = implied_by(output.suffix) if output is not None else None
     if implied is None:
         return default
     if implied not in known:
@@ -183,8 +172,8 @@ def all_or_nothing() -> Iterator[None]:
 
     A run that fails (bad input, a file that cannot be written, Ctrl-C) leaves no output behind
     and prints nothing: `--svg pic.svg -o nodir/out.json` writes no pic.svg, `--html /dev/full`
-    prints no step. A command that ends itself on purpose (typer.Exit, as check does after
-    grading) has succeeded in writing what it wrote. The files the block reads are recorded
+    prints no step. A command that returns, whatever its exit code (check's 1 for wrong answers),
+    has succeeded in writing what it wrote. The files the block reads are recorded
     (attncli.inputs): none of them is written over.
     """
     staged = _Staged([], [])
@@ -192,12 +181,6 @@ def all_or_nothing() -> Iterator[None]:
     try:
         with inputs.recorded():
             yield
-    except BaseException as error:
-        typer = sys.modules.get("typer")  # only a run that has imported Typer can end in a typer.Exit
-        if typer is not None and isinstance(error, typer.Exit):
-            _finish(staged)
-        raise
-    else:
         _finish(staged)
     finally:
         _STAGED.reset(token)
@@ -298,9 +281,9 @@ def save_pictures(
         from rich.style import Style
 
         lines = [
-            tuple((text, Style.parse(style).without_color if style else style) for text, style in spans)
+            tuple((text, Style.parse(style).without_color if style else style) for text, style in spans)  # type: ignore[misc]
             for spans in lines
-        ]
+        ]  # Rich takes a Style wherever it takes a style's name
     print_lines(console, lines)
     if svg:
         write(console.export_svg(title=title, clear=False), svg, env)

@@ -1,7 +1,7 @@
 """`attncli practice`: the tutor in a terminal (Rich, colour) or in a pipe (one answer per line, plain text).
 
 The session itself is attncli.practice.session; this module only reads lines, prints the
-records as attncli.practice.text words them, and ends: 0 when every step was eventually
+records as attncli.render.practice words them, and ends: 0 when every step was eventually
 right, 1 otherwise, 130 on Ctrl-C, each time after the summary (and the --record file).
 """
 
@@ -9,17 +9,17 @@ from __future__ import annotations
 
 import random
 import shlex
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Optional
 
-import typer
-
 from attncli.cli.common import SCORES, Debug, Lang, NoColor, boundary, command, completion, epilog, located
+from attncli.cli.ending import say
 from attncli.cli.environment import Environment
+from attncli.cli.lean import argument, option
 from attncli.cli.output import check_targets, to_stdout, write
 from attncli.errors import ExitCode, fail
 from attncli.i18n import current_language, t
-from attncli.launch import say
 from attncli.render.layout import Line, fit, to_text
 
 if TYPE_CHECKING:
@@ -40,26 +40,24 @@ EXAMPLES = epilog(
 @boundary
 def practice(
     env: Environment,
-    file: Annotated[Optional[str], typer.Argument(metavar=t("help.metavar.file"), help=t("help.practice.file"))] = None,
-    seed: Annotated[Optional[int], typer.Option(min=0, help=t("help.generate.seed"))] = None,
-    tokens: Annotated[
-        Optional[str], typer.Option(metavar=t("help.metavar.tokens"), help=t("help.generate.tokens"))
-    ] = None,
-    dk: Annotated[Optional[int], typer.Option("--dk", min=1, max=8, help=t("help.generate.dk"))] = None,
-    heads: Annotated[Optional[int], typer.Option(min=1, max=4, help=t("help.generate.heads"))] = None,
+    file: Annotated[Optional[str], argument(metavar=t("help.metavar.file"), help=t("help.practice.file"))] = None,
+    seed: Annotated[Optional[int], option(min=0, help=t("help.generate.seed"))] = None,
+    tokens: Annotated[Optional[str], option(metavar=t("help.metavar.tokens"), help=t("help.generate.tokens"))] = None,
+    dk: Annotated[Optional[int], option("--dk", min=1, max=8, help=t("help.generate.dk"))] = None,
+    heads: Annotated[Optional[int], option(min=1, max=4, help=t("help.generate.heads"))] = None,
     mask: Annotated[
         Optional[str],
-        typer.Option(
+        option(
             metavar=t("help.metavar.mask"), autocompletion=completion("none", "causal"), help=t("help.generate.mask")
         ),
     ] = None,
     score: Annotated[
         Optional[str],
-        typer.Option(metavar=t("help.metavar.name"), autocompletion=completion(*SCORES), help=t("help.score")),
+        option(metavar=t("help.metavar.name"), autocompletion=completion(*SCORES), help=t("help.score")),
     ] = None,
     level: Annotated[
         int,
-        typer.Option(
+        option(
             min=1,
             max=3,
             metavar=t("help.metavar.level"),
@@ -67,27 +65,16 @@ def practice(
             help=t("help.practice.level"),
         ),
     ] = 2,
-    record: Annotated[Optional[Path], typer.Option(help=t("help.practice.record"))] = None,
+    record: Annotated[Optional[Path], option(help=t("help.practice.record"))] = None,
     no_color: NoColor = False,
     lang: Lang = None,
     debug: Debug = False,
-) -> None:
+) -> ExitCode:
     from attncli.practice.session import Session
 
     made = {"--seed": seed, "--tokens": tokens, "--dk": dk, "--heads": heads, "--mask": mask, "--score": score}
     if file is not None:
-        given = next((flag for flag, value in made.items() if value is not None), None)
-        if given is not None:
-            raise fail("practice.flags_with_file", flag=given).at(source=given)
-        if file == "-":
-            raise fail("practice.stdin").at(source="-")
-        steps, text, settings = _from_file(file)
-        again = _command(["attncli practice", shlex.quote(file)], level)
-        harder = (
-            _command(["attncli practice", shlex.quote(file)], level + 1)
-            if level < 3
-            else _command([f"attncli practice --tokens {min(len(steps.problem.tokens) + 1, 12)}"], level)
-        )
+        steps, text, settings, again, harder = _from_file(file, made, level)
     else:
         steps, text, again, harder = _generated(seed, tokens, dk, heads, mask, score, level)
         settings = None
@@ -103,7 +90,7 @@ def practice(
     session.stop()
     if interrupted:
         front.show([((t("practice.interrupted"), "bold"),)])
-    from attncli.practice.text import summary
+    from attncli.render.practice import summary
 
     result = session.summary()
     front.show(summary(result, env.width, again, harder))
@@ -113,33 +100,46 @@ def practice(
         write(homework(text, session), record, env)
     if interrupted:
         say(t("cli.interrupted"), env.stderr)
-        raise typer.Exit(ExitCode.INTERRUPTED)
-    raise typer.Exit(ExitCode.OK if result.ok else ExitCode.WRONG_ANSWERS)
+        return ExitCode.INTERRUPTED
+    return ExitCode.OK if result.ok else ExitCode.WRONG_ANSWERS
 
 
 def _run(session: Session, front: _Pipe) -> None:
     """The loop: a prompt, a line, the feedback, until the prompts, the input or the student's patience end."""
-    from attncli.practice import text
+    from attncli.render import practice as shown
 
-    front.show(text.intro(session))
+    front.show(shown.intro(session))
     while (prompt := session.current) is not None:
-        answer = front.read(text.question(session, prompt))
+        answer = front.read(shown.question(session, prompt))
         if answer is None:  # the end of the input
             return
-        front.show(text.feedback(session, session.respond(answer)))
+        front.show(shown.feedback(session, session.respond(answer)))
 
 
-def _from_file(file: str) -> tuple[Steps, str, Settings]:
+def _from_file(file: str, made: Mapping[str, object], level: int) -> tuple[Steps, str, Settings, str, str]:
+    """The exercise in `file` (no option that makes one may come with it), its text and settings, and the
+    commands to practise it again or harder."""
     from attncli import pipeline, yamldoc
     from attncli.parsing import answers
 
+    given = next((flag for flag, value in made.items() if value is not None), None)
+    if given is not None:
+        raise fail("practice.flags_with_file", flag=given).at(source=given)
+    if file == "-":
+        raise fail("practice.stdin").at(source="-")
     document = yamldoc.read(file)
     steps = pipeline.solve(pipeline.single(pipeline.load(document), "practice"))
     try:
         text = Path(file).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as error:  # yamldoc read it a moment ago
         raise fail("cli.output_failed", path=file, reason=str(error)) from None
-    return steps, text, answers.read_settings(document)
+    again = _command(["attncli practice", shlex.quote(file)], level)
+    harder = (
+        _command(["attncli practice", shlex.quote(file)], level + 1)
+        if level < 3
+        else _command([f"attncli practice --tokens {min(len(steps.problem.tokens) + 1, 12)}"], level)
+    )
+    return steps, text, answers.read_settings(document), again, harder
 
 
 def _generated(
@@ -169,7 +169,7 @@ def _generated(
     if seed is None:
         seed = random.SystemRandom().randrange(SEED_LIMIT)
     text = exercises.exercise(options, seed)
-    steps = pipeline.solve(pipeline.load(text=text, name="practice"))
+    steps = pipeline.solve(pipeline.single(pipeline.load(text=text, name="practice"), "practice"))
     again = _practise(exercises.command(options, seed), level)
     count = len(steps.problem.tokens)
     more = exercises.Options(

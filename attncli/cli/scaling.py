@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Annotated
-
-import typer
+from pathlib import Path
+from typing import Annotated, Optional
 
 from attncli.cli import progress
 from attncli.cli.common import (
@@ -16,15 +15,20 @@ from attncli.cli.common import (
     choose,
     command,
     epilog,
-    format_options,
+    format_option,
     located,
+    output_option,
 )
 from attncli.cli.environment import Environment
+from attncli.cli.lean import option
 from attncli.cli.output import check_targets, output_format, print_human, write
+from attncli.errors import ExitCode
 from attncli.i18n import t
+from attncli.render import formats
 
-FORMATS = ("rich", "text", "json")
-Format, Output = format_options(FORMATS)
+FORMATS = formats.offering(formats.SCALING)
+Format = Annotated[Optional[str], format_option(FORMATS)]
+Output = Annotated[Optional[Path], output_option(FORMATS)]
 EXAMPLES = epilog(
     "  attncli scaling",
     "  attncli scaling --dk 2,32,512 --keys 8 --samples 5000 --seed 1",
@@ -36,23 +40,21 @@ EXAMPLES = epilog(
 @boundary
 def scaling(
     env: Environment,
-    dk: Annotated[
-        str, typer.Option("--dk", metavar=t("help.metavar.list"), help=t("help.scaling.dk"))
-    ] = "1,4,16,64,256",
-    keys: Annotated[int, typer.Option(min=1, max=4096, help=t("help.scaling.keys"))] = 16,
-    samples: Annotated[int, typer.Option(min=2, max=10_000_000, help=t("help.scaling.samples"))] = 2000,
-    seed: Annotated[int, typer.Option(min=0, help=t("help.scaling.seed"))] = 0,
+    dk: Annotated[str, option("--dk", metavar=t("help.metavar.list"), help=t("help.scaling.dk"))] = "1,4,16,64,256",
+    keys: Annotated[int, option(min=1, max=4096, help=t("help.scaling.keys"))] = 16,
+    samples: Annotated[int, option(min=2, max=10_000_000, help=t("help.scaling.samples"))] = 2000,
+    seed: Annotated[int, option(min=0, help=t("help.scaling.seed"))] = 0,
     precision: Precision = 4,
     format: Format = None,
     output: Output = None,
     no_color: NoColor = False,
     lang: Lang = None,
     debug: Debug = False,
-) -> None:
+) -> ExitCode:
     format = choose(output_format(format, output, FORMATS), FORMATS, "--format")
     check_targets(("-o", output))
     from attncli import probes
-    from attncli.render import analysis
+    from attncli.render import probes as shown
 
     with located("--dk"):
         dims = probes.parse_dims(dk)
@@ -62,5 +64,6 @@ def scaling(
         from attncli.render import json_doc
 
         write(json_doc.scaling_document(record), output, env)
-        return
-    print_human(lambda width: analysis.scaling(record, precision, width), output, env)
+        return ExitCode.OK
+    print_human(lambda width: shown.scaling(record, precision, width), output, env)
+    return ExitCode.OK

@@ -3,18 +3,30 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Optional
+from typing import Annotated, Optional
 
-from attncli.cli.common import Debug, Lang, NoColor, Precision, boundary, choose, command, epilog, format_options
+from attncli.cli.common import (
+    Debug,
+    Lang,
+    NoColor,
+    Precision,
+    boundary,
+    choose,
+    command,
+    epilog,
+    format_option,
+    output_option,
+)
 from attncli.cli.environment import Environment
+from attncli.cli.lean import argument, option
 from attncli.cli.output import output_format, print_human, write
+from attncli.errors import ExitCode
 from attncli.i18n import t
+from attncli.render import formats
 
-if TYPE_CHECKING:
-    import typer  # the annotations' typer.Option is read by attncli.cli.common.boundary, Typer only if needed
-
-FORMATS = ("rich", "text", "json", "csv", "tsv", "markdown", "latex")
-Format, Output = format_options(FORMATS)
+FORMATS = formats.offering(formats.SOFTMAX)
+Format = Annotated[Optional[str], format_option(FORMATS)]
+Output = Annotated[Optional[Path], output_option(FORMATS)]
 FILE_SUFFIXES = (".yaml", ".yml", ".json")  # an argument ending so is a file, even one that does not exist
 EXAMPLES = epilog(
     '  attncli softmax "2, 1, 0.1"',
@@ -33,25 +45,23 @@ EXAMPLES = epilog(
 @boundary
 def softmax(
     env: Environment,
-    source: Annotated[str, typer.Argument(metavar=t("help.metavar.logits"), help=t("help.softmax.source"))],
-    tokens: Annotated[
-        Optional[str], typer.Option(metavar=t("help.metavar.tokens"), help=t("help.softmax.tokens"))
-    ] = None,
+    source: Annotated[str, argument(metavar=t("help.metavar.logits"), help=t("help.softmax.source"))],
+    tokens: Annotated[Optional[str], option(metavar=t("help.metavar.tokens"), help=t("help.softmax.tokens"))] = None,
     target: Annotated[
-        Optional[list[str]], typer.Option(metavar=t("help.metavar.token"), help=t("help.softmax.target"))
+        Optional[list[str]], option(metavar=t("help.metavar.token"), help=t("help.softmax.target"))
     ] = None,
     temperature: Annotated[
-        Optional[str], typer.Option(metavar=t("help.metavar.x"), help=t("help.softmax.temperature"))
+        Optional[str], option(metavar=t("help.metavar.x"), help=t("help.softmax.temperature"))
     ] = None,
-    top_k: Annotated[Optional[int], typer.Option("--top-k", metavar="K", help=t("help.softmax.top_k"))] = None,
-    top_p: Annotated[Optional[str], typer.Option("--top-p", metavar="P", help=t("help.softmax.top_p"))] = None,
+    top_k: Annotated[Optional[int], option("--top-k", metavar="K", help=t("help.softmax.top_k"))] = None,
+    top_p: Annotated[Optional[str], option("--top-p", metavar="P", help=t("help.softmax.top_p"))] = None,
     precision: Precision = 4,
     format: Format = None,
     output: Output = None,
     no_color: NoColor = False,
     lang: Lang = None,
     debug: Debug = False,
-) -> None:
+) -> ExitCode:
     format = choose(output_format(format, output, FORMATS), FORMATS, "--format")
     from attncli import pipeline
     from attncli import softmax as core
@@ -64,13 +74,14 @@ def softmax(
     if format == "json":
         write(shown.json_document(steps), output, env)
     elif format in ("csv", "tsv"):
-        write(shown.csv_text(steps, "," if format == "csv" else "\t"), output, env)
+        write(shown.csv_text(steps, formats.FORMATS[format].delimiter), output, env)
     elif format == "markdown":
         write(shown.markdown(steps, precision), output, env)
     elif format == "latex":
         write(shown.latex(steps, precision), output, env)
     else:
         print_human(lambda width: shown.human(steps, precision, width), output, env)
+    return ExitCode.OK
 
 
 def _is_file(source: str) -> bool:

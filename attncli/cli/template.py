@@ -5,12 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Optional
 
-import typer
-
 from attncli.cli.common import Debug, Lang, boundary, command, epilog
 from attncli.cli.environment import Environment
-from attncli.cli.output import EXTENSIONS, check_targets, write
-from attncli.errors import fail
+from attncli.cli.lean import argument, option
+from attncli.cli.output import check_targets, write
+from attncli.errors import ExitCode, fail
 from attncli.i18n import t
 
 EXAMPLES = epilog(
@@ -23,14 +22,16 @@ EXAMPLES = epilog(
 @boundary
 def template(
     env: Environment,
-    file: Annotated[str, typer.Argument(metavar=t("help.metavar.file"), help=t("help.template.file"))],
+    file: Annotated[str, argument(metavar=t("help.metavar.file"), help=t("help.template.file"))],
     output: Annotated[
-        Optional[Path], typer.Option("--output", "-o", metavar=t("help.metavar.file"), help=t("help.template.output"))
+        Optional[Path], option("--output", "-o", metavar=t("help.metavar.file"), help=t("help.template.output"))
     ] = None,
     lang: Lang = None,
     debug: Debug = False,
-) -> None:
-    if output is not None and output.suffix.lower() in EXTENSIONS:  # a template is YAML, whatever its name says
+) -> ExitCode:
+    from attncli.render.formats import implied_by
+
+    if output is not None and implied_by(output.suffix) is not None:  # a template is YAML, whatever its name says
         raise fail("template.bad_suffix", path=str(output), suffix=output.suffix).at(source="-o")
     from attncli import pipeline, submissions, templates, yamldoc
 
@@ -38,3 +39,4 @@ def template(
     steps = pipeline.solve(pipeline.load(document))
     check_targets(("-o", output))
     write(templates.template(steps, submissions.exercise_id(document)), output, env)
+    return ExitCode.OK

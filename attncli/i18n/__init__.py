@@ -19,14 +19,24 @@ import os
 import re
 from collections.abc import Mapping, Sequence
 from contextvars import ContextVar
+from typing import TYPE_CHECKING, NamedTuple
 
-from attncli.errors import AttnError, Message, fail
 from attncli.i18n import en
+
+if TYPE_CHECKING:
+    from attncli.errors import AttnError
 
 LANGUAGES = ("en", "es")  # each the module of its catalogue, imported when a run first speaks it
 _CATALOGUES: dict[str, Mapping[str, str]] = {"en": en.MESSAGES}
 LANGUAGE: ContextVar[str] = ContextVar("attncli_language", default="en")
 QUOTED = 80  # characters of a name or value an error message repeats; longer ones are cut, the cut marked
+
+
+class Message(NamedTuple):
+    """A catalogue key and its parameters, translated only when printed: a part of an error's message, or its field."""
+
+    key: str
+    params: dict[str, object]
 
 
 def language_from_environment(environ: Mapping[str, str] = os.environ) -> str:
@@ -46,7 +56,7 @@ def language_from_environment(environ: Mapping[str, str] = os.environ) -> str:
 
 def language_in_arguments(arguments: Sequence[str]) -> str | None:
     """The --lang value among command-line arguments, if it is a language we speak (in any case, as
-    `checked_language` takes it).
+    attncli.cli.environment.checked_language takes it).
 
     Read before Typer parses anything: the help texts are built in this language
     when the commands are imported, and a usage error may stop parsing early.
@@ -58,22 +68,6 @@ def language_in_arguments(arguments: Sequence[str]) -> str | None:
         if value is not None and value.lower() in LANGUAGES:
             return value.lower()
     return None
-
-
-def checked_language(lang: str | None, environ: Mapping[str, str] = os.environ) -> str:
-    """`lang` when we speak it, the environment's language when it is None.
-
-    An unknown `lang` is the user's mistake, reported like any bad input (the caller
-    speaks the environment's language meanwhile, so the report is readable).
-    """
-    if lang is None:
-        return language_from_environment(environ)
-    if lang.lower() not in LANGUAGES:
-        from attncli.yamldoc import did_you_mean  # only on this error path
-
-        hint = did_you_mean(lang.lower(), LANGUAGES)
-        raise fail("cli.bad_lang", name=lang, known=", ".join(LANGUAGES), hint=hint).at(source="--lang")
-    return lang.lower()
 
 
 def current_language() -> str:
@@ -121,7 +115,7 @@ def describe(error: AttnError) -> str:
     place = ":".join(_short(part) for part in (where.source, where.line) if part is not None)
     params = {name: _said(value) if isinstance(value, str) else value for name, value in error.params.items()}
     field = _text(where.field)  # a row named in words is a Message
-    parts = [part for part in (place, field and _short(field), t(error.key, **params)) if part]
+    parts = [str(part) for part in (place, field and _short(field), t(error.key, **params)) if part]
     return ": ".join(parts)
 
 

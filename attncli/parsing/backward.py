@@ -15,6 +15,7 @@ import numpy as np
 
 from attncli import core
 from attncli.errors import phrase
+from attncli.parsing.budget import within_budget
 from attncli.parsing.fields import FieldReader
 from attncli.parsing.heads import Heads, Level
 from attncli.problem import GIVEN, Backward, Head, Projection, Score
@@ -94,8 +95,6 @@ def _matrix(
 
 def check_memory(reader: FieldReader, scores: Sequence[Score | None], queries: int, keys: int, bias: bool) -> None:
     """Refuse a backward pass whose (L, S) matrices, the forward's and its own, would pass the memory budget."""
-    from attncli.parsing.problem_file import within_budget  # it imports this module
-
     forward = core.bytes_needed(scores, queries, keys, reader.dtype, bias)
     needed = forward + len(scores) * MATRICES * queries * keys * reader.dtype.itemsize
     within_budget(needed, len(scores), queries, keys, reader.document.name)

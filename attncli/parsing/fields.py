@@ -16,7 +16,8 @@ from typing import NamedTuple
 import numpy as np
 
 from attncli import arrays
-from attncli.errors import CONTROL_RANGES, AttnError, Message, fail, listed, phrase
+from attncli.errors import CONTROL_RANGES, AttnError, fail, listed, phrase
+from attncli.i18n import Message
 from attncli.yamldoc import Document, FieldPath, did_you_mean, field_name, finite_number, kind_of, unknown_field
 
 MAX_NAME = 200  # characters in a token name: a word, a subword or a phrase (wider than a page), never a file's worth
@@ -101,7 +102,7 @@ class FieldReader:
             hint = did_you_mean(name, known) or phrase(names_hint, names=", ".join(known))
             raise self.error((*path, name), "problem.unknown_field", name=name, hint=hint)
 
-    def number(self, path: FieldPath, value: object, field: str | None = None) -> float:
+    def number(self, path: FieldPath, value: object, field: str | Message | None = None) -> float:
         """A finite number: a YAML number or an arithmetic expression such as `sqrt(2)/2`."""
         try:
             return finite_number(value)
@@ -146,7 +147,7 @@ class FieldReader:
                 raise self.error((*path, index), "problem.name_too_long", length=len(str(item)), limit=MAX_NAME)
         return tuple(self.plain_text((*path, index), str(item)) for index, item in enumerate(value))
 
-    def row(self, path: FieldPath, value: object, label: str, width: int | None = None) -> list:
+    def row(self, path: FieldPath, value: object, label: str | Message, width: int | None = None) -> list[object]:
         """The cells of one row (a non-empty list; `width` of them when given), not yet read as numbers."""
         if not isinstance(value, list) or not value:
             raise self.error(path, "problem.not_row", label, got=kind_of(value))
@@ -162,7 +163,7 @@ class FieldReader:
         `rows` names the rows expected, in order, as listed by the field `rows_field`; a mapping names exactly those.
         """
         if self._is_array_file(path, value):
-            array = self.array_file(path, value)
+            array = self.array_file(path, value)  # type: ignore[arg-type]  # _is_array_file: {file: ...} or @path
             self._check_row_count(path, array.shape[0], rows, rows_field)
             return array
         given = self._rows(path, value, rows, rows_field)
@@ -189,13 +190,13 @@ class FieldReader:
         """`{file: ...}` in YAML, or `@path` on the command line."""
         if isinstance(value, dict):
             return "file" in value
-        return self._from_flag(path, value) and value.startswith("@")
+        return isinstance(value, str) and self._from_flag(path, value) and value.startswith("@")
 
     def _rows(
         self, path: FieldPath, value: object, rows: Sequence[str] | None, rows_field: str
     ) -> list[tuple[FieldPath, object]]:
         """Each row of a matrix written in YAML or as flag text, with its own path."""
-        if self._from_flag(path, value):
+        if isinstance(value, str) and self._from_flag(path, value):
             value = rows_from_text(value)
         if isinstance(value, dict):
             return self._named_rows(path, value, rows, rows_field)

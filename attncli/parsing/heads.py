@@ -7,7 +7,7 @@ top level for every head; `pick` is the one rule that decides between rival fiel
 from __future__ import annotations
 
 from enum import Enum, IntEnum
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -59,7 +59,7 @@ class Inputs(NamedTuple):
 
 
 # Query heads one run calculates step by step, every layer's together: the cost budget beside the value budget
-# (yamldoc.MAX_VALUES) and the memory one (problem_file.MEMORY_BUDGET). A head costs about a millisecond to read,
+# (yamldoc.MAX_VALUES) and the memory one (budget.MEMORY_BUDGET). A head costs about a millisecond to read,
 # calculate and show however small it is (ALiBi over 100,000 empty heads: 20 s), and models have at most a few
 # hundred a layer.
 MAX_HEADS = 1024
@@ -97,7 +97,7 @@ class Heads:
         listed = self.data["kv_heads"]
         if not (isinstance(listed, list) and listed and all(isinstance(head, dict) for head in listed)):
             raise self.reader.error(("kv_heads",), "problem.bad_kv_heads", got=kind_of(listed))
-        kv = [(("kv_heads", g), head) for g, head in enumerate(listed)]
+        kv: list[tuple[FieldPath, dict[Any, Any]]] = [(("kv_heads", g), head) for g, head in enumerate(listed)]
         for path, head in kv:
             self.reader.check_fields(head, path, KV_FIELDS)
         for path, fields in [((), self.data), *self.fields]:
@@ -129,6 +129,13 @@ class Heads:
             return (name,), self.data[name]
         return None
 
+    def present(self, head: int, name: str, kv: bool = False) -> tuple[FieldPath, object]:
+        """`lookup` of a field its level says is given."""
+        found = self.lookup(head, name, kv)
+        if found is None:
+            raise LookupError(f"{name} is not given")  # `level` said it was: a bug, not the user's mistake
+        return found
+
     def head(self, index: int, tokens: tuple[str, ...], query_tokens: tuple[str, ...], inputs: Inputs) -> Head:
         """Head `index`: its values, and its given scores or the queries and keys they come from."""
         path, fields = self.fields[index]
@@ -136,6 +143,7 @@ class Heads:
         unnamed = None if given else (index + 1 if len(self) > 1 else 0)
         name = given or (f"head {index + 1}" if len(self) > 1 else "head")  # English in every language: JSON's
         group = self.kv_head(index)
+        keys: tuple[FieldPath, Operand] | None = None
         if group is None:
             values = self.operand(index, "values", "w_v", tokens, inputs.x, "x")
         else:
@@ -166,9 +174,9 @@ class Heads:
             path = self.kv[group][0]
             keys = self.operand(group, "keys", "w_k", tokens, inputs.x, "x", kv=True)
             values = self.operand(group, "values", "w_v", tokens, inputs.x, "x", kv=True)
-            for operand, given, weight in ((keys, "keys", "w_k"), (values, "values", "w_v")):
-                if operand is None:
-                    raise self.reader.error(path, "problem.missing", name=given, alternative=weight)
+            if keys is None or values is None:
+                given, weight = ("keys", "w_k") if keys is None else ("values", "w_v")
+                raise self.reader.error(path, "problem.missing", name=given, alternative=weight)
             self.kv_read[group] = keys, values
         return self.kv_read[group]
 
@@ -185,7 +193,7 @@ class Heads:
 
     def given_scores(self, index: int, tokens: tuple[str, ...], query_tokens: tuple[str, ...]) -> np.ndarray:
         """The (L, S) scores a head gives instead of vectors."""
-        path, value = self.lookup(index, "scores")
+        path, value = self.present(index, "scores")
         matrix = self.reader.matrix(path, value, query_tokens, "query_tokens")
         if matrix.shape[1] != len(tokens):
             raise self.reader.error(path, "problem.scores_width", count=matrix.shape[1], expected=len(tokens))
@@ -207,12 +215,12 @@ class Heads:
             return None
         if chosen == Pick.BOTH:
             raise self.reader.error(
-                self.lookup(head, given, kv)[0], "problem.given_and_projected", given=given, weight=weight
+                self.present(head, given, kv)[0], "problem.given_and_projected", given=given, weight=weight
             )
         if chosen == Pick.FIRST:
-            path, value = self.lookup(head, given, kv)
+            path, value = self.present(head, given, kv)
             return path, self.reader.matrix(path, value, rows, "query_tokens" if given == "queries" else "tokens")
-        path, value = self.lookup(head, weight, kv)
+        path, value = self.present(head, weight, kv)
         if x is None:
             raise self.reader.error(path, "problem.projection_without_x", weight=weight, x=x_name)
         w = self.reader.matrix(path, value)

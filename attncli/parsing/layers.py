@@ -151,6 +151,7 @@ def _norm(reader: FieldReader, data: dict, d: int) -> Norm | None:
     if "norm" not in data:
         return None
     fields = data["norm"]
+    path: FieldPath
     if isinstance(fields, str):
         path, fields = ("norm",), {"type": fields}
     elif isinstance(fields, dict):

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import numpy as np
 
-from attncli.errors import Message, listed, phrase
+from attncli.errors import listed, phrase
+from attncli.i18n import Message
 from attncli.parsing.fields import FieldReader
 from attncli.softmax import Logits
 from attncli.yamldoc import Document, FieldPath, kind_of

@@ -55,7 +55,7 @@ def read(reader: FieldReader, data: dict, positions: Positions) -> tuple[np.ndar
     parts: list[tuple[np.ndarray, np.ndarray]] = []  # each rule's (L, S) cells and the rows it leaves a key
     if kind == "matrix":
         cells = matrix(reader, written, tokens, query_tokens)
-        parts.append((cells, cells.any(axis=1)))
+        parts.append((cells, np.asarray(cells.any(axis=1))))
     window = _window(reader, data)
     if kind in CAUSAL or window is not None:
         parts.append(_by_position(reader, positions, kind, window))
@@ -118,7 +118,7 @@ def _by_position(
         window = min(window, len(query) + keys)
     if not np.array_equal(query, query[0] + np.arange(len(query))):
         allowed = _allowed(query[:, None], np.arange(keys)[None, :], causal, window)  # (L, S)
-        return allowed, allowed.any(axis=1)
+        return allowed, np.asarray(allowed.any(axis=1))
     cells = _allowed(query[0] - (keys - 1) + np.arange(len(query) + keys - 1), 0, causal, window)  # (L + S − 1,)
     start = cells[keys - 1 :]  # cell (i, 0); the cells of (i, j > 0) come before it
     step = cells.strides[0]
@@ -171,13 +171,12 @@ def matrix(reader: FieldReader, written: object, tokens: tuple[str, ...], query_
             raise reader.error(("mask",), "problem.bad_mask", got=written, hint=hint)
         written = rows_from_text(written)
     rows = _rows(reader, written, query_tokens)
-    shape_error = {"rows": len(query_tokens), "columns": len(tokens)}
     if not isinstance(rows, list) or len(rows) != len(query_tokens):
-        raise reader.error(("mask",), "problem.mask_shape", **shape_error)
+        raise reader.error(("mask",), "problem.mask_shape", rows=len(query_tokens), columns=len(tokens))
     out = np.zeros((len(query_tokens), len(tokens)), dtype=bool)
     for i, row in enumerate(rows):
         if not isinstance(row, list) or len(row) != len(tokens):
-            raise reader.error(("mask", i), "problem.mask_shape", **shape_error)
+            raise reader.error(("mask", i), "problem.mask_shape", rows=len(query_tokens), columns=len(tokens))
         for j, cell in enumerate(row):
             if not (cell in (0, 1, "0", "1") or isinstance(cell, bool)):
                 raise reader.error(("mask", i, j), "problem.mask_cell", got=cell)

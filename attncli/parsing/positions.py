@@ -9,6 +9,8 @@ tokens (the last keys' places under `causal_lower_right`), or at `query_position
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from attncli import positions as encodings
@@ -61,11 +63,11 @@ def _check_distances(reader: FieldReader, data: dict, query_at: np.ndarray, key_
         )
 
 
-def _fields(reader: FieldReader, written: object) -> dict:
+def _fields(reader: FieldReader, written: object) -> dict[str, Any]:
     """`positions: rope` and `positions: {type: rope}` alike, as a mapping whose type is known."""
     fields = {"type": written} if isinstance(written, str) else written
     kind = fields.get("type") if isinstance(fields, dict) else None
-    if not isinstance(kind, str) or kind.strip() not in KINDS:
+    if not isinstance(fields, dict) or not isinstance(kind, str) or kind.strip() not in KINDS:
         path = ("positions", "type") if isinstance(written, dict) and "type" in written else ("positions",)
         shown = kind if isinstance(kind, str) else written
         hint = did_you_mean(kind, KINDS) if isinstance(kind, str) else ""
@@ -132,7 +134,7 @@ def check_heads(reader: FieldReader, encoding: PositionEncoding, heads: tuple[He
             raise reader.error(("positions",), "problem.rope_given_scores")
         if head.score.kind not in SAME_WIDTH:
             raise reader.error(("positions",), "problem.rope_score", kind=head.score.kind)
-        if width(head.keys) % 2:
+        if head.keys is not None and width(head.keys) % 2:  # a head that gives no scores has keys
             raise reader.error(("positions",), "problem.rope_odd", head=head.label, width=width(head.keys))
 
 

@@ -1,21 +1,16 @@
-"""A whole problem from a document and flags: tokens, inputs, heads, W_O and the mask, in dependency order."""
+"""A single problem from its merged fields: tokens, inputs, heads, W_O and the mask, in dependency order."""
 
 from __future__ import annotations
-
-import math
-from collections.abc import Mapping
-from pathlib import Path
 
 import numpy as np
 
 from attncli import core
-from attncli.errors import fail
 from attncli.parsing import backward, biases, masks, tiling
 from attncli.parsing import positions as encodings
+from attncli.parsing.budget import within_budget
 from attncli.parsing.fields import FieldReader
 from attncli.parsing.heads import HEAD_FIELDS, Heads, Inputs
-from attncli.problem import Backward, Head, Problem, Projection, Score, Stack, width
-from attncli.yamldoc import Document
+from attncli.problem import Backward, Head, Problem, Projection, Score, width
 
 TOP_FIELDS = (
     "title", "notes", "tokens", "query_tokens", "x", "x_query", "layers", "heads", "kv_heads", "w_o", "mask", "bias",
@@ -23,37 +18,6 @@ TOP_FIELDS = (
     "tolerance", "carry", "min_decimals", "require", "tiles", "stable", "backward", *backward.FIELDS,
     *HEAD_FIELDS[1:],
 )  # fmt: skip
-# A problem whose calculation would need more than this is refused before any (L, S) matrix exists.
-MEMORY_BUDGET = 4 * 2**30
-
-
-def parse(
-    document: Document,
-    flags: Mapping[str, object] | None = None,
-    base: Path | None = None,
-    dtype: type[np.floating] = np.float64,
-    confined: bool = False,
-    results_only: bool = False,
-) -> Problem | Stack:
-    """Validate `document` with `flags` (field -> value, given on the command line) laid over it.
-
-    Array files are found under `base` (with `confined`, only there); every matrix comes out as
-    `dtype`, which the core computes in. A document with `layers:` is a stack of layers
-    (attncli.parsing.layers), each a problem of its own. `results_only`: the caller needs the output
-    alone (`pipeline.result`), so the memory budget is the blocked kernel's for dot-product heads
-    without a bias.
-    """
-    data = document.data if document.data is not None else {}
-    reader = FieldReader(document, dict(flags or {}), base, np.dtype(dtype), confined)
-    if not isinstance(data, dict):
-        raise reader.error((), "problem.not_mapping")
-    data = {**data, **reader.flags}
-    if "layers" in data:
-        from attncli.parsing import layers  # it builds each layer with `Builder`
-
-        return layers.read(reader, data)
-    reader.check_fields(data, (), TOP_FIELDS)
-    return Builder(reader, data, results_only and "bias" not in data).problem()
 
 
 class Builder:
@@ -145,17 +109,15 @@ class Builder:
         if "query_tokens" in self.data:
             names = self.reader.text_list(("query_tokens",), self.data["query_tokens"])
         else:
-            names = self.named_queries(tokens)
-            if names is None:
-                names = self.unnamed_queries(tokens)
+            named = self.named_queries(tokens)
+            names = self.unnamed_queries(tokens) if named is None else named
         return names, not set(names) <= set(tokens)
 
     def named_queries(self, tokens: tuple[str, ...]) -> tuple[str, ...] | None:
         """The names of the first head's queries written as a mapping token: row; each must be a token."""
         for head in range(len(self.heads)):
-            found = self.heads.lookup(head, "queries")
-            if found and isinstance(found[1], dict) and "file" not in found[1]:
-                path, mapping = found
+            path, mapping = self.heads.lookup(head, "queries") or ((), None)
+            if isinstance(mapping, dict) and "file" not in mapping:
                 known = set(tokens)
                 stray = [name for name in mapping if name not in known]
                 if stray:
@@ -221,30 +183,3 @@ def _vectors(heads: tuple[Head, ...], w_o: np.ndarray | None, queries: int) -> i
         d_concat = sum(width(head.values) for head in heads)
         count += queries * (d_concat + (w_o.shape[1] if w_o is not None else 0))
     return count
-
-
-def within_budget(needed: int, heads: int, queries: int, keys: int, source: str | None, layers: int = 1) -> None:
-    """Refuse a run that would hold more than MEMORY_BUDGET bytes: the calculation (with `layers`, a stack's so far),
-    or an analysis on top of it."""
-    if needed > MEMORY_BUDGET:
-        raise fail(
-            "problem.too_large" if layers == 1 else "problem.too_large_layers",
-            size=_size(needed),
-            limit=_size(MEMORY_BUDGET),
-            heads=heads,
-            queries=queries,
-            keys=keys,
-            layers=layers,
-        ).at(source=source)
-
-
-def base_folder(file: str | None) -> Path:
-    """Where the array files a problem names are found: beside its file; for stdin or flags, the working directory."""
-    return Path(file).parent if file not in (None, "-") else Path(".")
-
-
-def _size(count: float) -> str:
-    """A number of bytes as people read them: 6.0 GiB."""
-    units = ("KiB", "MiB", "GiB", "TiB")
-    power = min(len(units), max(1, int(math.log(max(count, 1), 1024))))
-    return f"{count / 1024**power:.1f} {units[power - 1]}"

@@ -27,8 +27,7 @@ from attncli.errors import AttnError, fail
 from attncli.i18n import current_language
 from attncli.parsing.answers import HEAD_STEPS, Answer, Answers, Entry, Settings, decimals
 from attncli.problem import Projection
-from attncli.render.numbers import entry, fixed, sum_of_products
-from attncli.render.walk import Terms, arithmetic, arithmetic_text
+from attncli.written import Terms, arithmetic, arithmetic_text, entry, fixed, sum_of_products
 from attncli.yamldoc import finite_number
 
 LEVELS = (1, 2, 3)  # 1: every product of a weight and a value too; 2: cell by cell; 3: whole rows

@@ -1,17 +1,16 @@
-"""One renderer per output format, each reading the `Steps` record, and what each format can show.
+"""One renderer per output format, each reading the `Steps` record (attncli.render.formats: what each can show).
 
 `human_lines` lays out styled lines (formats rich and text); `document` returns
-the text or bytes of every other format (npz: a writer that streams it). Renderer modules are imported on demand.
-`refuse` says, before anything is computed, when a format cannot show what was
-asked: norms and interventions, or more cells than a text format can print.
+the text or bytes of every other format (npz: a writer that streams it), `stack_document`
+those of a stack of layers. Renderer modules are imported on demand.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, BinaryIO
+from typing import TYPE_CHECKING, BinaryIO, NamedTuple, Union
 
-from attncli.errors import fail
+from attncli.render.formats import FORMATS
 
 if TYPE_CHECKING:
     import numpy as np
@@ -19,96 +18,10 @@ if TYPE_CHECKING:
     from attncli.core import Steps
     from attncli.layers import StackSteps
     from attncli.probes import Intervention, Norms
-    from attncli.problem import Problem, Stack
     from attncli.render.layout import Line
 
-HUMAN_FORMATS = ("rich", "text")
-DOCUMENT_FORMATS = ("json", "csv", "tsv", "npy", "npz", "markdown", "latex")
-BINARY_FORMATS = ("npy", "npz")
-CSV_LAYOUTS = ("long", "wide")
-DELIMITERS = {"csv": ",", "tsv": "\t"}
-ANALYSIS_FORMATS = (*HUMAN_FORMATS, "json")  # the formats that show norms and interventions
-CONDENSED_FORMATS = ("markdown", "latex")  # write-ups of a large problem show the corners (walk.condensed)
-PICTURES = ("svg", "html")  # --svg and --html: the step-by-step view as a picture (`refuse` takes them as formats)
-STACK_FORMATS = (
-    *HUMAN_FORMATS,
-    "json",
-    "csv",
-    "tsv",
-    "npy",
-    "markdown",
-    "latex",
-)  # the formats that show stacked layers
-MAX_DOCUMENT_CELLS = 2_000_000  # (query, key) cells over all heads that text formats print, a few at each
-WRITTEN_FORMATS = (*HUMAN_FORMATS, *CONDENSED_FORMATS)  # the formats that write numbers for a reader, rounded
-# The options that shape what a format shows, and the formats that use each: any other refuses it, rather than
-# ignore it (json, csv, npy and npz hold every query and every digit, whatever --follow and --precision say).
-SHAPING = {
-    "--follow": WRITTEN_FORMATS,
-    "--precision": WRITTEN_FORMATS,
-    "--heatmap": WRITTEN_FORMATS,
-    "--rollout": (*WRITTEN_FORMATS, "json", "csv", "tsv"),
-}
-# ... that the step-by-step view (rich, text, --svg, --html) and the write-ups lay out cell by cell: 64 heads of
-# 64 queries × 16 keys (the most a head shows before it is condensed) take about 2 s as text and 6 s as SVG
-MAX_SHOWN_CELLS = 65_536
 
-
-def refuse(fmt: str, *, analyses: bool = False, problem: Problem | Stack | None = None) -> None:
-    """Raise when format `fmt` cannot show norms or interventions (`analyses`), or every cell of `problem`."""
-    from attncli.problem import Stack
-
-    if analyses and fmt not in ANALYSIS_FORMATS:
-        raise fail("render.no_analyses", format=fmt)
-    if isinstance(problem, Stack) and fmt not in STACK_FORMATS:
-        raise fail("render.no_layers", format=fmt, formats=", ".join(STACK_FORMATS))
-    if problem is None or fmt in BINARY_FORMATS:
-        return  # npy holds the output, npz every step
-    if fmt in (*HUMAN_FORMATS, *CONDENSED_FORMATS, *PICTURES):  # a large problem condensed, a few cells a head
-        shown, limit = cells(problem, shown_only=True), MAX_SHOWN_CELLS
-    else:
-        shown, limit = cells(problem), MAX_DOCUMENT_CELLS
-    if shown > limit:
-        raise fail("render.too_many_cells", format=fmt, cells=shown, limit=limit)
-
-
-def refuse_options(fmt: str, given: Sequence[str]) -> None:
-    """Raise for the first of the options `given` (SHAPING's) that format `fmt` would not honour."""
-    for option in given:
-        if fmt not in SHAPING[option]:
-            raise fail("render.option_unused", option=option, format=fmt, formats=", ".join(SHAPING[option]))
-
-
-def cells(problem: Problem | Stack, shown_only: bool = False) -> int:
-    """The (query, key) cells of every head of every layer: what MAX_DOCUMENT_CELLS counts; with `shown_only`
-    those of the layers the step-by-step view lays out cell by cell (not condensed): what MAX_SHOWN_CELLS counts."""
-    from attncli.problem import Stack
-    from attncli.render.walk import condensed
-
-    layers = [layer.attention for layer in problem.layers] if isinstance(problem, Stack) else [problem]
-    return sum(len(layer.heads) * layer.mask.size for layer in layers if not (shown_only and condensed(layer)))
-
-
-def every_number(problem: Problem | Stack) -> str:
-    """Where every number of `problem` is to be had, in words: json (or csv) within their limit, else npz where
-    every step fits in memory, else the Python API alone. What a condensed output's note recommends."""
-    from attncli import pipeline
-    from attncli.i18n import t
-    from attncli.problem import Stack
-
-    if cells(problem) <= MAX_DOCUMENT_CELLS:
-        return t("render.every_json")
-    if not isinstance(problem, Stack) and pipeline.every_step_fits(problem):
-        return t("render.every_npz")
-    return t("render.every_api")
-
-
-def results_only(fmt: str, silent: bool, pictures_or_analyses: bool) -> bool:
-    """Whether the output needs the final result alone, not the steps: `npy`, or nothing shown at all."""
-    return not pictures_or_analyses and (silent or fmt == "npy")
-
-
-def npy(output: np.ndarray) -> Callable[[BinaryIO], None]:
+def npy(output: np.ndarray) -> Stream:
     """The result as a .npy file, written into the stream it is given: never a second copy in memory."""
     import numpy as np
 
@@ -175,10 +88,10 @@ def human_lines(
     def build(width: int) -> list[Line]:
         extra: list[Line] = []
         if norms or interventions:
-            from attncli.render import analysis  # only then: its import is part of every start-up otherwise
+            from attncli.render import probes  # only then: its import is part of every start-up otherwise
 
-            extra += analysis.norms(norms, steps, precision, width) if norms else []
-            extra += analysis.interventions(interventions, steps, precision, width) if interventions else []
+            extra += probes.norms(norms, steps, precision, width) if norms else []
+            extra += probes.interventions(interventions, steps, precision, width) if interventions else []
         return terminal.render(steps, view, width, extra)
 
     return build
@@ -201,67 +114,94 @@ def stack_lines(
     return lambda width: terminal.render_stack(steps, view, width, layer, rollout)
 
 
-def stack_document(
-    steps: StackSteps,
-    fmt: str,
-    *,
-    precision: int = 4,
-    follow: tuple[str, ...] | None = None,
-    layer: int | None = None,
-    rollout: np.ndarray | None = None,
-    csv_layout: str = "long",
-    heatmap: bool = False,
-) -> str | Callable[[BinaryIO], None]:
-    """A stack in format `fmt`, one of STACK_FORMATS but the human ones: every layer, or number `layer` alone
-    (and the output, the stream it leaves); `rollout` joins when asked for."""
-    if fmt == "json":
-        from attncli.render import json_doc
+class Shape(NamedTuple):
+    """What the reader asked of a document: its decimals, the queries followed, the heatmap, the CSV layout (one of
+    formats.CSV_LAYOUTS); a problem's norms and interventions, when asked for; a stack's layer and rollout."""
 
-        return json_doc.stack_document(steps, rollout, layer)
-    if fmt in ("csv", "tsv"):
-        from attncli.render import long_table
+    precision: int = 4
+    follow: tuple[str, ...] | None = None
+    heatmap: bool = False
+    csv_layout: str = "long"
+    norms: Norms | None = None
+    interventions: Sequence[Intervention] = ()
+    layer: int | None = None  # a stack's layer shown alone (its number from 1), or all of them
+    rollout: np.ndarray | None = None  # (S, S) a stack's attention rollout, when asked for
 
-        writer = long_table.wide_stack if csv_layout == "wide" else long_table.render_stack
-        return writer(steps, DELIMITERS[fmt], layer, rollout)
-    if fmt == "npy":
-        return npy(steps.output if layer is None else steps.layers[layer - 1].output)
+
+Stream = Callable[[BinaryIO], None]  # writes a large binary output into the stream it is given, piece by piece
+Content = Union[str, bytes, Stream]  # a document's text or bytes, or a writer that streams it
+
+
+def document(steps: Steps, fmt: str, shape: Shape) -> Content:
+    """The whole output of `steps` in format `fmt`, one that writes steps (formats.FORMATS) but the human ones.
+
+    `precision`, `follow` and `heatmap` shape the write-ups (markdown, latex); norms and
+    interventions join the JSON document when they were asked for; the CSV layout shapes csv and tsv.
+    """
+    return _DOCUMENTS[fmt](steps, shape, fmt)
+
+
+def stack_document(steps: StackSteps, fmt: str, shape: Shape) -> Content:
+    """A stack in format `fmt`, one that writes stacks but the human ones: every layer, or number `shape.layer`
+    alone (and the output, the stream it leaves); the rollout joins when asked for."""
+    return _STACK_DOCUMENTS[fmt](steps, shape, fmt)
+
+
+def _json(steps: Steps, shape: Shape, fmt: str) -> Content:
+    from attncli.render import json_doc
+
+    return json_doc.render(steps, shape.norms, shape.interventions)
+
+
+def _table(steps: Steps, shape: Shape, fmt: str) -> Content:
+    from attncli.render import long_table
+
+    return (long_table.wide if shape.csv_layout == "wide" else long_table.render)(steps, FORMATS[fmt].delimiter)
+
+
+def _writeup(steps: Steps, shape: Shape, fmt: str) -> Content:
     from attncli.render import latex, markdown
 
     writer = markdown if fmt == "markdown" else latex
-    return writer.render_stack(steps, precision, follow, layer, rollout, heatmap=heatmap)
+    return writer.render(steps, shape.precision, shape.follow, shape.heatmap)
 
 
-def document(
-    steps: Steps,
-    fmt: str,
-    *,
-    precision: int = 4,
-    follow: tuple[str, ...] | None = None,
-    norms: Norms | None = None,
-    interventions: Sequence[Intervention] = (),
-    csv_layout: str = "long",
-    heatmap: bool = False,
-) -> str | bytes | Callable[[BinaryIO], None]:
-    """The whole output in format `fmt`, one of DOCUMENT_FORMATS.
+_DOCUMENTS: dict[str, Callable[[Steps, Shape, str], Content]] = {
+    "json": _json,
+    "csv": _table,
+    "tsv": _table,
+    "npy": lambda steps, shape, fmt: npy(steps.output),
+    "npz": lambda steps, shape, fmt: npz(steps),
+    "markdown": _writeup,
+    "latex": _writeup,
+}
 
-    `precision`, `follow` and `heatmap` shape the write-ups (markdown, latex); `norms` and
-    `interventions` join the JSON document when they were asked for; `csv_layout`
-    (one of CSV_LAYOUTS) is the shape of csv and tsv.
-    """
-    if fmt == "json":
-        from attncli.render import json_doc
 
-        return json_doc.render(steps, norms, interventions)
-    if fmt in ("csv", "tsv"):
-        from attncli.render import long_table
+def _stack_json(steps: StackSteps, shape: Shape, fmt: str) -> Content:
+    from attncli.render import json_doc
 
-        return (long_table.wide if csv_layout == "wide" else long_table.render)(steps, DELIMITERS[fmt])
-    if fmt == "npy":
-        return npy(steps.output)
-    if fmt == "npz":
-        return npz(steps)
-    if fmt in ("markdown", "latex"):
-        from attncli.render import latex, markdown
+    return json_doc.stack_document(steps, shape.rollout, shape.layer)
 
-        return (markdown if fmt == "markdown" else latex).render(steps, precision, follow, heatmap)
-    raise ValueError(f"no renderer for {fmt!r}")
+
+def _stack_table(steps: StackSteps, shape: Shape, fmt: str) -> Content:
+    from attncli.render import long_table
+
+    writer = long_table.wide_stack if shape.csv_layout == "wide" else long_table.render_stack
+    return writer(steps, FORMATS[fmt].delimiter, shape.layer, shape.rollout)
+
+
+def _stack_writeup(steps: StackSteps, shape: Shape, fmt: str) -> Content:
+    from attncli.render import latex, markdown
+
+    writer = markdown if fmt == "markdown" else latex
+    return writer.render_stack(steps, shape.precision, shape.follow, shape.layer, shape.rollout, heatmap=shape.heatmap)
+
+
+_STACK_DOCUMENTS: dict[str, Callable[[StackSteps, Shape, str], Content]] = {
+    "json": _stack_json,
+    "csv": _stack_table,
+    "tsv": _stack_table,
+    "npy": lambda steps, shape, fmt: npy(steps.output if shape.layer is None else steps.layers[shape.layer - 1].output),
+    "markdown": _stack_writeup,
+    "latex": _stack_writeup,
+}

@@ -19,26 +19,9 @@ from attncli.backward import Gradients, HeadGradients, LayerGradients, StackGrad
 from attncli.core import HeadSteps, Steps
 from attncli.i18n import t
 from attncli.problem import Backward, Norm, Problem, Projection
-from attncli.render.numbers import fixed
-from attncli.render.walk import (
-    DOWN,
-    ENTRY,
-    FIXED,
-    GAPS,
-    MAX_KEYS,
-    MAX_QUERIES,
-    WRITE_OUT,
-    Grid,
-    Num,
-    View,
-    condensed,
-    followed,
-    head_title,
-    names_of,
-    rows,
-    shown_of,
-    vec,
-)
+from attncli.render.formats import MAX_KEYS, MAX_QUERIES, condensed
+from attncli.render.walk import Grid, View, followed, head_title
+from attncli.written import DOWN, ENTRY, FIXED, GAPS, WRITE_OUT, Num, fixed, names_of, rows, shown_of, vec
 
 if TYPE_CHECKING:
     from attncli.layers import LayerSteps, StackSteps

@@ -32,8 +32,8 @@ from attncli.render import markdown as md
 from attncli.render.json_doc import dumps
 from attncli.render.layout import BLANK, Line, line, table
 from attncli.render.long_table import text_cell
-from attncli.render.numbers import fixed
 from attncli.submissions import NOT_GRADED, PROBLEM_CHANGED, Result
+from attncli.written import fixed
 
 MARKS = {
     RIGHT: ("✓", "green"),

@@ -22,8 +22,8 @@ from attncli.grading import CARRIED, MISSING, RIGHT, TOO_FEW_DECIMALS, WRONG, Ce
 from attncli.i18n import current_language, t
 from attncli.render.blocks import Block, Heading, Paragraph, Table, html_document, markdown
 from attncli.render.check_report import MARKS, label
-from attncli.render.numbers import fixed
 from attncli.submissions import PROBLEM_CHANGED
+from attncli.written import fixed
 
 FORMATS = {"markdown": ".md", "html": ".html"}
 ROUNDED_MARK = "≈"

@@ -2,7 +2,7 @@
 
 One panel per head (queries down, keys across, the weight in each cell), the heads' mean
 weights when there are several, and with `--norms` the ‖α·f(x)‖ panel beside each. A problem
-past the size where the terminal condenses (`walk.condensed`) is drawn as the terminal's summary
+past the size where the terminal condenses (`formats.condensed`) is drawn as the terminal's summary
 draws it: each panel a map of block means (`core.Overview`), so that the picture, its time and its
 memory stay bounded whatever the number of tokens. A PNG is at most MAX_PIXELS a side; a figure
 that would need more panels than that holds legibly is refused. matplotlib is an optional extra,
@@ -25,7 +25,7 @@ from attncli import core
 from attncli.core import Edges, Overview, Steps
 from attncli.errors import fail
 from attncli.i18n import t
-from attncli.render.walk import condensed
+from attncli.render.formats import condensed
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -214,7 +214,7 @@ def _footer_notes(grid: list[list[Panel]], *problems: Problem) -> list[str]:
     if first.edges is None:
         annotated = max(len(first.rows), len(first.columns)) <= ANNOTATE_UP_TO
         return [t("figure.cells_decimals", decimals=DECIMALS)] if annotated else []
-    from attncli.render import every_number
+    from attncli.render.formats import every_number
 
     notes = []
     for problem in problems:

@@ -10,10 +10,10 @@ import numpy as np
 from attncli import core
 from attncli.core import Steps
 from attncli.i18n import t
-from attncli.render import analysis, summary, tiles, walk
+from attncli.render import probes, stack_walk, summary, tiles, walk
 from attncli.render.layout import BLANK, Line, bar, line, table
-from attncli.render.numbers import MASKED, fixed
 from attncli.render.walk import View
+from attncli.written import MASKED, arithmetic_text, fixed
 
 if TYPE_CHECKING:
     from attncli.layers import StackSteps
@@ -32,7 +32,7 @@ def render(steps: Steps, view: View, width: int, extra: Sequence[Line] = ()) -> 
         return [*summary.render(found, view.follow, view.precision, width), *backward, *extra]
     out = [line for item in walk.items(steps, view) for line in _RENDER[type(item)](item, view.precision, width)]
     rounding = line((t("render.rounding_note", precision=view.precision), "dim"))
-    return analysis.cautioned_once([*out, *backward, *extra, rounding])
+    return probes.cautioned_once([*out, *backward, *extra, rounding])
 
 
 def _backward(steps: Steps | StackSteps, view: View, width: int) -> list[Line]:
@@ -48,10 +48,10 @@ def render_stack(
     steps: StackSteps, view: View, width: int, layer: int | None = None, rollout: np.ndarray | None = None
 ) -> list[Line]:
     """A stack's explanation, layer by layer (only `layer` when given), then the rollout when asked for."""
-    records = walk.stack_items(steps, view, layer, rollout)
+    records = stack_walk.stack_items(steps, view, layer, rollout)
     out = [line for item in records for line in _RENDER[type(item)](item, view.precision, width)]
     out += _backward(steps, view, width)
-    return analysis.cautioned_once([*out, line((t("render.rounding_note", precision=view.precision), "dim"))])
+    return probes.cautioned_once([*out, line((t("render.rounding_note", precision=view.precision), "dim"))])
 
 
 def _facts(facts: walk.Facts, p: int, width: int) -> list[Line]:
@@ -165,7 +165,7 @@ def _score_table(query: walk.Query, p: int, width: int) -> list[Line]:
         [
             key.key,
             key.k.text(p),
-            walk.arithmetic_text(key.compatibility, p),
+            arithmetic_text(key.dot, p),
             *walk.score_cells(key, p, masked),
         ]
         for key in query.keys
@@ -236,7 +236,7 @@ def _matrix(item: walk.WeightMatrix, p: int, width: int) -> list[Line]:
     outputs = [[name, out.text(p)] for name, out in item.outputs]
     hint = [line((t("render.follow_hint"), "dim")), BLANK] if len(item.outputs) > walk.AUTO_FOLLOW else []
     return [
-        *analysis.heatmap(item.head, item.problem, p, width),
+        *probes.heatmap(item.head, item.problem, p, width),
         *table(t("render.outputs_title"), [t("render.query"), t("render.output")], outputs, width),  # ends blank
         *hint,
     ]
@@ -254,7 +254,7 @@ def _combination(item: walk.Combination, p: int, width: int) -> list[Line]:
     return out
 
 
-def _stack_facts(facts: walk.StackFacts, p: int, width: int) -> list[Line]:
+def _stack_facts(facts: stack_walk.StackFacts, p: int, width: int) -> list[Line]:
     lines = [line((facts.title, "bold underline"))] if facts.title else []
     if facts.notes:
         lines.append(line((facts.notes, "italic")))
@@ -264,31 +264,31 @@ def _stack_facts(facts: walk.StackFacts, p: int, width: int) -> list[Line]:
     return [*lines, BLANK, *table(t("render.stack_layers"), ["#", t("render.layer"), t("render.norm")], rows, width)]
 
 
-def _layer_title(item: walk.LayerTitle, p: int, width: int) -> list[Line]:
-    title = t("render.layer_title", number=item.number, count=item.count, name=item.name)
+def _layer_title(item: stack_walk.LayerTitle, p: int, width: int) -> list[Line]:
+    title = t("render.layer_title", number=item.number, count=item.of, name=item.name)
     return [line((title, "bold reverse")), _fact(t("render.norm_label"), item.norm), *_rules(item.facts, p, width)]
 
 
-def _stream(item: walk.Stream, p: int, width: int) -> list[Line]:
+def _stream(item: stack_walk.Stream, p: int, width: int) -> list[Line]:
     rows = [[token, row.text(p)] for token, row in zip(item.tokens, item.rows)]
     title = t(f"render.stream_{item.kind}", formula=item.formula)
     return table(title, [t("render.token"), item.name], rows, width)
 
 
-def _rollout(item: walk.Rollout, p: int, width: int) -> list[Line]:
+def _rollout(item: stack_walk.Rollout, p: int, width: int) -> list[Line]:
     """The layer's mean weights (with several heads), then the rollout, each legend naming what it scales."""
     names = (item.tokens, item.tokens)
     out = []
     if item.raw is not None:
         raw_title = t("render.rollout_raw", number=item.last)
-        out += analysis.weight_map(
+        out += probes.weight_map(
             item.raw, *names, raw_title, p, width, "analysis.caution_map", largest_of="analysis.largest_mean"
         )
     rollout_title = t("render.rollout_title", number=item.last)
     caution = "analysis.caution_rollout"
     return [
         *out,
-        *analysis.weight_map(
+        *probes.weight_map(
             item.rollout, *names, rollout_title, p, width, caution, largest_of="analysis.largest_rollout"
         ),
     ]
@@ -306,8 +306,8 @@ _RENDER: dict[type, Callable[..., list[Line]]] = {
     tiles.TileTrace: lambda item, p, width: worked(tiles.table(item, p), width),
     walk.WeightMatrix: _matrix,
     walk.Combination: _combination,
-    walk.StackFacts: _stack_facts,
-    walk.LayerTitle: _layer_title,
-    walk.Stream: _stream,
-    walk.Rollout: _rollout,
+    stack_walk.StackFacts: _stack_facts,
+    stack_walk.LayerTitle: _layer_title,
+    stack_walk.Stream: _stream,
+    stack_walk.Rollout: _rollout,
 }

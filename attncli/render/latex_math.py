@@ -12,7 +12,7 @@ subscript or a Greek letter; words (a token's name, `a_b_c`) stay text.
 from __future__ import annotations
 
 import re
-from typing import NamedTuple
+from typing import Literal, NamedTuple, overload
 
 GREEK = {
     "α": r"\alpha",
@@ -198,8 +198,12 @@ class _Reader:
             letter += self.primary()
         return letter
 
+    @overload
+    def letter(self, optional: Literal[False] = False) -> str: ...
+    @overload
+    def letter(self, optional: Literal[True]) -> str | None: ...
     def letter(self, optional: bool = False) -> str | None:
-        """One letter, Latin or Greek, with its tilde and subscript."""
+        """One letter, Latin or Greek, with its tilde and subscript (None, when `optional`, where there is none)."""
         at, char = self.peek()
         if not (char.isalpha() and (char.isascii() or char in GREEK)):
             if optional:

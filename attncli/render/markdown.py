@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -10,8 +11,8 @@ from attncli.core import Steps
 from attncli.errors import printable
 from attncli.i18n import t
 from attncli.layers import StackSteps
-from attncli.render import tiles, walk
-from attncli.render.numbers import fixed
+from attncli.render import sheets, stack_walk, tiles, walk
+from attncli.written import arithmetic_text, fixed
 
 
 def render(steps: Steps, precision: int = 4, follow: tuple[str, ...] | None = None, heatmap: bool = False) -> str:
@@ -29,7 +30,7 @@ def render(steps: Steps, precision: int = 4, follow: tuple[str, ...] | None = No
 
 def sheet(steps: Steps) -> str:
     """The exercise to hand out: what it gives, and empty grids for the scores, weights and outputs."""
-    paper = walk.sheet(steps)
+    paper = sheets.sheet(steps)
     lines = _facts(paper.facts, 4)
     lines[2:2] = [f"{t('writeup.sheet_name')} ____________________", ""]
     lines[-1:-1] = ["", paper.task]
@@ -52,7 +53,7 @@ def sheet(steps: Steps) -> str:
     return "\n".join(lines).rstrip("\n") + "\n"
 
 
-def _given(given: walk.Given) -> list[str]:
+def _given(given: sheets.Given) -> list[str]:
     rows = [[_escape(name), f"[{', '.join(row)}]"] for name, row in zip(given.row_names, given.rows)]
     return _table(given.name, [given.label, given.name], rows)
 
@@ -67,7 +68,7 @@ def render_stack(
     heatmap: bool = False,
 ) -> str:
     """A stack layer by layer (only `layer` when given), then `rollout` when given."""
-    records = walk.stack_items(steps, walk.View(precision, follow, heatmap), layer, rollout)
+    records = stack_walk.stack_items(steps, walk.View(precision, follow, heatmap), layer, rollout)
     lines = [line for item in records for line in _RENDER[type(item)](item, precision)]
     lines += _backward(steps, precision, follow)
     lines.append(f"_{t('writeup.rounding_note', precision=precision)}_")
@@ -75,12 +76,21 @@ def render_stack(
 
 
 def _backward(steps: Steps | StackSteps, precision: int, follow: tuple[str, ...] | None) -> list[str]:
-    """Every gradient, when the problem asks for them (attncli.render.backward_show)."""
+    """Every gradient, when the problem asks for them (attncli.render.backward_show's records): a heading per
+    section, the notes as paragraphs, pipe tables."""
     if steps.backward is None:
         return []
-    from attncli.render import backward_show
+    from attncli.render import backward_show, backward_walk
 
-    return backward_show.markdown(steps, walk.View(precision, follow))
+    out: list[str] = []
+    for item in backward_show.records(steps, walk.View(precision, follow)):
+        if isinstance(item, backward_walk.Section):
+            out += [f"{'#' * (item.level + 1)} {_escape(item.title)}", ""]
+        elif isinstance(item, backward_walk.Note):
+            out += [_escape(item.text), ""]
+        else:
+            out += _grid(item)
+    return out
 
 
 def _facts(facts: walk.Facts, p: int) -> list[str]:
@@ -172,7 +182,7 @@ def _scores(query: walk.Query, p: int) -> list[str]:
             rows.append([_escape(key.key), s])
         else:
             cells = walk.score_cells(key, p, t("render.masked"))
-            rows.append([_escape(key.key), key.k.text(p), walk.arithmetic_text(key.compatibility, p), *cells])
+            rows.append([_escape(key.key), key.k.text(p), arithmetic_text(key.dot, p), *cells])
     headers = [t("render.key"), "s"]
     if kind != "given":
         headers = [t("render.key"), "k", walk.FORMULAS[kind].text, *walk.score_headers(query)]
@@ -267,7 +277,7 @@ def _escape(text: str) -> str:
     return "".join(f"\\{c}" if c in "\\`*_[]<>#" else c for c in printable(str(text), lines=True))
 
 
-def _stack_facts(facts: walk.StackFacts, p: int) -> list[str]:
+def _stack_facts(facts: stack_walk.StackFacts, p: int) -> list[str]:
     lines = [f"# {_escape(facts.title or t('writeup.title'))}", ""]
     if facts.notes:
         lines += [_escape(facts.notes), ""]
@@ -280,17 +290,17 @@ def _stack_facts(facts: walk.StackFacts, p: int) -> list[str]:
     return lines + _table(t("render.stack_layers"), ["#", t("render.layer"), t("render.norm")], rows)
 
 
-def _layer_title(item: walk.LayerTitle, p: int) -> list[str]:
-    title = t("render.layer_title", number=item.number, count=item.count, name=_escape(item.name)).strip()
+def _layer_title(item: stack_walk.LayerTitle, p: int) -> list[str]:
+    title = t("render.layer_title", number=item.number, count=item.of, name=_escape(item.name)).strip()
     return [f"## {title}", "", f"- **{t('render.norm_label')}:** {item.norm}", *_rules(item.facts, p)]
 
 
-def _stream(item: walk.Stream, p: int) -> list[str]:
+def _stream(item: stack_walk.Stream, p: int) -> list[str]:
     rows = [[_escape(token), row.text(p)] for token, row in zip(item.tokens, item.rows)]
     return _table(t(f"render.stream_{item.kind}", formula=item.formula), [t("render.token"), item.name], rows)
 
 
-def _rollout(item: walk.Rollout, p: int) -> list[str]:
+def _rollout(item: stack_walk.Rollout, p: int) -> list[str]:
     headers = [t("render.query"), *(_escape(name) for name in item.tokens)]
     lines = []
     shown = [(t("render.rollout_raw", number=item.last), item.raw)] if item.raw is not None else []
@@ -300,7 +310,7 @@ def _rollout(item: walk.Rollout, p: int) -> list[str]:
     return [*lines, f"_{t('analysis.caution_rollout')}_", ""]
 
 
-_RENDER: dict[type, Callable[[walk.Item, int], list[str]]] = {
+_RENDER: dict[type, Callable[[Any, int], list[str]]] = {  # each type's own writer
     walk.Facts: _facts,
     walk.Condensed: _condensed,
     walk.Encoded: _encoded,
@@ -312,8 +322,8 @@ _RENDER: dict[type, Callable[[walk.Item, int], list[str]]] = {
     tiles.TileTrace: lambda item, p: worked(tiles.table(item, p)),
     walk.WeightMatrix: _matrix,
     walk.Combination: _combination,
-    walk.StackFacts: _stack_facts,
-    walk.LayerTitle: _layer_title,
-    walk.Stream: _stream,
-    walk.Rollout: _rollout,
+    stack_walk.StackFacts: _stack_facts,
+    stack_walk.LayerTitle: _layer_title,
+    stack_walk.Stream: _stream,
+    stack_walk.Rollout: _rollout,
 }

@@ -20,8 +20,8 @@ from attncli.i18n import t
 from attncli.render.layout import BLANK, Line, line
 from attncli.render.long_table import text_cell
 from attncli.render.tiles import Worked
-from attncli.render.walk import ENTRY, EXP, Expr, Num
 from attncli.softmax import SoftmaxSteps
+from attncli.written import ENTRY, EXP, Expr, Num
 
 
 class Heading(NamedTuple):

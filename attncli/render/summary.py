@@ -14,11 +14,11 @@ import numpy as np
 
 from attncli.core import HeadOverview, Overview, map_edges
 from attncli.i18n import t
-from attncli.render import every_number
-from attncli.render.analysis import COMPACT_DECIMALS, MASKED_CELL
+from attncli.render.formats import condensed, every_number
 from attncli.render.layout import BLANK, Line, line, table
-from attncli.render.numbers import fixed, vector
-from attncli.render.walk import AUTO_FOLLOW, Condensed, condensed, shown_of, weight_grid
+from attncli.render.probes import COMPACT_DECIMALS, MASKED_CELL
+from attncli.render.walk import AUTO_FOLLOW, Condensed, weight_grid
+from attncli.written import fixed, shown_of, vector
 
 if TYPE_CHECKING:
     from attncli.problem import Problem
@@ -30,7 +30,7 @@ SHADES = " ░▒▓█"
 
 
 def is_large(problem: Problem) -> bool:
-    """Whether the summary replaces the tables: where the write-ups are condensed too (`walk.condensed`)."""
+    """Whether the summary replaces the tables: where the write-ups are condensed too (`formats.condensed`)."""
     return condensed(problem)
 
 

@@ -17,7 +17,7 @@ import numpy as np
 from attncli.core import HeadSteps
 from attncli.i18n import t
 from attncli.problem import Problem
-from attncli.render.walk import EXP, Expr, Num, Vec, vec
+from attncli.written import EXP, Expr, Num, Vec, vec
 
 
 class StableRow(NamedTuple):

@@ -5,10 +5,11 @@ terminal (`human`), Markdown and LaTeX show: the facts of the problem, each head
 projections, the followed queries step by step (scores with their arithmetic
 written out, softmax, weighted sum), the weight matrix whenever there are several
 queries, and how the heads combine. It returns small frozen records whose numbers
-carry the way they are written (`Num`, `Vec`); the three backends only turn them
-into their syntax, so they cannot disagree on what is shown or on any number.
-The records are NamedTuples, not frozen dataclasses, which cost ten times as much to
-create when attncli starts.
+carry the way they are written (`Num`, `Vec`, attncli.written); the three backends only
+turn them into their syntax, so they cannot disagree on what is shown or on any number.
+A stack of layers is walked layer by layer (render/stack_walk.py), an exercise sheet laid
+out from the same facts (render/sheets.py). The records are NamedTuples, not frozen
+dataclasses, which cost ten times as much to create when attncli starts.
 """
 
 import math
@@ -20,21 +21,32 @@ import numpy as np
 from attncli import positions
 from attncli.core import HeadSteps, Steps, row_norms
 from attncli.i18n import t
-from attncli.problem import Head, Norm, Operand, PositionEncoding, Problem, Projection
-from attncli.render.numbers import entry, fixed, sum_of_products
+from attncli.problem import PositionEncoding, Problem, Projection
+from attncli.render.formats import MAX_KEYS, MAX_QUERIES, condensed
+from attncli.written import (
+    ACROSS,
+    DOWN,
+    EDGE,
+    ENTRY,
+    EXP,
+    FIXED,
+    GAPS,
+    Arithmetic,
+    Num,
+    Vec,
+    arithmetic,
+    entry,
+    names_of,
+    rows,
+    scored,
+    shown_of,
+    vec,
+)
 
 if TYPE_CHECKING:  # stacked layers: attncli.layers is imported only for them
-    from attncli.layers import LayerSteps, StackSteps
+    pass
 
 AUTO_FOLLOW = 3  # every query in detail up to this many; beyond, the weight matrix and the outputs
-MAX_KEYS = 16  # more keys than this, or more queries than MAX_QUERIES, and the walk is condensed (`condensed`)
-MAX_QUERIES = 64
-EDGE = 4  # a condensed matrix shows its first and last EDGE rows and columns, a gap marked between
-WRITE_OUT = 4  # q·k written term by term up to this many coordinates
-FIXED, ENTRY, EXP = "fixed", "entry", "exp"  # how a number is written: see `Num`
-ACROSS, DOWN = "across", "down"  # not a number: the place of those a condensed walk leaves out, ⋯ and ⋮
-GAPS = {ACROSS: "⋯", DOWN: "⋮"}
-EXP_FIXED_BELOW = 1e12  # an e^s this large or larger is written in scientific notation, 1.0686e+13
 
 
 class Spelling(NamedTuple):
@@ -69,167 +81,6 @@ class View(NamedTuple):
     precision: int = 4
     follow: tuple[str, ...] | None = None
     heatmap: bool = False  # the weight map even when there is only one query
-
-
-def condensed(problem: Problem) -> bool:
-    """Whether a problem is too large to show cell by cell: then every format shows the first and last EDGE rows
-    and columns of each matrix (the terminal a summary), and says where every number is."""
-    return len(problem.tokens) > MAX_KEYS or len(problem.query_tokens) > MAX_QUERIES
-
-
-class Num(NamedTuple):
-    """A number and how it is written: FIXED with `precision` decimals, ENTRY as an input (2, not 2.0000),
-    EXP as e^s: scientific when fixed notation would show a tiny e^s as 0 or a huge one with 13 digits or more."""
-
-    value: float
-    style: str = FIXED
-
-    def text(self, precision: int) -> str:
-        if self.style in GAPS:
-            return GAPS[self.style]
-        if self.style == ENTRY:
-            return entry(self.value, precision)
-        if (
-            self.style == EXP
-            and self.value != 0
-            and (abs(self.value) >= EXP_FIXED_BELOW or abs(self.value) < 10.0**-precision)
-        ):
-            return f"{self.value:.{precision}e}"
-        return fixed(self.value, precision)
-
-
-class Vec(NamedTuple):
-    """A row of numbers written alike: [1, 0] or [1.4205, 0.5795]; condensed, [1, 2, ⋯, 9] (`gap`: where ⋯ goes).
-    A row of style DOWN stands for the rows left out: ⋮."""
-
-    values: tuple[float, ...]
-    style: str = FIXED
-    gap: int | None = None
-
-    def text(self, precision: int) -> str:
-        if self.style == DOWN:
-            return GAPS[DOWN]
-        return "[" + ", ".join(cell.text(precision) for cell in self.cells) + "]"
-
-    @property
-    def cells(self) -> tuple[Num, ...]:
-        cells = [Num(value, self.style) for value in self.values]
-        if self.gap is not None:
-            cells.insert(self.gap, Num(0.0, ACROSS if self.style != DOWN else DOWN))
-        return tuple(cells)
-
-
-def vec(values: np.ndarray, style: str = FIXED, short: bool = False) -> Vec:
-    """A row of numbers; `short`, its first and last EDGE when it has more."""
-    shown, gap = shown_of(len(values), short)
-    return Vec(tuple(float(values[j]) for j in shown), alike(values, style), gap)
-
-
-def rows(matrix: np.ndarray, style: str = FIXED, short: bool = False) -> tuple[Vec, ...]:
-    """A matrix as rows; `short`, its first and last EDGE rows and columns with a gap row (⋮) between."""
-    shown, gap = shown_of(len(matrix), short)
-    style = alike(matrix, style)
-    out = [vec(matrix[i], style, short) for i in shown]
-    if gap is not None:
-        out.insert(gap, out[0]._replace(values=(0.0,) * len(out[0].values), style=DOWN))
-    return tuple(out)
-
-
-def alike(numbers: np.ndarray, style: str) -> str:
-    """The style that writes all of `numbers` one way: ENTRY only when every one is whole ([1, 0]), so that an
-    input matrix is never written [0.5000, 0] beside [1, 0]."""
-    if style == ENTRY and not np.all(np.mod(numbers, 1) == 0):
-        return FIXED
-    return style
-
-
-def shown_of(count: int, short: bool) -> tuple[list[int], int | None]:
-    """Which of `count` rows (or columns) are shown, and where the gap goes: all of them unless `short`."""
-    if not short or count <= 2 * EDGE + 1:
-        return list(range(count)), None
-    return [*range(EDGE), *range(count - EDGE, count)], EDGE
-
-
-def names_of(names: tuple[str, ...], short: bool, mark: str = GAPS[DOWN]) -> tuple[str, ...]:
-    """Token names as `rows` shows their rows: condensed, the first and last EDGE with `mark` between."""
-    shown, gap = shown_of(len(names), short)
-    out = [names[i] for i in shown]
-    if gap is not None:
-        out.insert(gap, mark)
-    return tuple(out)
-
-
-# The written-out compatibility of one query and one key, for each kind of score
-
-
-class Terms(NamedTuple):
-    """q·k term by term, the inputs as written: 1.4142×2 + 0×0 = 2.8284."""
-
-    pairs: tuple[tuple[Num, Num], ...]
-    value: Num
-
-
-class Cosine(NamedTuple):
-    """cos(q, k) = q·k / (‖q‖×‖k‖): 2.0000 / (1.4142×2.0000) = 0.7071."""
-
-    dot: Num
-    norms: tuple[Num, Num]
-    value: Num
-
-
-class Additive(NamedTuple):
-    """v·tanh(q·W_query + k·W_key) with the tanh written out: v·[0.7616, 0.0000] = 0.7616."""
-
-    hidden: Vec
-    value: Num
-
-
-class Plain(NamedTuple):
-    """The compatibility alone, when writing it out would not help (general scores, long dot products)."""
-
-    value: Num
-
-
-Arithmetic = Terms | Cosine | Additive | Plain
-
-
-def arithmetic(head: HeadSteps, row: int, j: int) -> Arithmetic:
-    """How query `row` and key `j` become their compatibility, as far as it can be followed by hand."""
-    kind = head.spec.score.kind
-    value = Num(float(head.compatibility[row, j]))
-    if kind == "additive":
-        return Additive(vec(head.hidden[row, j]), value)
-    queries, keys, style = scored(head)
-    q, k = queries[row], keys[j]
-    if kind in ("scaled_dot", "dot") and len(k) <= WRITE_OUT:
-        return Terms(tuple((Num(float(a), style), Num(float(b), style)) for a, b in zip(q, k)), value)
-    if kind == "cosine":
-        norms = tuple(Num(float(norm)) for norm in row_norms(np.stack([q, k])))  # ‖[1e200, 1e200]‖ stays finite
-        with np.errstate(over="ignore"):  # a q·k beyond float's range is shown as ∞; the cosine itself is exact
-            return Cosine(Num(float(q @ k)), norms, value)
-    return Plain(value)
-
-
-def scored(head: HeadSteps) -> tuple[np.ndarray, np.ndarray, str]:
-    """The queries and keys the compatibility is computed from, and how they are written: as given,
-    or RoPE's turned ones, computed numbers."""
-    if head.rotation is None:
-        return head.queries, head.keys, ENTRY
-    return head.rotation.queries, head.rotation.keys, FIXED
-
-
-def arithmetic_text(written: Arithmetic, precision: int) -> str:
-    """The arithmetic as plain text (terminal, Markdown); LaTeX writes the same records in math."""
-    p = precision
-    value = written.value.text(p)
-    match written:
-        case Terms(pairs=pairs):
-            return sum_of_products((a.text(p), b.text(p)) for a, b in pairs) + f" = {value}"
-        case Cosine(dot=dot, norms=(left, right)):
-            return f"{dot.text(p)} / ({left.text(p)}×{right.text(p)}) = {value}"
-        case Additive(hidden=hidden):
-            return f"v·{hidden.text(p)} = {value}"
-    return value
 
 
 # The records of the walk, in the order they come
@@ -351,7 +202,7 @@ class KeyStep(NamedTuple):
     key: str
     allowed: bool
     k: Vec | None  # None when the scores are given
-    compatibility: Arithmetic | None  # None when the scores are given
+    dot: Arithmetic | None  # None when the scores are given
     score: Num
     exp: Num  # e^(s − shift)
     weight: Num
@@ -404,7 +255,7 @@ def exp_label(query: Query, precision: int) -> str:
 class WeightMatrix(NamedTuple):
     """A head's weights for every query (None where masked) and every query's output."""
 
-    head: HeadSteps  # and `problem`: what the terminal's shaded map (render.analysis.heatmap) reads
+    head: HeadSteps  # and `problem`: what the terminal's shaded map (render.probes.heatmap) reads
     problem: Problem
     tokens: tuple[str, ...]
     weights: tuple[tuple[str, tuple[Num | None, ...]], ...]
@@ -421,65 +272,7 @@ class Combination(NamedTuple):
     output: tuple[Vec, ...]
 
 
-class StackFacts(NamedTuple):
-    """A stack in a few lines: title, tokens, the stream's width d, each layer's name and norm in words."""
-
-    title: str | None
-    notes: str | None
-    tokens: tuple[str, ...]
-    d: int
-    layers: tuple[tuple[str, str], ...]
-
-
-class LayerTitle(NamedTuple):
-    """The start of one layer's steps: number `number` of `count`, its name, its norm in words, its facts."""
-
-    number: int
-    count: int
-    name: str
-    norm: str
-    facts: Facts  # its heads' scores and its mask; the tokens are the stack's
-
-
-class Stream(NamedTuple):
-    """A matrix of the residual stream (S, d), one row per token: what a layer reads, normalises or leaves.
-
-    `kind` is input, normed, residual or output; `formula` says how it was made (X₂ = X₁ + Attn(LN(X₁))),
-    `name` is its left side (X₂), `latex` the formula in math mode.
-    """
-
-    kind: str
-    formula: str
-    name: str
-    latex: str
-    tokens: tuple[str, ...]
-    rows: tuple[Vec, ...]
-
-
-class Rollout(NamedTuple):
-    """Attention rollout over the layers shown, beside the last one's raw weights (mean over its heads), (S, S) each."""
-
-    tokens: tuple[str, ...]
-    last: int  # the number of the last layer the rollout multiplies: Ã_last···Ã_1
-    raw: np.ndarray | None  # (S, S); None for a layer of one head, whose own weights are shown already
-    rollout: np.ndarray  # (S, S)
-
-
-Item = (
-    Facts
-    | Condensed
-    | Encoded
-    | HeadTitle
-    | Projected
-    | Rotary
-    | Query
-    | WeightMatrix
-    | Combination
-    | StackFacts
-    | LayerTitle
-    | Stream
-    | Rollout
-)
+Item = Facts | Condensed | Encoded | HeadTitle | Projected | Rotary | Query | WeightMatrix | Combination
 
 
 def items(steps: Steps, view: View, every: str | None = None) -> list[Item]:
@@ -487,12 +280,12 @@ def items(steps: Steps, view: View, every: str | None = None) -> list[Item]:
     RoPE's turns, the followed queries and,
     with several queries (or `view.heatmap`), the weight matrix; then the combination of the heads.
     `every` is where every number is to be had, when the problem is part of a larger whole (a stack's layer)."""
-    from attncli.render import every_number
+    from attncli.render.formats import every_number
 
     problem = steps.problem
     short = condensed(problem)
     followed_rows = followed(problem, view.follow) if len(problem.tokens) <= MAX_KEYS else []
-    items: list[Item] = [_facts(steps, short)]
+    items: list[Item] = [facts_of(steps, short)]
     if short:
         items.append(Condensed(len(problem.query_tokens), len(problem.tokens), every or every_number(problem)))
     else:  # the positions' tables list every token: a condensed write-up leaves them to JSON
@@ -641,7 +434,7 @@ def relative_grid(query: Query, p: int) -> Grid | None:
         return None
     spelling = FORMULAS[query.formula.kind].text
     rows = [
-        [key.key, key.relative.distance.text(p), key.relative.value.text(p), key.compatibility.value.text(p)]
+        [key.key, key.relative.distance.text(p), key.relative.value.text(p), key.dot.value.text(p)]
         for key in query.keys
     ]
     turned = "cos(q, R((n − m)·θ)·k)" if query.formula.kind == "cosine" else "q·R((n − m)·θ)·k"
@@ -656,7 +449,7 @@ def formula(head: HeadSteps) -> Formula:
     return Formula(score.kind, float(score.scale), d_k if usual else None, d_k, int(head.values.shape[1]))
 
 
-def _facts(steps: Steps, short: bool = False) -> Facts:
+def facts_of(steps: Steps, short: bool = False) -> Facts:
     problem = steps.problem
     rule = problem.mask_rule
     masked = rule.kind != "none" or rule.window is not None or bool(rule.padding)
@@ -695,7 +488,7 @@ def _query(head: HeadSteps, row: int, problem: Problem) -> Query:
                 key=key,
                 allowed=bool(problem.mask[row, j]),
                 k=None if given else vec(key_vectors[j], style),
-                compatibility=None if given else arithmetic(head, row, j),
+                dot=None if given else arithmetic(head, row, j),
                 score=Num(float(head.scores[row, j])),
                 exp=Num(float(head.exp[row, j]), EXP),
                 weight=Num(weight),
@@ -755,204 +548,3 @@ def _combination(steps: Steps, short: bool = False) -> Combination:
         w_o=None if problem.w_o is None else rows(problem.w_o, ENTRY, short),
         output=rows(steps.output, FIXED, short),
     )
-
-
-# An exercise sheet: what a problem gives, and blanks for what it asks, without a number of the solution
-
-ROOTS = (2, 3, 5, 6, 7)  # √n that a hand exercise uses (√d_k, √d_k/2)
-DENOMINATORS = (1, 2, 3, 4)
-
-
-class Given(NamedTuple):
-    """A matrix the problem gives: its name (Q, K, V, X, W_Q, ...), its rows' names, and each number as it
-    would be written by hand (`exact`)."""
-
-    name: str
-    label: str  # what the rows are: token, or row (of a weight matrix)
-    row_names: tuple[str, ...]
-    rows: tuple[tuple[str, ...], ...]
-
-
-class Sheet(NamedTuple):
-    """An exercise to hand out: the facts, each head's givens, and the grids to fill in (queries × keys)."""
-
-    facts: Facts
-    task: str  # what to work out, in words
-    inputs: tuple[Given, ...]  # X, shared by Q, K, V and every head
-    heads: tuple[tuple[str | None, tuple[Given, ...]], ...]
-    shared: tuple[Given, ...]  # W_O, a bias matrix
-    query_tokens: tuple[str, ...]
-    tokens: tuple[str, ...]
-
-
-def exact(value: float) -> str:
-    """A given number as a student writes it: 2, 0.5, √2, -√2/2, 3√2/2, 1/3; else 4 decimals."""
-    if float(value).is_integer():
-        return entry(value, 0)
-    if round(value, 4) == value:
-        return f"{value:g}"
-    sign = "-" if value < 0 else ""
-    for root in (1, *ROOTS):
-        for den in DENOMINATORS:
-            times = abs(value) * den / math.sqrt(root)
-            whole = round(times)
-            if whole and math.isclose(times, whole, rel_tol=1e-12) and math.gcd(whole, den) == 1:
-                top = str(whole) if root == 1 else f"{'' if whole == 1 else whole}√{root}"
-                return f"{sign}{top}" + (f"/{den}" if den > 1 else "")
-    return fixed(value, 4)
-
-
-def sheet(steps: Steps) -> Sheet:
-    """The givens of `steps.problem`: the inputs X once, then head by head W_Q, W_K, W_V (or Q, K, V) and the
-    score's own weights, then W_O."""
-    problem = steps.problem
-    several = len(steps.heads) > 1
-    inputs: list[Given] = []
-    for head in steps.heads:
-        for operand, names in zip(_operands(head.spec), (problem.query_tokens, problem.tokens, problem.tokens)):
-            given = _given("X", operand.x, names) if isinstance(operand, Projection) else None
-            if given is not None and given not in inputs:
-                inputs.append(given)
-    heads = tuple((head.spec.label if several else None, tuple(_givens(head.spec, problem))) for head in steps.heads)
-    shared = [] if problem.w_o is None else [_given("W_O", problem.w_o)]
-    if problem.bias is not None and problem.bias.kind == "matrix":
-        shared.append(_given("B", problem.bias.matrix, problem.query_tokens))
-    if problem.positions is not None:  # where each key (and, in cross-attention, each query) stands
-        shared.append(_placed("m", problem.positions.key_at, problem.tokens))
-        if problem.cross:
-            shared.append(_placed("m (queries)", problem.positions.query_at, problem.query_tokens))
-    facts = _facts(steps)._replace(notes=None)  # a generated exercise's notes are about its YAML answers
-    task = t("writeup.sheet_task") + (f" {t('writeup.sheet_task_w_o')}" if problem.w_o is not None else "")
-    return Sheet(facts, task, tuple(inputs), heads, tuple(shared), problem.query_tokens, problem.tokens)
-
-
-def _operands(spec: Head) -> tuple[Operand | None, Operand | None, Operand]:
-    return spec.queries, spec.keys, spec.values
-
-
-def _givens(spec: Head, problem: Problem) -> Iterator[Given]:
-    names = (problem.query_tokens, problem.tokens, problem.tokens)
-    for name, operand, rows in zip("QKV", _operands(spec), names):
-        if isinstance(operand, Projection):
-            yield _given(f"W_{name}", operand.w)
-        elif operand is not None:
-            yield _given(name, operand, rows)
-    if spec.scores is not None:
-        yield _given("S", spec.scores, problem.query_tokens)
-    score = spec.score
-    for name, matrix in (("W", score.w), ("W_query", score.w_query), ("W_key", score.w_key)):
-        if matrix is not None:
-            yield _given(name, matrix)
-    if score.v is not None:
-        yield _given("v", score.v[None, :])
-
-
-def _placed(name: str, at: np.ndarray, names: tuple[str, ...]) -> Given:
-    """Positions as a column, multiples of π/2 written so (π/2, π, 3π/2): generated RoPE exercises' quarter turns."""
-    return Given(name, t("render.token"), names, tuple((_quarter_turns(float(m)),) for m in at))
-
-
-def _quarter_turns(m: float) -> str:
-    """A position as a student writes it: kπ/2 as π/2, π, 3π/2, 2π; any other number as `exact` writes it."""
-    quarters = m / (math.pi / 2)
-    whole = round(quarters)
-    if not whole or not math.isclose(quarters, whole, rel_tol=1e-12):
-        return exact(m)
-    sign, count = ("-" if whole < 0 else ""), abs(whole)
-    if count % 2:
-        return sign + ("π/2" if count == 1 else f"{count}π/2")
-    return sign + ("π" if count == 2 else f"{count // 2}π")
-
-
-def _given(name: str, matrix: np.ndarray, names: tuple[str, ...] | None = None) -> Given:
-    rows = tuple(tuple(exact(float(x)) for x in row) for row in matrix)
-    if names is None:
-        return Given(name, t("render.row"), tuple(str(i + 1) for i in range(len(rows))), rows)
-    return Given(name, t("render.token"), names, rows)
-
-
-# Stacked layers: each layer's attention walked as above, between the stream it reads and the one it leaves
-
-NORM_SHORT = {"layer": "LN", "rms": "RMS"}
-
-
-def stack_items(
-    steps: "StackSteps", view: View, layer: int | None = None, rollout: np.ndarray | None = None
-) -> list[Item]:
-    """Everything a human format shows of a stack: its facts; per layer (only number `layer` when given)
-    its title, the stream it reads, its attention as `items` shows it, the residual sum; then `rollout`
-    (through the last layer shown) beside that layer's raw weights."""
-    from attncli.render import every_number
-
-    stack = steps.stack
-    count = len(steps.layers)
-    names = tuple((record.layer.label, norm_words(record.layer.norm)) for record in steps.layers)
-    out: list[Item] = [StackFacts(stack.title, stack.notes, stack.tokens, int(stack.x.shape[1]), names)]
-    for number in [layer] if layer is not None else range(1, count + 1):
-        record = steps.layers[number - 1]
-        norm = record.layer.norm
-        first, *shown = items(record.attention, view, every_number(stack))
-        out.append(LayerTitle(number, count, record.layer.label, norm_words(norm), first))
-        out += _streams(record, number, stack.tokens, shown)
-    if rollout is not None:
-        last = layer or count
-        from attncli.layers import mean_weights
-
-        attention = steps.layers[last - 1].attention
-        raw = mean_weights(attention) if len(attention.heads) > 1 else None
-        out.append(Rollout(stack.tokens, last, raw, rollout))
-    return out
-
-
-class Expr(NamedTuple):
-    """A stream's formula as text (X₂ + Attn(LN(X₂))) and in LaTeX's math mode."""
-
-    text: str
-    latex: str
-
-
-def _streams(record: "LayerSteps", number: int, tokens: tuple[str, ...], shown: list[Item]) -> list[Item]:
-    """A layer's input (normalised with a norm placed pre), its attention's records `shown`, what it leaves."""
-    norm = record.layer.norm
-    place = None if norm is None else norm.place
-
-    def stream(kind: str, name: Expr, value: Expr, matrix: np.ndarray) -> Stream:
-        same = name == value
-        formula = name.text if same else f"{name.text} = {value.text}"
-        latex = name.latex if same else f"{name.latex} = {value.latex}"
-        return Stream(kind, formula, name.text, latex, tokens, rows(matrix))
-
-    x_l = _stream_name(number)
-    out = [stream("input", x_l, Expr("x", r"\mathbf{x}") if number == 1 else x_l, record.input)]
-    fed = x_l
-    if place == "pre":
-        fed = _normed(norm, x_l)
-        out.append(stream("normed", fed, fed, record.normed))
-    out += shown
-    residual = Expr(f"{x_l.text} + Attn({fed.text})", rf"{x_l.latex} + \mathrm{{Attn}}({fed.latex})")
-    if place == "post":
-        out.append(stream("residual", residual, residual, record.residual))
-        residual = _normed(norm, residual)
-    out.append(stream("output", _stream_name(number + 1), residual, record.output))
-    return out
-
-
-def _normed(norm: Norm, inner: Expr) -> Expr:
-    short = NORM_SHORT[norm.kind]
-    return Expr(f"{short}({inner.text})", rf"\mathrm{{{short}}}({inner.latex})")
-
-
-def norm_words(norm: Norm | None) -> str:
-    """A layer's norm in words: which one, where, its ε, and whether it learns a gain or a bias."""
-    if norm is None:
-        return t("render.norm_none")
-    words = t(f"render.norm_{norm.kind}", eps=f"{norm.eps:g}")
-    learned = [name for name, given in (("gain", norm.gain), ("bias", norm.shift)) if given is not None]
-    if learned:
-        words += t("render.norm_learned", names=", ".join(learned))
-    return t(f"render.norm_{norm.place}", norm=words, short=NORM_SHORT[norm.kind])
-
-
-def _stream_name(number: int) -> Expr:
-    """X₁, X₂, …: the stream layer `number` reads."""
-    return Expr("X" + str(number).translate(str.maketrans("0123456789", "₀₁₂₃₄₅₆₇₈₉")), f"X_{{{number}}}")

@@ -1,6 +1,6 @@
-"""Views of the analysis records: heatmaps, norms, interventions, comparisons, the √d_k table.
+"""Views of the probes' records (attncli.probes): heatmaps, norms, interventions, comparisons, the √d_k table.
 
-Every number goes through `numbers.fixed` and every table through `layout.table`,
+Every number goes through `written.fixed` and every table through `layout.table`,
 so nothing is cut at any width. Colour only repeats what the text already says:
 a heatmap cell carries its number and a shade character, for plain text too.
 """
@@ -18,7 +18,7 @@ from attncli.errors import printable
 from attncli.i18n import t
 from attncli.problem import Problem
 from attncli.render.layout import BLANK, Cell, Line, Span, bar, line, plain, table, width_of
-from attncli.render.numbers import fixed, vector
+from attncli.written import fixed, vector
 
 if TYPE_CHECKING:
     from attncli.probes import Comparison, Intervention, Norms, Ranking, Scaling
@@ -255,7 +255,7 @@ def _ranks(ranking: Ranking, i: int, j: int) -> list[Cell]:
 # Interventions
 
 
-def interventions(records: tuple[Intervention, ...], steps: Steps, precision: int, width: int) -> list[Line]:
+def interventions(records: Sequence[Intervention], steps: Steps, precision: int, width: int) -> list[Line]:
     """Each intervention's weights beside the original ones, and how far the output moved."""
     problem = steps.problem
     p = precision

@@ -1,4 +1,4 @@
-"""What the student reads: the problem, each prompt, each feedback record and the summary, as styled lines.
+"""The tutor's words (attncli.practice.session's records): the problem, each prompt, each feedback and the summary.
 
 Both front-ends print these same lines, Rich in colour on a terminal and plain text in a pipe,
 so a transcript of one is a transcript of the other; every sentence comes from the catalogue.
