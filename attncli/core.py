@@ -47,14 +47,14 @@ class HeadSteps(NamedTuple):
     queries: np.ndarray | None  # (L, d_q), None when scores were given; with RoPE before the turn (see rotation)
     keys: np.ndarray | None  # (S, d_k)
     values: np.ndarray  # (S, d_v)
-    compatibility: np.ndarray  # (L, S) before the scale: q·k, cosine, q·W·kᵀ, additive, or the given scores
+    dot: np.ndarray  # (L, S) the compatibility before the scale: q·k, cosine, q·W·kᵀ, additive, or the given scores
     hidden: np.ndarray | None  # (L, S, d_a) additive only: tanh(q·W_query + k·W_key)
-    scores: np.ndarray  # (L, S) compatibility × scale (+ bias); -inf where masked
+    scores: np.ndarray  # (L, S) dot × scale (+ bias); -inf where masked
     shift: np.ndarray  # (L,) subtracted before exp in `exp`: 0 unless e^s would overflow or lose digits
     exp: np.ndarray  # (L, S) e^(scores - shift); 0 where masked
     weights: np.ndarray  # (L, S) exp / its row sum: softmax over keys; exactly 0 where masked
     output: np.ndarray  # (L, d_v) weights · values
-    scaled: np.ndarray | None = None  # (L, S) compatibility × scale, before the bias; None without one
+    scaled: np.ndarray | None = None  # (L, S) dot × scale, before the bias; None without one
     bias: np.ndarray | None = None  # (L, S) added to the scaled scores before the mask and softmax
     rotation: Rotation | None = None  # RoPE: the queries and keys the scores use, turned by their positions
     logsumexp: np.ndarray | None = None  # (L,) ln Σ e^s = shift + ln Σ exp, with `stable:` or `tiles:` (attncli.tiles)

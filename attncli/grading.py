@@ -990,7 +990,7 @@ def _advance(
             settle(("keys", h), _operand(head.spec.keys, head.keys, keep))
     elif kind == "dot":
         if head.queries is None:
-            compat = rounding.exact(head.compatibility)
+            compat = rounding.exact(head.dot)
         else:
             queries, keys, values = (passed[(step, h)] for step in ("queries", "keys", "values"))
             queries, keys = _turned(head, mistake.rope, queries, keys, keep)

@@ -125,7 +125,7 @@ def check_memory(steps: Steps, norms: bool, interventions: int) -> None:
     """
     queries, keys = steps.problem.mask.shape
     heads, itemsize, cells = len(steps.heads), steps.output.itemsize, steps.problem.mask.size
-    arrays = [a for h in steps.heads for a in (h.compatibility, h.hidden, h.scores, h.exp, h.weights) if a is not None]
+    arrays = [a for h in steps.heads for a in (h.dot, h.hidden, h.scores, h.exp, h.weights) if a is not None]
     held = steps.problem.mask.nbytes + sum(a.nbytes for a in arrays)
     needed = held
     if norms:

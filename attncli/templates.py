@@ -96,7 +96,7 @@ def _head_blocks(steps: Steps, h: int) -> list[_Block]:
         if isinstance(operand, Projection) and matrix is not None
     ]
     if head.queries is not None:
-        blocks += [_Block("dot", queries, head.compatibility, masked, keys)]
+        blocks += [_Block("dot", queries, head.dot, masked, keys)]
         blocks += [_Block("scores", queries, head.scores, masked, keys)]
     blocks += [_Block("weights", queries, head.weights, masked, keys)]
     blocks += [_Block("output", queries, head.output, None, _coordinates(True, head.output))]

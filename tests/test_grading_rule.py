@@ -242,7 +242,7 @@ def true_values(steps: core.Steps) -> dict[Key, np.ndarray]:
     values: dict[Key, np.ndarray] = {}
     for h, head in enumerate(steps.heads):
         values.update({("queries", h): head.queries, ("keys", h): head.keys, ("values", h): head.values})
-        values.update({("dot", h): head.compatibility, ("scores", h): head.scores, ("weights", h): head.weights})
+        values.update({("dot", h): head.dot, ("scores", h): head.scores, ("weights", h): head.weights})
         values[("output", h)] = head.output
     values[("concat", None)] = steps.concat
     values[("final", None)] = steps.output

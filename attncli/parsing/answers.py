@@ -321,7 +321,7 @@ class _Reader(FieldReader):
         if step in ("queries", "keys", "dot") and head_steps.queries is None:
             raise self.error(path, "check.scores_given", step=step)
         if step in MASKABLE:
-            matrix = {"dot": head_steps.compatibility, "scores": head_steps.scores, "weights": head_steps.weights}[step]
+            matrix = {"dot": head_steps.dot, "scores": head_steps.scores, "weights": head_steps.weights}[step]
             return _Shape(queries, tokens, True, problem.mask, matrix)
         matrix = {
             "queries": head_steps.queries,

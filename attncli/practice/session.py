@@ -413,7 +413,7 @@ class Session:
             "queries": h.queries,
             "keys": h.keys,
             "values": h.values,
-            "dot": h.compatibility,
+            "dot": h.dot,
             "scores": h.scores,
             "exp": h.exp,
             "weights": h.weights,

@@ -118,7 +118,7 @@ def npz_arrays(steps: Steps) -> dict[str, np.ndarray]:
             "queries": head.queries,
             "keys": head.keys,
             "values": head.values,
-            "dot": None if head.spec.scores is not None else head.compatibility,
+            "dot": None if head.spec.scores is not None else head.dot,
             "scores": head.scores,
             "bias": head.bias,
             "weights": head.weights,

@@ -156,7 +156,7 @@ def _head(steps: HeadSteps) -> dict:
         "queries": _matrix(steps.queries),
         "keys": _matrix(steps.keys),
         "values": steps.values.tolist(),
-        "dot": None if steps.spec.scores is not None else steps.compatibility.tolist(),
+        "dot": None if steps.spec.scores is not None else steps.dot.tolist(),
         "scores": _masked(steps.scores),
         "weights": steps.weights.tolist(),
         "output": steps.output.tolist(),

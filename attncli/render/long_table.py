@@ -153,7 +153,7 @@ def blocks(steps: Steps) -> Iterator[Block]:
         yield vectors(("values", *h), "key", head.values)
         pairs = [("scores", head.scores), ("weights", head.weights)]
         if head.spec.scores is None:
-            pairs.insert(0, ("dot", head.compatibility))
+            pairs.insert(0, ("dot", head.dot))
         for step, matrix in pairs:
             yield (step, *h), "query\\key", queries, cells, matrix
         yield vectors(("output", *h), "query", head.output)
@@ -171,7 +171,7 @@ def rows(steps: Steps) -> Iterator[Row]:
             yield from _vectors("keys", h, problem.tokens, head.keys, by="key")
         yield from _vectors("values", h, problem.tokens, head.values, by="key")
         if head.spec.scores is None:
-            yield from _pairs("dot", h, problem.query_tokens, problem.tokens, head.compatibility)
+            yield from _pairs("dot", h, problem.query_tokens, problem.tokens, head.dot)
         yield from _pairs("scores", h, problem.query_tokens, problem.tokens, head.scores)
         yield from _pairs("weights", h, problem.query_tokens, problem.tokens, head.weights)
         yield from _vectors("output", h, problem.query_tokens, head.output, by="query")

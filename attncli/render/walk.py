@@ -196,7 +196,7 @@ Arithmetic = Terms | Cosine | Additive | Plain
 def arithmetic(head: HeadSteps, row: int, j: int) -> Arithmetic:
     """How query `row` and key `j` become their compatibility, as far as it can be followed by hand."""
     kind = head.spec.score.kind
-    value = Num(float(head.compatibility[row, j]))
+    value = Num(float(head.dot[row, j]))
     if kind == "additive":
         return Additive(vec(head.hidden[row, j]), value)
     queries, keys, style = scored(head)
