@@ -17,10 +17,10 @@ from fractions import Fraction
 
 from attncli import expr, pipeline, positions
 from attncli.errors import fail
+from attncli.grading.templates import answer_lines, template
 from attncli.i18n import current_language, t
 from attncli.parsing.fields import FieldReader
 from attncli.render.numbers import fixed
-from attncli.templates import answer_lines, template
 from attncli.yamldoc import Document, comment, did_you_mean, flow, scalar
 
 SCORES = ("scaled_dot", "dot", "cosine")

@@ -18,9 +18,9 @@ from typer.testing import CliRunner
 from attncli import pipeline
 from attncli.cli import app
 from attncli.gradebook import glance, points, records, roster
+from attncli.grading.submissions import Options, grade_files, load_keys
 from attncli.i18n import describe
 from attncli.render import feedback, gradebook
-from attncli.submissions import Options, grade_files, load_keys
 from tests.test_lms_formats import SCHEMA, canvas_import, validate
 
 STUDENTS = 30

@@ -26,7 +26,8 @@ def template(
     lang: Lang = None,
     debug: Debug = False,
 ) -> None:
-    from attncli import pipeline, submissions, templates, yamldoc
+    from attncli import pipeline, yamldoc
+    from attncli.grading import submissions, templates
 
     document = yamldoc.read(file)
     steps = pipeline.solve(pipeline.load(document))

@@ -169,7 +169,8 @@ def key_cells(steps: Steps | StackSteps, names: Collection[str] | None = None) -
     """The cells a key for `steps` counts: those of its blank answer template (every step a student computes,
     every cell the mask lets through), graded as a student's file is so that the steps are named alike;
     `names`: only these steps (the key's `require:`, or the steps its `answers:` holds), None for every one."""
-    from attncli import pipeline, templates, yamldoc  # the grader, for a key only
+    from attncli import pipeline, yamldoc  # the grader, for a key only
+    from attncli.grading import templates
 
     blank = pipeline.grade(steps, yamldoc.load(templates.template(steps), "<template>"))
     return KeyCells(tuple(step for step in blank.steps if names is None or step.step in names))

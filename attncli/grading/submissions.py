@@ -18,8 +18,9 @@ from pathlib import Path
 
 import numpy as np
 
-from attncli import core, grading, layer_grading, pipeline, problem, yamldoc
+from attncli import core, grading, pipeline, problem, yamldoc
 from attncli.errors import AttnError, fail, listed
+from attncli.grading import layers as layer_grading
 from attncli.layers import StackSteps
 from attncli.parsing import answers
 

@@ -6,7 +6,7 @@ right, their own, so that a layer worked correctly from a wrong stream counts as
 (right method, wrong inputs). The streams (N(X_l) placed pre, X_l + Attn placed post, and
 X_{l+1}) are judged by the grader's rule: half a unit of the last decimal written, widened by
 what the inputs carry in (the stream before, and the layer's output, as the student wrote
-them or carried at the carry precision), propagated with attncli.rounding. A wrong stream is
+them or carried at the carry precision), propagated with attncli.grading.interval. A wrong stream is
 replayed under the slips of a stack: the residual forgotten (the attention output alone
 passed on) and the norm placed wrong (pre for post, or post for pre).
 """
@@ -18,12 +18,13 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from attncli import grading, layers, rounding
-from attncli.grading import CARRIED, NOT_ANSWERED, RIGHT, WRONG, Cell, Report, StepReport
+from attncli import layers
+from attncli.grading import interval, verdict
+from attncli.grading.interval import Carried
+from attncli.grading.verdict import CARRIED, NOT_ANSWERED, RIGHT, WRONG, Cell, Report, StepReport
 from attncli.layers import LayerSteps, StackSteps
 from attncli.parsing.answers import Answer, Entry, LayerAnswers, Settings
 from attncli.problem import Norm
-from attncli.rounding import Carried
 
 CODES = ("residual_forgotten", "norm_misplaced")  # a stack's slips, beside attncli.grading.CODES
 
@@ -44,14 +45,14 @@ def grade(
     Each step report names its layer (`layer`, counting from 0, and the layer's name before any head's).
     """
     options = {"tolerance": tolerance, "carry": carry, "min_decimals": min_decimals, "require": require, "file": file}
-    rule = grading._Rule(
+    rule = verdict._Rule(
         tolerance if tolerance is not None else settings.tolerance,
-        next(c for c in (carry, settings.carry, grading.CARRY) if c is not None),
+        next(c for c in (carry, settings.carry, verdict.CARRY) if c is not None),
         min_decimals if min_decimals is not None else settings.min_decimals,
     )
     reports: list[StepReport] = []
     written: np.ndarray | None = None  # the stream the student passed on, when they wrote all of it
-    stream = rounding.exact(steps.stack.x)  # (S, d) X_l as the student has it
+    stream = interval.exact(steps.stack.x)  # (S, d) X_l as the student has it
     stream_right = True  # ... and whether it was right
     for index, (truth, given) in enumerate(zip(steps.layers, answers)):
         fed = truth if written is None else layers.through(truth.layer, written)
@@ -60,7 +61,7 @@ def grade(
         streams = _Streams(truth, stream, output, rule, {"x": stream_right, "z": output_right})
         judged = streams.judge(given.streams)
         if truth.layer.norm is not None and any(report.status == WRONG for report in found):
-            moved = grading.grade(streams.norm_moved(fed).attention, given.attention, **options)
+            moved = verdict.grade(streams.norm_moved(fed).attention, given.attention, **options)
             again = {(step.step, step.head): step.status for step in moved.steps}
             found = [_named(report, again) for report in found]
         normed = [report for report in judged if report.step == "normed"]  # before the attention that reads it
@@ -77,10 +78,10 @@ def _attention(
 ) -> list[StepReport]:
     """The layer's attention against the truth, and against what the student's own stream gives (`fed`): a step
     right only from their stream is right when that stream was (their rounding), carried when it was not."""
-    report = grading.grade(truth.attention, given.attention, **options)
+    report = verdict.grade(truth.attention, given.attention, **options)
     if fed is truth:
         return list(report.steps)
-    own = {(step.step, step.head): step for step in grading.grade(fed.attention, given.attention, **options).steps}
+    own = {(step.step, step.head): step for step in verdict.grade(fed.attention, given.attention, **options).steps}
     return [
         (_carried(own[(step.step, step.head)]) if inherited else own[(step.step, step.head)])
         if _better(step, own.get((step.step, step.head)))
@@ -128,7 +129,7 @@ def _complete(answer: Answer) -> bool:
 
 def _kept(matrix: np.ndarray, carry: int) -> Carried:
     """A true matrix as a careful student keeps it: within half a unit of the `carry`-th decimal."""
-    return rounding.known(matrix, np.full(matrix.shape, 0.5 * 10.0**-carry))
+    return interval.known(matrix, np.full(matrix.shape, 0.5 * 10.0**-carry))
 
 
 def _known(answer: Answer, carry: int) -> Carried:
@@ -138,7 +139,7 @@ def _known(answer: Answer, carry: int) -> Carried:
         [0.5 * 10.0**-e.decimals if e.decimals is not None and e.decimals >= carry else 0.0 for e in row]
         for row in answer.cells
     ]
-    return rounding.known(values, np.array(half, dtype=np.float64))
+    return interval.known(values, np.array(half, dtype=np.float64))
 
 
 def _passed_on(given: LayerAnswers, truth: LayerSteps, carry: int) -> tuple[Carried, np.ndarray | None]:
@@ -158,7 +159,7 @@ class _Streams:
     wrong ones.
     """
 
-    def __init__(self, truth: LayerSteps, stream: Carried, output: Carried, rule: grading._Rule, right: dict) -> None:
+    def __init__(self, truth: LayerSteps, stream: Carried, output: Carried, rule: verdict._Rule, right: dict) -> None:
         self.truth = truth
         self.rule = rule
         self.norm = truth.layer.norm
@@ -170,7 +171,7 @@ class _Streams:
 
     def chain(self, x: Carried, z: Carried, place: str | None, residual: Carried | None = None) -> dict[str, Carried]:
         """normed, residual and stream from the stream x read, the attention output z (and a residual written)."""
-        total = rounding.add(x, z)
+        total = interval.add(x, z)
         summed = total if residual is None else residual
         out = {"residual": total, "stream": normalise(summed, self.norm) if place == "post" else total}
         if place == "pre":
@@ -224,7 +225,7 @@ class _Streams:
         if answer.step == "normed" or not cells:
             return ()
         slips = {
-            "residual_forgotten": self.chain(rounding.exact(np.zeros_like(self.truth.input)), self.output, self.place)
+            "residual_forgotten": self.chain(interval.exact(np.zeros_like(self.truth.input)), self.output, self.place)
         }
         if self.norm is not None and answer.step == "stream":
             slips["norm_misplaced"] = self.chain(self.stream, self.output, "post" if self.place == "pre" else "pre")
@@ -244,17 +245,17 @@ class _Streams:
 def normalise(rows: Carried, norm: Norm) -> Carried:
     """attncli.layers.normalise on carried numbers: (x − mean)/√(var + ε) or x/√(mean(x²) + ε), then gain and bias."""
     d = rows.t.shape[1]
-    centred = rounding.matmul(rows, rounding.exact(np.eye(d) - 1 / d)) if norm.kind == "layer" else rows  # (S, d)
-    mean_square = rounding.times(rounding.row_sums(rounding.square(centred)), rounding.exact(1 / d))  # (S, 1)
-    root = rounding.sqrt(rounding.add(mean_square, rounding.exact(np.full(mean_square.t.shape, norm.eps))), 0.0)
-    wide = rounding.Carried(
+    centred = interval.matmul(rows, interval.exact(np.eye(d) - 1 / d)) if norm.kind == "layer" else rows  # (S, d)
+    mean_square = interval.times(interval.row_sums(interval.square(centred)), interval.exact(1 / d))  # (S, 1)
+    root = interval.sqrt(interval.add(mean_square, interval.exact(np.full(mean_square.t.shape, norm.eps))), 0.0)
+    wide = interval.Carried(
         np.broadcast_to(root.t, centred.t.shape),
         np.broadcast_to(root.g, (*centred.t.shape, root.g.shape[-1])),
         np.broadcast_to(root.e, centred.t.shape),
     )
-    out = rounding.quotient(centred, wide)
+    out = interval.quotient(centred, wide)
     if norm.gain is not None:
-        out = rounding.matmul(out, rounding.exact(np.diag(norm.gain)))
+        out = interval.matmul(out, interval.exact(np.diag(norm.gain)))
     if norm.shift is not None:
-        out = rounding.add(out, rounding.exact(np.broadcast_to(norm.shift, out.t.shape)))
+        out = interval.add(out, interval.exact(np.broadcast_to(norm.shift, out.t.shape)))
     return out

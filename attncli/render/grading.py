@@ -27,12 +27,12 @@ from attncli.grading import (
     Report,
     StepReport,
 )
+from attncli.grading.submissions import NOT_GRADED, PROBLEM_CHANGED, Result
 from attncli.i18n import t
 from attncli.parsing.answers import HEAD_STEPS, STEPS, STREAM_STEPS
 from attncli.render.layout import BLANK, Line, line, table
 from attncli.render.long_table import text_cell
 from attncli.render.numbers import fixed
-from attncli.submissions import NOT_GRADED, PROBLEM_CHANGED, Result
 
 MARKS = {
     RIGHT: ("✓", "green"),

@@ -28,11 +28,12 @@ from typing import ClassVar
 
 import numpy as np
 
-from attncli import positions, rounding
+from attncli import positions
 from attncli.core import COSINE_EPS, HeadSteps, Steps
+from attncli.grading import interval
+from attncli.grading.interval import Carried
 from attncli.parsing.answers import HEAD_STEPS, Answer, Answers, Entry
 from attncli.problem import Problem, Projection, Score
-from attncli.rounding import Carried
 
 CODES = (
     "missing_scale",
@@ -136,7 +137,7 @@ class StepReport:
     cells: tuple[Cell, ...]  # every cell the mask lets through, and the masked ones answered
     status: str  # RIGHT; CARRIED: right method, wrong inputs; WRONG: the mistake is here; NOT_ANSWERED; MISSING
     diagnosis: tuple[str, ...]  # CODES that reproduce the step's numbers
-    layer: int | None = None  # with stacked layers (attncli.layer_grading): the layer, counting from 0
+    layer: int | None = None  # with stacked layers (attncli.grading.layers): the layer, counting from 0
 
     def count(self, status: str) -> int:
         """How many cells have `status`."""
@@ -355,7 +356,7 @@ def _student(answer: Answer, carry: int) -> Carried:
         ]
         for row in answer.cells
     ]
-    return rounding.known(np.array(t, dtype=np.float64), np.array(r, dtype=np.float64))
+    return interval.known(np.array(t, dtype=np.float64), np.array(r, dtype=np.float64))
 
 
 class _Solved:
@@ -945,7 +946,7 @@ def _advance(
     Every number comes with how far a student who carries `carry` decimals may be from it.
     """
     problem = steps.problem
-    noise = rounding.Noise()
+    noise = interval.Noise()
     noise.count = before.count
     computed, excluded, passed = dict(before.computed), dict(before.excluded), dict(before.passed)
     pending: list[Key] = [before.pending] if before.pending is not None else []
@@ -953,8 +954,8 @@ def _advance(
     def keep(step: str, num: Carried) -> Carried:
         """The number a student carries on from `step`: rounded to `carry` decimals, or early to fewer."""
         if mistake.decimals is not None and mistake.where in (None, step):
-            return rounding.round_to(num, mistake.decimals)
-        return rounding.carry(num, carry, noise)
+            return interval.round_to(num, mistake.decimals)
+        return interval.carry(num, carry, noise)
 
     def carry_on(key: Key) -> None:
         """What the student hands on from step `key`: its numbers carried, their own where they wrote some."""
@@ -964,8 +965,8 @@ def _advance(
             passed[key] = keep(key[0], num)
             return
         answered = ~np.isnan(student.t)
-        written = rounding.written(student.t, np.where(answered, student.e, 0.0), noise)
-        passed[key] = written if answered.all() else rounding.where(answered, written, keep(key[0], num))
+        written = interval.written(student.t, np.where(answered, student.e, 0.0), noise)
+        passed[key] = written if answered.all() else interval.where(answered, written, keep(key[0], num))
 
     def settle(key: Key, num: Carried, out: np.ndarray | None = None, last: bool = True) -> None:
         """Step `key` comes to `num`; the stage's last step is carried on when the next stage starts (the rounding
@@ -990,17 +991,17 @@ def _advance(
             settle(("keys", h), _operand(head.spec.keys, head.keys, keep))
     elif kind == "dot":
         if head.queries is None:
-            compat = rounding.exact(head.dot)
+            compat = interval.exact(head.dot)
         else:
             queries, keys, values = (passed[(step, h)] for step in ("queries", "keys", "values"))
             queries, keys = _turned(head, mistake.rope, queries, keys, keep)
             compat = _compatibility(head.spec.score, mistake.compat, queries, keys, values, keep)
         settle(("dot", h), compat, ~mask)
     elif kind == "scores":
-        scores = rounding.times(passed[("dot", h)], _scale_carried(_scale(mistake, steps, h), mistake, carry, noise))
+        scores = interval.times(passed[("dot", h)], _scale_carried(_scale(mistake, steps, h), mistake, carry, noise))
         if problem.bias is not None and mistake.bias:  # added to the scaled scores before the mask, as in the core
-            scores = rounding.add(scores, rounding.exact(problem.bias.of(h)))
-        scores = rounding.where(mask, scores, rounding.exact(np.full(mask.shape, -np.inf)))
+            scores = interval.add(scores, interval.exact(problem.bias.of(h)))
+        scores = interval.where(mask, scores, interval.exact(np.full(mask.shape, -np.inf)))
         settle(("scores", h), scores, ~mask)
     elif kind == "weights":
         scores = passed[("scores", h)]
@@ -1014,12 +1015,12 @@ def _advance(
             order = list(range(mixed.t.shape[0]))
             a, b = mistake.swap
             order[a], order[b] = b, a
-            mixed = rounding.rows(mixed, order)
+            mixed = interval.rows(mixed, order)
         used = passed[("weights", mistake.weights_of[h] if mistake.weights_of is not None else h)]
-        settle(("output", h), rounding.matmul(used, mixed))
+        settle(("output", h), interval.matmul(used, mixed))
     elif kind == "concat":
         order = mistake.order or tuple(range(len(steps.heads)))
-        settle(("concat", None), rounding.join([passed[("output", h)] for h in order]))
+        settle(("concat", None), interval.join([passed[("output", h)] for h in order]))
     elif steps.concat is None:
         settle(("final", None), passed[("output", 0)])
     else:
@@ -1027,15 +1028,15 @@ def _advance(
         if problem.w_o is None or (not mistake.w_o and concat.t.shape == steps.output.shape):
             settle(("final", None), concat)
         else:
-            settle(("final", None), rounding.matmul(concat, keep("final", rounding.exact(problem.w_o))))
+            settle(("final", None), interval.matmul(concat, keep("final", interval.exact(problem.w_o))))
     return _Pass(computed, excluded, passed, noise.count, pending[0])
 
 
 def _operand(spec: object, matrix: np.ndarray, keep: Callable[[str, Carried], Carried]) -> Carried:
     """Queries, keys or values as the student has them: X·W from X and W as they carry them, or as given."""
     if isinstance(spec, Projection):
-        return rounding.matmul(keep("inputs", rounding.exact(spec.x)), keep("inputs", rounding.exact(spec.w)))
-    return rounding.exact(matrix)
+        return interval.matmul(keep("inputs", interval.exact(spec.x)), keep("inputs", interval.exact(spec.w)))
+    return interval.exact(matrix)
 
 
 def _compatibility(
@@ -1043,7 +1044,7 @@ def _compatibility(
 ) -> Carried:
     """How well each query matches each key, before any scale, as a student computes it (or slips)."""
     kind = score.kind
-    undefined = rounding.exact(np.full((queries.t.shape[0], keys.t.shape[0]), np.nan))
+    undefined = interval.exact(np.full((queries.t.shape[0], keys.t.shape[0]), np.nan))
     if slip == "values":
         if values.t.shape[1] != queries.t.shape[1] or kind not in ("scaled_dot", "dot"):
             return undefined
@@ -1051,30 +1052,30 @@ def _compatibility(
     if slip == "not_transposed":
         if kind not in ("scaled_dot", "dot") or keys.t.shape[0] != keys.t.shape[1]:
             return undefined
-        return rounding.matmul(queries, keys)  # row i of Q times column j of K
+        return interval.matmul(queries, keys)  # row i of Q times column j of K
     if kind == "additive":
-        a = keep("queries", rounding.matmul(queries, keep("inputs", rounding.exact(score.w_query))))
-        b = keep("keys", rounding.matmul(keys, keep("inputs", rounding.exact(score.w_key))))
-        hidden = rounding.add(rounding.expand(a, 1), rounding.expand(b, 0))  # (L, S, d_a)
+        a = keep("queries", interval.matmul(queries, keep("inputs", interval.exact(score.w_query))))
+        b = keep("keys", interval.matmul(keys, keep("inputs", interval.exact(score.w_key))))
+        hidden = interval.add(interval.expand(a, 1), interval.expand(b, 0))  # (L, S, d_a)
         if slip != "no_tanh":
-            hidden = keep("dot", rounding.tanh(hidden))
-        return rounding.matmul(hidden, keep("inputs", rounding.exact(score.v)))
-    keys_t = rounding.transpose(keys)
+            hidden = keep("dot", interval.tanh(hidden))
+        return interval.matmul(hidden, keep("inputs", interval.exact(score.v)))
+    keys_t = interval.transpose(keys)
     if kind == "general":
-        return rounding.matmul(
-            keep("queries", rounding.matmul(queries, keep("inputs", rounding.exact(score.w)))), keys_t
+        return interval.matmul(
+            keep("queries", interval.matmul(queries, keep("inputs", interval.exact(score.w)))), keys_t
         )
-    dot = rounding.matmul(queries, keys_t)
+    dot = interval.matmul(queries, keys_t)
     if kind != "cosine" or slip == "no_norm":
         return dot
     q_norms = keep("dot", _norms(queries))  # (L, 1)
     k_norms = keep("dot", _norms(keys))  # (S, 1)
-    return rounding.quotient(dot, rounding.matmul(q_norms, rounding.transpose(k_norms)))
+    return interval.quotient(dot, interval.matmul(q_norms, interval.transpose(k_norms)))
 
 
 def _norms(vectors: Carried) -> Carried:
     """Each row's length as a column, at least COSINE_EPS as in the core."""
-    return rounding.sqrt(rounding.row_sums(rounding.square(vectors)), COSINE_EPS)
+    return interval.sqrt(interval.row_sums(interval.square(vectors)), COSINE_EPS)
 
 
 def _normalise(scores: Carried, mistake: Mistake, keep: Callable[[str, Carried], Carried]) -> Carried:
@@ -1084,7 +1085,7 @@ def _normalise(scores: Carried, mistake: Mistake, keep: Callable[[str, Carried],
     """
     shift = mistake.shift
     if not mistake.exp:
-        e = rounding.where(np.isneginf(scores.t), rounding.exact(np.zeros(scores.t.shape)), scores)
+        e = interval.where(np.isneginf(scores.t), interval.exact(np.zeros(scores.t.shape)), scores)
     elif mistake.axis == "none":
         return _exp(scores, shift=False)
     else:
@@ -1092,8 +1093,8 @@ def _normalise(scores: Carried, mistake: Mistake, keep: Callable[[str, Carried],
     if mistake.axis == "none":
         return e
     if mistake.axis == "queries":
-        return rounding.transpose(rounding.normalise(rounding.transpose(e)))
-    return rounding.normalise(e)
+        return interval.transpose(interval.normalise(interval.transpose(e)))
+    return interval.normalise(e)
 
 
 def _exp(scores: Carried, shift: bool) -> Carried:
@@ -1107,7 +1108,7 @@ def _exp(scores: Carried, shift: bool) -> Carried:
         finite = np.where(np.isfinite(scores.t), scores.t, -np.inf)
         m = np.maximum(finite.max(axis=1, keepdims=True), 0.0)
         m = np.where(np.isfinite(m), m, 0.0)
-    return rounding.apply(np.exp, np.exp, rounding.Carried(scores.t - m, scores.g, scores.e))
+    return interval.apply(np.exp, np.exp, interval.Carried(scores.t - m, scores.g, scores.e))
 
 
 def _mask(kind: str, mask: np.ndarray, problem: Problem) -> np.ndarray:
@@ -1160,17 +1161,17 @@ def _scale(mistake: Mistake, steps: Steps, h: int) -> float:
     return score.scale if math.isclose(wrong, 1.0) else wrong  # a factor of 1 is missing_scale, not wrong_scale
 
 
-def _scale_carried(scale: float, mistake: Mistake, carry: int, noise: rounding.Noise) -> Carried:
+def _scale_carried(scale: float, mistake: Mistake, carry: int, noise: interval.Noise) -> Carried:
     """The scale as a student uses it: multiplying by 1/√d rounded, or dividing by √d rounded (one rounding)."""
     decimals = mistake.decimals if mistake.decimals is not None and mistake.where is None else carry
     if scale == 0:
-        return rounding.exact(0.0)
+        return interval.exact(0.0)
     inverse = round(1 / scale, decimals)
     nearest = [round(scale, decimals), 1 / inverse if inverse else scale]
     moved = max(abs(v - scale) for v in nearest)
     if moved == 0:
-        return rounding.exact(scale)
+        return interval.exact(scale)
     noise.count += 1
     g = np.zeros(noise.count)
     g[-1] = moved
-    return rounding.Carried(np.array(scale), g, np.array(0.0))
+    return interval.Carried(np.array(scale), g, np.array(0.0))
