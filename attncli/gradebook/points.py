@@ -54,7 +54,8 @@ from decimal import Decimal
 from fractions import Fraction
 
 from attncli.core import Steps
-from attncli.grading import CARRIED, EXACT, EXACT_ZERO, RIGHT, TOO_FEW_DECIMALS, WRONG, Cell, Report, StepReport
+from attncli.grading import CARRIED, RIGHT, TOO_FEW_DECIMALS, WRONG, Cell, Report, StepReport
+from attncli.grading.rule import allowed
 from attncli.layers import StackSteps
 from attncli.parsing.answers import STEPS, STREAM_STEPS
 from attncli.parsing.fields import FieldReader
@@ -250,8 +251,7 @@ def within_allowance(cell: Cell) -> bool:
     value, expected = cell.entry.value if cell.entry is not None else None, cell.expected
     if value is None or not math.isfinite(expected):
         return False
-    allowed = (cell.own + cell.carried_in) * (1 + EXACT) + EXACT * abs(expected) + EXACT_ZERO
-    return abs(value - expected) <= allowed
+    return abs(value - expected) <= allowed(cell.own, cell.carried_in, expected)
 
 
 def percent(points: Fraction, most: Fraction) -> Decimal | None:

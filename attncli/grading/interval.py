@@ -18,6 +18,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from attncli.grading.rule import half_unit
+
 BUDGET = 2_000_000  # numbers of g one matrix may hold; beyond it new roundings go into e (looser, still rigorous)
 TANH_CURVATURE = 4 / (3 * math.sqrt(3))  # max |tanh''|
 
@@ -70,7 +72,7 @@ def carry(num: Carried, decimals: int, noise: Noise) -> Carried:
 
     Cells that are exact and have no more decimals than that are not moved.
     """
-    half = 0.5 * 10.0**-decimals
+    half = half_unit(decimals)
     finite = np.isfinite(num.t)
     with np.errstate(invalid="ignore"):  # np.isclose's rule (rtol 1e-12, atol 1e-15), for the finite cells
         on_grid = np.abs(np.round(np.where(finite, num.t, 0.0), decimals) - num.t) <= 1e-15 + 1e-12 * np.abs(num.t)

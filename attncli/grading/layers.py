@@ -21,7 +21,8 @@ import numpy as np
 from attncli import layers
 from attncli.grading import interval, verdict
 from attncli.grading.interval import Carried
-from attncli.grading.verdict import CARRIED, NOT_ANSWERED, RIGHT, WRONG, Cell, Report, StepReport
+from attncli.grading.report import CARRIED, NOT_ANSWERED, RIGHT, WRONG, Cell, Report, StepReport
+from attncli.grading.rule import Rule
 from attncli.layers import LayerSteps, StackSteps
 from attncli.parsing.answers import Answer, Entry, LayerAnswers, Settings
 from attncli.problem import Norm
@@ -45,11 +46,7 @@ def grade(
     Each step report names its layer (`layer`, counting from 0, and the layer's name before any head's).
     """
     options = {"tolerance": tolerance, "carry": carry, "min_decimals": min_decimals, "require": require, "file": file}
-    rule = verdict._Rule(
-        tolerance if tolerance is not None else settings.tolerance,
-        next(c for c in (carry, settings.carry, verdict.CARRY) if c is not None),
-        min_decimals if min_decimals is not None else settings.min_decimals,
-    )
+    rule = Rule.chosen(tolerance, carry, min_decimals, settings)
     reports: list[StepReport] = []
     written: np.ndarray | None = None  # the stream the student passed on, when they wrote all of it
     stream = interval.exact(steps.stack.x)  # (S, d) X_l as the student has it
@@ -57,7 +54,7 @@ def grade(
     for index, (truth, given) in enumerate(zip(steps.layers, answers)):
         fed = truth if written is None else layers.through(truth.layer, written)
         found = _attention(truth, fed, given, not stream_right, options) if given.attention is not None else []
-        output, output_right = _output(given, truth, found, rule.carry)
+        output, output_right = _output(given, truth, found, rule)
         streams = _Streams(truth, stream, output, rule, {"x": stream_right, "z": output_right})
         judged = streams.judge(given.streams)
         if truth.layer.norm is not None and any(report.status == WRONG for report in found):
@@ -68,7 +65,7 @@ def grade(
         later = [report for report in judged if report.step != "normed"]
         reports += [_tagged(report, index, truth.layer.label) for report in (*normed, *found, *later)]
         passed = next((report for report in judged if report.step == "stream"), None)
-        stream, written = _passed_on(given, truth, rule.carry)
+        stream, written = _passed_on(given, truth, rule)
         stream_right = written is None or (passed is not None and passed.status == RIGHT)
     return Report(file, tuple(reports))
 
@@ -104,15 +101,15 @@ def _tagged(report: StepReport, index: int, name: str) -> StepReport:
     return dataclasses.replace(report, head_name=head, layer=index)
 
 
-def _output(given: LayerAnswers, truth: LayerSteps, found: list[StepReport], carry: int) -> tuple[Carried, bool]:
+def _output(given: LayerAnswers, truth: LayerSteps, found: list[StepReport], rule: Rule) -> tuple[Carried, bool]:
     """The layer's attention output (S, d) as the student has it: their `final` (or its head's `output`), or kept;
     and whether it was right (a kept one is)."""
     step = "final" if truth.attention.concat is not None else "output"
     answered = [] if given.attention is None else [a for a in given.attention.steps if a.step == step]
     if answered and _complete(answered[0]):
         status = next((report.status for report in found if report.step == step), RIGHT)
-        return _known(answered[0], carry), status == RIGHT
-    return _kept(truth.attention.output, carry), True
+        return _known(answered[0], rule), status == RIGHT
+    return _kept(truth.attention.output, rule), True
 
 
 def _named(report: StepReport, again: dict[tuple[str, int | None], str]) -> StepReport:
@@ -127,27 +124,24 @@ def _complete(answer: Answer) -> bool:
     return answer.written is None and all(e is not None and e.value is not None for row in answer.cells for e in row)
 
 
-def _kept(matrix: np.ndarray, carry: int) -> Carried:
-    """A true matrix as a careful student keeps it: within half a unit of the `carry`-th decimal."""
-    return interval.known(matrix, np.full(matrix.shape, 0.5 * 10.0**-carry))
+def _kept(matrix: np.ndarray, rule: Rule) -> Carried:
+    """A true matrix as a careful student keeps it: within half a unit of the carry's decimal."""
+    return interval.known(matrix, np.full(matrix.shape, rule.carried))
 
 
-def _known(answer: Answer, carry: int) -> Carried:
-    """What a student wrote, each number standing for one within half a unit of its last decimal when it has `carry`."""
+def _known(answer: Answer, rule: Rule) -> Carried:
+    """What a student wrote, each number standing for the one they kept (`Rule.kept`)."""
     values = np.array([[e.value for e in row] for row in answer.cells], dtype=np.float64)
-    half = [
-        [0.5 * 10.0**-e.decimals if e.decimals is not None and e.decimals >= carry else 0.0 for e in row]
-        for row in answer.cells
-    ]
+    half = [[rule.kept(e) for e in row] for row in answer.cells]
     return interval.known(values, np.array(half, dtype=np.float64))
 
 
-def _passed_on(given: LayerAnswers, truth: LayerSteps, carry: int) -> tuple[Carried, np.ndarray | None]:
+def _passed_on(given: LayerAnswers, truth: LayerSteps, rule: Rule) -> tuple[Carried, np.ndarray | None]:
     """The stream the next layer reads as the student has it, and their numbers when they wrote all of it."""
     answer = next((a for a in given.streams if a.step == "stream"), None)
     if answer is None or not _complete(answer):
-        return _kept(truth.output, carry), None
-    known = _known(answer, carry)
+        return _kept(truth.output, rule), None
+    known = _known(answer, rule)
     return known, known.t
 
 
@@ -159,14 +153,14 @@ class _Streams:
     wrong ones.
     """
 
-    def __init__(self, truth: LayerSteps, stream: Carried, output: Carried, rule: verdict._Rule, right: dict) -> None:
+    def __init__(self, truth: LayerSteps, stream: Carried, output: Carried, rule: Rule, right: dict) -> None:
         self.truth = truth
         self.rule = rule
         self.norm = truth.layer.norm
         self.place = None if self.norm is None else self.norm.place
         self.stream, self.output = stream, output
         self.right = dict(right)  # which inputs were right: x (the stream read), z (the output), residual
-        self.true = self.chain(_kept(truth.input, rule.carry), _kept(truth.attention.output, rule.carry), self.place)
+        self.true = self.chain(_kept(truth.input, rule), _kept(truth.attention.output, rule), self.place)
         self.own = self.chain(stream, output, self.place)
 
     def chain(self, x: Carried, z: Carried, place: str | None, residual: Carried | None = None) -> dict[str, Carried]:
@@ -184,7 +178,7 @@ class _Streams:
         for answer in answers:
             report = self.report(answer)
             if answer.step == "residual" and _complete(answer):
-                self.own = self.chain(self.stream, self.output, self.place, _known(answer, self.rule.carry))
+                self.own = self.chain(self.stream, self.output, self.place, _known(answer, self.rule))
                 self.right["residual"] = report.status == RIGHT
             reports.append(report)
         return reports
