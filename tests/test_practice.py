@@ -30,6 +30,7 @@ from attncli import exercises, pipeline
 from attncli.cli import app
 from attncli.i18n import LANGUAGE, en, es
 from attncli.practice import record, session
+from attncli.steps import ANSWERED
 from tests import reference
 from tests.children import as_in_the_background, sigint_by_default
 from tests.paths import ROOT, SAMPLES
@@ -505,7 +506,7 @@ def test_check_grades_the_record_as_the_tutor_did_on_the_first_try(seed: int, tm
         index += 1
         is_first = tutor.states[tutor.index].first is None
         feedback = tutor.respond(line)
-        if is_first and prompt.step in session.GRADED:
+        if is_first and prompt.step in ANSWERED:
             for k, column in enumerate(prompt.columns):
                 first[(prompt.step, prompt.row, column)] = "wrong" if k in feedback.wrong else feedback.kind
         if feedback.kind == session.WRONG and feedback.retry:

@@ -57,13 +57,13 @@ from attncli.core import Steps
 from attncli.grading import CARRIED, RIGHT, TOO_FEW_DECIMALS, WRONG, Cell, Report, StepReport
 from attncli.grading.rule import allowed
 from attncli.layers import StackSteps
-from attncli.parsing.answers import STEPS, STREAM_STEPS
 from attncli.parsing.fields import FieldReader
+from attncli.steps import ANSWERED, STREAM_STEPS
 from attncli.yamldoc import Document, FieldPath, did_you_mean, kind_of
 
 CREDITS = {"full": Fraction(1), "half": Fraction(1, 2), "none": Fraction(0)}
 FIELDS = ("steps", "per_cell", "carried", "rounded")
-STEP_NAMES = (*STEPS, *STREAM_STEPS)  # what `steps:` may list: a step of the calculation or of a stacked layer
+STEP_NAMES = (*ANSWERED, *STREAM_STEPS)  # what `steps:` may list: a step of the calculation or of a stacked layer
 ROUNDING_CODES = frozenset({"rounded_early", "too_few_decimals"})
 MAX_POINTS = 10**6  # points of one step or one cell: far above any course's scale, far below a float's
 StepKey = tuple[int | None, str, int | None]  # (layer, step, head), as a StepReport names its step

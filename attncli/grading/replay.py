@@ -39,11 +39,11 @@ from attncli.grading.mistakes import (
 from attncli.grading.rule import Rule
 from attncli.parsing.answers import Answer
 from attncli.problem import Projection, Score
+from attncli.steps import Key
 
 HEAD_STAGES = STAGES[:4]
 STAGE_INDEX = {kind: i for i, kind in enumerate(STAGES)}
 SCREENS = ("dot", "scores", "weights")  # a step that, answered in full, hands on the student's numbers alone
-Key = tuple[str, int | None]  # (step, head); head None for concat and final
 Stage = tuple[str, int | None]  # (one of STAGES, head); head None for concat and final
 Reference = tuple[np.ndarray, np.ndarray, np.ndarray]  # values, radii, excluded
 Listed = tuple[list, list, list]  # a Reference as nested lists

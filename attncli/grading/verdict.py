@@ -16,7 +16,7 @@ from dataclasses import replace
 from attncli.core import Steps
 from attncli.grading.diagnose import Diagnosis
 from attncli.grading.mistakes import NO_MISTAKE, ordered
-from attncli.grading.replay import Key, Listed, Replays, StepReplays
+from attncli.grading.replay import Listed, Replays, StepReplays
 from attncli.grading.report import (
     CARRIED,
     MISSING,
@@ -29,17 +29,8 @@ from attncli.grading.report import (
     StepReport,
 )
 from attncli.grading.rule import Rule
-from attncli.parsing.answers import HEAD_STEPS, Answer, Answers
-
-DEPENDS = {
-    "queries": (),
-    "keys": (),
-    "values": (),
-    "dot": ("queries", "keys"),
-    "scores": ("queries", "keys", "dot"),
-    "weights": ("queries", "keys", "dot", "scores"),
-    "output": ("queries", "keys", "values", "dot", "scores", "weights"),
-}
+from attncli.parsing.answers import Answer, Answers
+from attncli.steps import Key, depends, order, present
 
 
 def grade(
@@ -65,7 +56,7 @@ def grade(
     coarse_steps: dict[Key, bool] = {}
     for answer in answers.steps:
         key = (answer.step, answer.head)
-        upstream = [dep for dep in _depends(key, len(steps.heads)) if dep in reports]
+        upstream = [dep for dep in depends(key, len(steps.heads)) if dep in reports]
         wrong = any(reports[dep].status in (WRONG, CARRIED) for dep in upstream)
         coarse = any(coarse_steps[dep] for dep in upstream)
         explain = diagnose is None or key in diagnose
@@ -75,7 +66,7 @@ def grade(
     for key in _required(steps, required):
         if key not in reports:
             reports[key] = StepReport(key[0], key[1], _head_name(steps, key[1]), (), (), (), MISSING, ())
-    return Report(file, tuple(reports[key] for key in _order(steps) if key in reports))
+    return Report(file, tuple(reports[key] for key in order(steps) if key in reports))
 
 
 def _coarse(report: StepReport, carry: int) -> bool:
@@ -87,32 +78,9 @@ def _head_name(steps: Steps, head: int | None) -> str | None:
     return steps.heads[head].spec.label if head is not None and len(steps.heads) > 1 else None
 
 
-def _order(steps: Steps) -> list[Key]:
-    """Every step of the calculation in order: each head's, then concat and final."""
-    return [*((step, h) for h in range(len(steps.heads)) for step in HEAD_STEPS), ("concat", None), ("final", None)]
-
-
 def _required(steps: Steps, names: Sequence[str]) -> list[Key]:
     """The steps `names` asks for that this problem has (every head's; no dot for given scores, no lone concat)."""
-    keys = []
-    for step, head in _order(steps):
-        if step not in names:
-            continue
-        if head is not None and step in ("queries", "keys", "dot") and steps.heads[head].queries is None:
-            continue
-        if step == "concat" and steps.concat is None:
-            continue
-        keys.append((step, head))
-    return keys
-
-
-def _depends(key: Key, heads: int) -> list[Key]:
-    """The answered steps whose numbers flow into `key`, for telling carried errors from rounding."""
-    step, head = key
-    if head is not None:
-        return [(dep, head) for dep in DEPENDS[step]]
-    every_head = [(dep, h) for h in range(heads) for dep in HEAD_STEPS]
-    return every_head if step == "concat" else [*every_head, ("concat", None)]
+    return [(step, head) for step, head in order(steps) if step in names and present(steps, step, head)]
 
 
 class _Grader:

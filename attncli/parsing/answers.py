@@ -22,14 +22,9 @@ from attncli.expr import WHOLE_DIGITS, whole_number
 from attncli.i18n import current_language
 from attncli.layers import LayerSteps, StackSteps
 from attncli.parsing.fields import FieldReader, row_label
+from attncli.steps import ANSWERED, HEAD_STEPS, MASKABLE, SHARED_STEPS, STREAM_STEPS, labels, matrix, present
 from attncli.yamldoc import Document, FieldPath, did_you_mean, kind_of
 
-HEAD_STEPS = ("queries", "keys", "values", "dot", "scores", "weights", "output")
-SHARED_STEPS = ("concat", "final")
-STEPS = (*HEAD_STEPS, *SHARED_STEPS)
-# A stacked layer's streams: N(X_l) with its norm placed pre, X_l + Attn with it placed post, X_{l+1} what it leaves
-STREAM_STEPS = ("normed", "residual", "stream")
-MASKABLE = ("dot", "scores", "weights")
 MASK_WORDS = ("masked", "-inf", "-∞", "-infinity")
 NOT_ANSWERED = "?"  # what a template holds in every cell; left there (or empty), the cell is not answered
 SETTINGS = ("tolerance", "carry", "min_decimals", "require")  # how the file asks to be graded
@@ -91,7 +86,7 @@ class LayerAnswers:
     """One stacked layer's answers: its attention's steps (None when only its streams are answered), its streams."""
 
     attention: Answers | None
-    streams: tuple[Answer, ...]  # in the order of STREAM_STEPS
+    streams: tuple[Answer, ...]  # in the order of attncli.steps.STREAM_STEPS
 
 
 @dataclass(frozen=True)
@@ -138,11 +133,7 @@ def parse_stack(
 
 def stream_steps(layer: LayerSteps) -> dict[str, np.ndarray]:
     """The streams of `layer` a student computes, by name: normed (placed pre), residual (placed post), stream."""
-    place = None if layer.layer.norm is None else layer.layer.norm.place
-    found = {"normed": layer.normed} if place == "pre" else {}
-    if place == "post":
-        found["residual"] = layer.residual
-    return {**found, "stream": layer.output}
+    return {name: found for name in STREAM_STEPS if (found := matrix(layer, name)) is not None}
 
 
 def read_settings(document: Document) -> Settings:
@@ -189,8 +180,8 @@ def step_list(text: str) -> tuple[str, ...]:
     """`--require dot,scores`: the step names, each one that can be answered (an AttnError otherwise)."""
     names = tuple(name.strip() for name in text.split(",") if name.strip())
     for name in names:
-        if name not in STEPS:
-            hint = did_you_mean(name, STEPS) or phrase("check.known_steps", names=", ".join(STEPS))
+        if name not in ANSWERED:
+            hint = did_you_mean(name, ANSWERED) or phrase("check.known_steps", names=", ".join(ANSWERED))
             raise fail("check.unknown_step", name=name, hint=hint)
     return names
 
@@ -263,7 +254,7 @@ class _Reader(FieldReader):
     ) -> Answers | None:
         """The steps answered in the mapping `section` at `path` (`more`: other names it may hold); None for none."""
         assert self.steps is not None
-        self.check_fields(section, path, (*STEPS, "heads", *more), "check.known_steps")
+        self.check_fields(section, path, (*ANSWERED, "heads", *more), "check.known_steps")
         heads = len(self.steps.heads)
         top = [name for name in HEAD_STEPS if name in section]
         if "heads" in section:
@@ -307,30 +298,18 @@ class _Reader(FieldReader):
 
     def shape(self, path: FieldPath, step: str, head: int | None) -> _Shape:
         assert self.steps is not None
+        problem = self.steps.problem
         if step in STREAM_STEPS:
-            matrix = self.streams[step]
-            return _Shape(self.steps.problem.tokens, _coordinates(matrix.shape[1]), False, None, matrix)
-        problem, steps = self.steps.problem, self.steps
-        queries, tokens = problem.query_tokens, problem.tokens
-        if head is None:
-            matrix = steps.concat if step == "concat" else steps.output
-            if matrix is None:
-                raise self.error(path, "check.no_concat")
-            return _Shape(queries, _coordinates(matrix.shape[1]), False, None, matrix)
-        head_steps = steps.heads[head]
-        if step in ("queries", "keys", "dot") and head_steps.queries is None:
+            truth = self.streams[step]
+        elif head is None and not present(self.steps, step):
+            raise self.error(path, "check.no_concat")
+        elif not present(self.steps, step, head):
             raise self.error(path, "check.scores_given", step=step)
-        if step in MASKABLE:
-            matrix = {"dot": head_steps.dot, "scores": head_steps.scores, "weights": head_steps.weights}[step]
-            return _Shape(queries, tokens, True, problem.mask, matrix)
-        matrix = {
-            "queries": head_steps.queries,
-            "keys": head_steps.keys,
-            "values": head_steps.values,
-            "output": head_steps.output,
-        }[step]
-        rows = queries if step in ("queries", "output") else tokens
-        return _Shape(rows, _coordinates(matrix.shape[1]), False, None, matrix)
+        else:
+            truth = matrix(self.steps, step, head)
+        rows, columns = labels(problem, step, truth.shape[1])
+        maskable = step in MASKABLE
+        return _Shape(rows, columns, maskable, problem.mask if maskable else None, truth)
 
     def answer(self, path: FieldPath, value: object, step: str, head: int | None) -> Answer:
         """One step in whatever form fits: rows, a mapping token: row, one query's row or column, or as written."""
@@ -515,7 +494,3 @@ def _label(matrix: FieldPath, index: int, names: tuple[str, ...] | None, languag
 def _largest(matrix: np.ndarray) -> float:
     finite = np.abs(matrix[np.isfinite(matrix)])
     return float(finite.max()) if finite.size else 0.0
-
-
-def _coordinates(count: int) -> tuple[str, ...]:
-    return tuple(str(j + 1) for j in range(count))

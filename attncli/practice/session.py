@@ -24,19 +24,18 @@ import numpy as np
 from attncli import grading
 from attncli.core import HeadSteps, Steps
 from attncli.errors import AttnError, fail
+from attncli.grading import mistakes
+from attncli.grading.rule import Rule
 from attncli.i18n import current_language
-from attncli.parsing.answers import HEAD_STEPS, Answer, Answers, Entry, Settings, decimals
-from attncli.problem import Projection
+from attncli.parsing.answers import Answer, Answers, Entry, Settings, decimals
 from attncli.render.numbers import entry, fixed, sum_of_products
 from attncli.render.walk import Terms, arithmetic, arithmetic_text
+from attncli.steps import ANSWERED, TUTORED, computed, labels, matrix, order
 from attncli.yamldoc import finite_number
 
 LEVELS = (1, 2, 3)  # 1: every product of a weight and a value too; 2: cell by cell; 3: whole rows
 LEVEL = 2
 DECIMALS = 4  # how a shown answer is written, as in `generate --answers`
-GRADED = ("queries", "keys", "values", "dot", "scores", "weights", "output", "concat", "final")  # check's steps
-STEPS = ("queries", "keys", "values", "dot", "scale", "scores", "exp", "sum", "weights", "product", "output")
-STEPS += ("concat", "final")
 COMMANDS = {
     "hint": "hint",
     "pista": "hint",
@@ -71,7 +70,7 @@ _SPANISH_SEPARATOR = re.compile(r"(?<!\d),|,(?!\d)")
 class Prompt:
     """One thing to compute: a step, for one head and one row, over some cells."""
 
-    step: str  # one of STEPS
+    step: str  # one of attncli.steps.TUTORED
     head: int | None  # None for concat and final
     row: int  # the query; the token for keys and values; 0 for the scale
     columns: tuple[int, ...]  # keys (dot, scores, exp, weights) or coordinates; () for the scale and the sum
@@ -132,12 +131,10 @@ def prompts(steps: Steps, level: int = LEVEL) -> tuple[Prompt, ...]:
     found: list[Prompt] = []
     whole = level >= 3
     for h, head in enumerate(steps.heads):
-        spec = head.spec
-        for step, operand, matrix in (("queries", spec.queries, head.queries), ("keys", spec.keys, head.keys)):
-            if isinstance(operand, Projection) and matrix is not None:
-                found += [Prompt(step, h, i, tuple(range(matrix.shape[1]))) for i in range(matrix.shape[0])]
-        if isinstance(spec.values, Projection):
-            found += [Prompt("values", h, i, tuple(range(head.values.shape[1]))) for i in range(head.values.shape[0])]
+        for name in ("queries", "keys", "values"):  # the projections, when the problem gives x and W
+            vectors = matrix(steps, name, h) if computed(steps, name, h) else None
+            if vectors is not None:
+                found += [Prompt(name, h, i, tuple(range(vectors.shape[1]))) for i in range(vectors.shape[0])]
         for i in range(len(problem.query_tokens)):
             keys = tuple(j for j in range(len(problem.tokens)) if problem.mask[i, j])
             if head.queries is not None:
@@ -232,7 +229,7 @@ class Session:
         """`settings`: the problem file's own tolerance:, carry: and min_decimals:, which check would use too."""
         self.steps = steps
         self.settings = settings or Settings()
-        self.carry = self.settings.carry if self.settings.carry is not None else grading.CARRY
+        self.rule = Rule.chosen(None, None, None, self.settings)  # check's rule, with the file's settings
         self.level = level
         self.prompts = prompts(steps, level)
         self.states = [_State() for _ in self.prompts]
@@ -334,21 +331,21 @@ class Session:
 
     def judge(self, prompt: Prompt, given: tuple[Entry, ...]) -> tuple[str, tuple[str, ...], tuple[int, ...]]:
         """RIGHT, CARRIED or WRONG, the codes of the classic mistakes that reproduce the answer, the wrong cells."""
-        if prompt.step in GRADED:
+        if prompt.step in ANSWERED:
             return self._graded(prompt, given)
         expected = self._expected(prompt)
         truth = self.truth(prompt)
         wrong = tuple(
             k
             for k, (e, (value, radius)) in enumerate(zip(given, expected))
-            if not self.agrees(e, value, radius) and not self.agrees(e, truth[k], 0.0)
+            if not self.rule.agrees(e, value, radius) and not self.rule.agrees(e, truth[k], 0.0)
         )
         if not wrong:
             return RIGHT, (), ()
         codes = tuple(
             code
             for code, values in self._slips(prompt)
-            if all(self.agrees(e, v, r) for e, (v, r) in zip(given, values))
+            if all(self.rule.agrees(e, v, r) for e, (v, r) in zip(given, values))
         )
         return WRONG, tuple(dict.fromkeys(codes)), wrong
 
@@ -369,7 +366,7 @@ class Session:
         """The answers as first given, as `check` reads them from the record; `prompt`'s step holds `given` alone."""
         cells: dict[tuple[str, int | None], list[list[Entry | None]]] = {}
         for other, state in zip(self.prompts, self.states):
-            if other.step not in GRADED:
+            if other.step not in ANSWERED:
                 continue
             if prompt is not None and (other.step, other.head) == (prompt.step, prompt.head):
                 continue
@@ -379,7 +376,7 @@ class Session:
             self._fill(cells, prompt, given)
         found = [
             Answer(step, head, *self._labels(step, head), tuple(tuple(row) for row in cells[(step, head)]))
-            for step, head in self._order()
+            for step, head in order(self.steps)
             if (step, head) in cells
         ]
         s = self.settings
@@ -393,32 +390,15 @@ class Session:
         for (i, j), entry_ in zip(_positions(prompt), given):
             cells[key][i][j] = entry_
 
-    def _order(self) -> list[tuple[str, int | None]]:
-        return [*((s, h) for h in range(len(self.steps.heads)) for s in HEAD_STEPS), ("concat", None), ("final", None)]
-
     def _labels(self, step: str, head: int | None) -> tuple[tuple[str, ...], tuple[str, ...]]:
         """The rows and columns of a graded step, as attncli.parsing.answers gives them."""
-        problem = self.steps.problem
-        if step in ("dot", "scores", "weights"):
-            return problem.query_tokens, problem.tokens
-        rows = problem.tokens if step in ("keys", "values") else problem.query_tokens
-        return rows, tuple(str(c + 1) for c in range(self._matrix(step, head).shape[1]))
+        return labels(self.steps.problem, step, self._matrix(step, head).shape[1])
 
     def _matrix(self, step: str, head: int | None) -> np.ndarray:
         """The true matrix of a step that has one (each cell a prompt's cell)."""
-        if head is None:
-            return self.steps.concat if step == "concat" else self.steps.output
-        h = self.steps.heads[head]
-        return {
-            "queries": h.queries,
-            "keys": h.keys,
-            "values": h.values,
-            "dot": h.dot,
-            "scores": h.scores,
-            "exp": h.exp,
-            "weights": h.weights,
-            "output": h.output,
-        }[step]
+        found = matrix(self.steps, step, head)
+        assert found is not None, step
+        return found
 
     def truth(self, prompt: Prompt) -> tuple[float, ...]:
         """The right numbers of a prompt."""
@@ -441,7 +421,7 @@ class Session:
             here = (prompt.step, prompt.head, prompt.row) == (step, head, row) and state.kept is not None
             if here and (column in prompt.columns or (not prompt.columns and column == 0)):
                 e = state.kept[prompt.columns.index(column) if prompt.columns else 0]
-                return e.value, self.radius(e)
+                return e.value, self.rule.kept(e)
         if step == "scores" and not _asks_scores(self.steps, head):  # unscaled: the scores are q·k (or given)
             return (
                 self.kept("dot", head, row, column)
@@ -474,10 +454,11 @@ class Session:
         """The classic mistakes of the steps check does not grade, each with the numbers it gives."""
         h, i = prompt.head, prompt.row
         head = self.steps.heads[h]
-        if prompt.step == "scale":
-            d_k, d_v = head.keys.shape[1], head.values.shape[1]
-            slips = [("missing_scale", 1.0), ("wrong_scale", 1 / d_k), ("wrong_scale", math.sqrt(d_k))]
-            slips += [("wrong_scale", 1 / math.sqrt(n)) for n in (d_v, len(self.steps.problem.tokens)) if n != d_k]
+        if prompt.step == "scale":  # grading's wrong scales: 1/d_k, √d_k, and 1/√d_v, 1/√S where they are not 1/√d_k
+            d_k, d_v, keys = head.keys.shape[1], head.values.shape[1], len(self.steps.problem.tokens)
+            wrong = mistakes.wrong_scales(self.steps, h)
+            slips = [("missing_scale", 1.0), ("wrong_scale", wrong["d_k"]), ("wrong_scale", wrong["times_sqrt_d_k"])]
+            slips += [("wrong_scale", wrong[name]) for name, n in (("sqrt_d_v", d_v), ("sqrt_keys", keys)) if n != d_k]
             return [(code, [(value, 0.0)]) for code, value in slips if not math.isclose(value, head.spec.score.scale)]
         if prompt.step == "exp":
             slips = [("no_exp", [self.kept("scores", h, i, j) for j in prompt.columns])]
@@ -562,21 +543,6 @@ class Session:
             return [self.kept("concat", None, i, c)[0] for c in range(self.steps.concat.shape[1])]
         return [self.kept("output", 0, i, c)[0] for c in range(self.steps.heads[0].output.shape[1])]
 
-    def radius(self, e: Entry) -> float:
-        """How far the number a student wrote may be from the one they kept: as check's rule, at the carry or more."""
-        return 0.5 * 10.0**-e.decimals if e.decimals is not None and e.decimals >= self.carry else 0.0
-
-    def agrees(self, e: Entry, value: float, radius: float) -> bool:
-        """check's rule: within half a unit of the last decimal written of `value`, widened by `radius`
-        (within the file's tolerance:, when it sets one)."""
-        if not math.isfinite(value):
-            return False
-        if self.settings.tolerance is not None:
-            return abs(e.value - value) <= self.settings.tolerance
-        own = 0.0 if e.decimals is None else 0.5 * 10.0**-e.decimals
-        allowed = (own + radius) * (1 + grading.EXACT) + grading.EXACT * abs(value) + grading.EXACT_ZERO
-        return abs(e.value - value) <= allowed
-
     def summary(self) -> Summary:
         """How the session went so far."""
         rows: dict[str, dict[str, int]] = {}
@@ -585,11 +551,11 @@ class Session:
             counts[state.outcome] += 1
         right = sum(state.outcome in (FIRST, SECOND) for state in self.states)
         seconds = (self.ended if self.ended is not None else self.clock()) - self.started
-        order = [step for step in STEPS if step in rows]
-        mistakes = tuple(sorted(self.codes.items(), key=lambda item: (-item[1], grading.CODES.index(item[0]))))
+        kinds = [step for step in TUTORED if step in rows]
+        codes = tuple(sorted(self.codes.items(), key=lambda item: (-item[1], mistakes.CODES.index(item[0]))))
         return Summary(
-            tuple((step, dict(rows[step])) for step in order),
-            mistakes,
+            tuple((step, dict(rows[step])) for step in kinds),
+            codes,
             self.unexplained,
             seconds,
             len(self.prompts),
