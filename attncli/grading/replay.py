@@ -43,6 +43,7 @@ from attncli.steps import Key
 
 HEAD_STAGES = STAGES[:4]
 STAGE_INDEX = {kind: i for i, kind in enumerate(STAGES)}
+REPLAYED_SCORES = ("scaled_dot", "dot", "cosine", "general", "additive")  # the kinds `compatibility` replays
 SCREENS = ("dot", "scores", "weights")  # a step that, answered in full, hands on the student's numbers alone
 Stage = tuple[str, int | None]  # (one of STAGES, head); head None for concat and final
 Reference = tuple[np.ndarray, np.ndarray, np.ndarray]  # values, radii, excluded
@@ -350,7 +351,7 @@ def _dot(work: _Stage, h: int | None) -> None:
     else:
         queries, keys, values = (work.passed[(step, h)] for step in ("queries", "keys", "values"))
         queries, keys = _turned(head, work.mistake.rope, queries, keys, work.keep)
-        compat = _compatibility(head.spec.score, work.mistake.compat, queries, keys, values, work.keep)
+        compat = compatibility(head.spec.score, work.mistake.compat, queries, keys, values, work.keep)
     work.settle(("dot", h), compat, ~work.mask())
 
 
@@ -419,11 +420,17 @@ def _operand(spec: object, matrix: np.ndarray, keep: Callable[[str, Carried], Ca
     return interval.exact(matrix)
 
 
-def _compatibility(
+def compatibility(
     score: Score, slip: str, queries: Carried, keys: Carried, values: Carried, keep: Callable[[str, Carried], Carried]
 ) -> Carried:
-    """How well each query matches each key, before any scale, as a student computes it (or slips)."""
+    """How well each query matches each key, before any scale, as a student computes it (or slips).
+
+    A score kind without a replay here is refused (a ValueError, an internal error): graded as another kind,
+    every verdict on it could be wrong. tests/test_score_kinds.py asks every kind of SCORE_KINDS for one.
+    """
     kind = score.kind
+    if kind not in REPLAYED_SCORES:
+        raise ValueError(f"no grading replay for score kind {kind!r} (attncli.grading.replay.compatibility)")
     undefined = interval.exact(np.full((queries.t.shape[0], keys.t.shape[0]), np.nan))
     if slip == "values":
         if values.t.shape[1] != queries.t.shape[1] or kind not in ("scaled_dot", "dot"):
