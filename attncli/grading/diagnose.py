@@ -178,7 +178,7 @@ class Diagnosis:
         for axis in (0, 1):
             lines: dict[int, list[Triple]] = {}
             for triple in triples:
-                lines.setdefault(triple[axis], []).append(triple)
+                lines.setdefault(triple[0] if axis == 0 else triple[1], []).append(triple)
             borrowed = False
             for index, cells in lines.items():
                 if self.line_fits(cells, clean, axis, index):

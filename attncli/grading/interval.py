@@ -36,7 +36,7 @@ class Carried:
     def radius(self) -> np.ndarray:
         """|g|·1 + e, made once: every operation on a carried number asks for it (kept without a lock, unlike
         functools.cached_property in Python 3.11)."""
-        found = self.__dict__.get("_radius")
+        found: np.ndarray | None = self.__dict__.get("_radius")
         if found is None:
             found = np.abs(self.g).sum(axis=-1) + self.e
             object.__setattr__(self, "_radius", found)
@@ -224,7 +224,8 @@ def _same(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def _sum(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     left, right = _same(a, b)
-    return left + right
+    total: np.ndarray = left + right
+    return total
 
 
 def _broadcast(g: np.ndarray, like: np.ndarray) -> np.ndarray:

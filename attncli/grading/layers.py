@@ -14,17 +14,18 @@ passed on) and the norm placed wrong (pre for post, or post for pre).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
 from attncli import layers
+from attncli.core import Steps
 from attncli.grading import interval, verdict
 from attncli.grading.interval import Carried
 from attncli.grading.report import CARRIED, NOT_ANSWERED, RIGHT, WRONG, Cell, Report, StepReport
 from attncli.grading.rule import Rule
 from attncli.layers import LayerSteps, StackSteps
-from attncli.parsing.answers import Answer, Entry, LayerAnswers, Settings
+from attncli.parsing.answers import Answer, Answers, Entry, LayerAnswers, Settings
 from attncli.problem import Norm
 
 CODES = ("residual_forgotten", "norm_misplaced")  # a stack's slips, beside attncli.grading.CODES
@@ -45,20 +46,27 @@ def grade(
 
     Each step report names its layer (`layer`, counting from 0, and the layer's name before any head's).
     """
-    options = {"tolerance": tolerance, "carry": carry, "min_decimals": min_decimals, "require": require, "file": file}
     rule = Rule.chosen(tolerance, carry, min_decimals, settings)
+
+    def graded(attention: Steps, given: Answers) -> Report:
+        """A layer's attention graded as the one-layer problem it is, with this run's options."""
+        return verdict.grade(
+            attention, given, tolerance=tolerance, carry=carry, min_decimals=min_decimals, require=require, file=file
+        )
+
     reports: list[StepReport] = []
     written: np.ndarray | None = None  # the stream the student passed on, when they wrote all of it
     stream = interval.exact(steps.stack.x)  # (S, d) X_l as the student has it
     stream_right = True  # ... and whether it was right
     for index, (truth, given) in enumerate(zip(steps.layers, answers)):
         fed = truth if written is None else layers.through(truth.layer, written)
-        found = _attention(truth, fed, given, not stream_right, options) if given.attention is not None else []
+        attention = given.attention
+        found = _attention(truth, fed, attention, not stream_right, graded) if attention is not None else []
         output, output_right = _output(given, truth, found, rule)
         streams = _Streams(truth, stream, output, rule, {"x": stream_right, "z": output_right})
         judged = streams.judge(given.streams)
-        if truth.layer.norm is not None and any(report.status == WRONG for report in found):
-            moved = verdict.grade(streams.norm_moved(fed).attention, given.attention, **options)
+        if attention is not None and truth.layer.norm is not None and any(r.status == WRONG for r in found):
+            moved = graded(streams.norm_moved(fed).attention, attention)
             again = {(step.step, step.head): step.status for step in moved.steps}
             found = [_named(report, again) for report in found]
         normed = [report for report in judged if report.step == "normed"]  # before the attention that reads it
@@ -71,14 +79,14 @@ def grade(
 
 
 def _attention(
-    truth: LayerSteps, fed: LayerSteps, given: LayerAnswers, inherited: bool, options: dict
+    truth: LayerSteps, fed: LayerSteps, given: Answers, inherited: bool, graded: Callable[[Steps, Answers], Report]
 ) -> list[StepReport]:
     """The layer's attention against the truth, and against what the student's own stream gives (`fed`): a step
     right only from their stream is right when that stream was (their rounding), carried when it was not."""
-    report = verdict.grade(truth.attention, given.attention, **options)
+    report = graded(truth.attention, given)
     if fed is truth:
         return list(report.steps)
-    own = {(step.step, step.head): step for step in verdict.grade(fed.attention, given.attention, **options).steps}
+    own = {(step.step, step.head): step for step in graded(fed.attention, given).steps}
     return [
         (_carried(own[(step.step, step.head)]) if inherited else own[(step.step, step.head)])
         if _better(step, own.get((step.step, step.head)))
@@ -130,9 +138,10 @@ def _kept(matrix: np.ndarray, rule: Rule) -> Carried:
 
 
 def _known(answer: Answer, rule: Rule) -> Carried:
-    """What a student wrote, each number standing for the one they kept (`Rule.kept`)."""
-    values = np.array([[e.value for e in row] for row in answer.cells], dtype=np.float64)
-    half = [[rule.kept(e) for e in row] for row in answer.cells]
+    """What a student wrote in a complete answer (`_complete`), each number standing for the one they kept."""
+    entries = [[e for e in row if e is not None] for row in answer.cells]  # all of them: the answer is complete
+    values = np.array([[e.value for e in row] for row in entries], dtype=np.float64)
+    half = [[rule.kept(e) for e in row] for row in entries]
     return interval.known(values, np.array(half, dtype=np.float64))
 
 
@@ -167,10 +176,15 @@ class _Streams:
         """normed, residual and stream from the stream x read, the attention output z (and a residual written)."""
         total = interval.add(x, z)
         summed = total if residual is None else residual
-        out = {"residual": total, "stream": normalise(summed, self.norm) if place == "post" else total}
+        out = {"residual": total, "stream": self.normed(summed) if place == "post" else total}
         if place == "pre":
-            out["normed"] = normalise(x, self.norm)
+            out["normed"] = self.normed(x)
         return out
+
+    def normed(self, rows: Carried) -> Carried:
+        """`rows` through the layer's norm (placed pre or post, wherever a chain places it: the layer has one)."""
+        assert self.norm is not None, "a norm is placed only where the layer has one"
+        return normalise(rows, self.norm)
 
     def judge(self, answers: Sequence[Answer]) -> list[StepReport]:
         """Each stream answered, in order: a residual sum written in full is what the student normalises after."""
@@ -232,8 +246,9 @@ class _Streams:
     def norm_moved(self, fed: LayerSteps) -> LayerSteps:
         """The layer with its norm placed the other way, fed what the student read."""
         other = "post" if self.place == "pre" else "pre"
-        layer = self.truth.layer
-        return layers.through(layer._replace(norm=layer.norm._replace(place=other)), fed.input)
+        layer, norm = self.truth.layer, self.norm
+        assert norm is not None, "only a layer with a norm has it placed wrong"
+        return layers.through(layer._replace(norm=norm._replace(place=other)), fed.input)
 
 
 def normalise(rows: Carried, norm: Norm) -> Carried:

@@ -16,7 +16,7 @@ from dataclasses import dataclass, fields, replace
 
 import numpy as np
 
-from attncli.core import Steps
+from attncli.core import HeadSteps, Steps
 from attncli.problem import Problem, Projection
 
 CODES = (
@@ -209,7 +209,7 @@ def _inapplicable_scales(steps: Steps) -> list[float]:
     factors = []
     for head in steps.heads:
         if head.spec.score.kind == "dot" or head.queries is None:
-            candidates = widths | {head.values.shape[1]} if head.queries is None else {head.keys.shape[1]}
+            candidates = widths | {head.values.shape[1]} if head.queries is None else {head.k.shape[1]}
             factors += [1 / math.sqrt(d) for d in sorted(candidates) if d > 1]
     return sorted(set(factors))
 
@@ -221,7 +221,7 @@ def mask_of(kind: str, mask: np.ndarray, problem: Problem) -> np.ndarray:
         return mask
     if kind == "upper_left":
         padded = np.isin(np.array(problem.tokens, dtype=object), np.array(problem.mask_rule.padding, dtype=object))
-        return np.tri(*mask.shape, dtype=bool) & ~padded[None, :]
+        return np.tri(*mask.shape, dtype=np.bool_) & ~padded[None, :]
     if kind == "none":
         return np.ones_like(mask)
     if kind == "inverted":
@@ -250,21 +250,20 @@ def scale_of(mistake: Mistake, steps: Steps, h: int) -> float:
         return 1.0
     if score.kind != "scaled_dot":
         return score.scale
-    wrong = wrong_scales(steps, h)[kind]
+    wrong = wrong_scales(head, steps.problem)[kind]
     return score.scale if math.isclose(wrong, 1.0) else wrong  # a factor of 1 is missing_scale, not wrong_scale
 
 
-def wrong_scales(steps: Steps, h: int) -> dict[str, float]:
-    """The factors a student may take for head `h`'s 1/√d_k, by WRONG_SCALES' names (the head has keys)."""
-    head = steps.heads[h]
-    d_k, d_v = head.keys.shape[1], head.values.shape[1]
+def wrong_scales(head: HeadSteps, problem: Problem) -> dict[str, float]:
+    """The factors a student may take for `head`'s 1/√d_k, by WRONG_SCALES' names (the head has keys)."""
+    d_k, d_v = head.k.shape[1], head.values.shape[1]
     queries = head.spec.queries
     d_model = queries.x.shape[1] if isinstance(queries, Projection) else d_k
     return {
         "d_k": 1 / d_k,
         "sqrt_d_v": 1 / math.sqrt(d_v),
         "sqrt_d_model": 1 / math.sqrt(d_model),
-        "sqrt_keys": 1 / math.sqrt(len(steps.problem.tokens)),
-        "sqrt_queries": 1 / math.sqrt(len(steps.problem.query_tokens)),
+        "sqrt_keys": 1 / math.sqrt(len(problem.tokens)),
+        "sqrt_queries": 1 / math.sqrt(len(problem.query_tokens)),
         "times_sqrt_d_k": math.sqrt(d_k),
     }

@@ -91,7 +91,7 @@ class Solved:
     def __init__(self, steps: Steps, carry: int) -> None:
         self.steps = steps
         self.carry = carry
-        self.stages = [*((kind, h) for h in range(len(steps.heads)) for kind in HEAD_STAGES)]
+        self.stages: list[Stage] = [*((kind, h) for h in range(len(steps.heads)) for kind in HEAD_STAGES)]
         self.stages += [("output", h) for h in range(len(steps.heads))]
         self.stages += [("concat", None)] * (steps.concat is not None) + [("final", None)]
         self.first = {kind: min(i for i, (k, _) in enumerate(self.stages) if k == kind) for kind, _ in self.stages}
@@ -290,7 +290,10 @@ def _advance(
         work.carry_on(key)
     work.pending.clear()
     kind, h = stage
-    _STAGE_WORK[kind](work, h)
+    if h is None:
+        _SHARED_WORK[kind](work)
+    else:
+        _HEAD_WORK[kind](work, h)
     return Pass(work.computed, work.excluded, work.passed, work.noise.count, work.pending[0])
 
 
@@ -336,15 +339,15 @@ class _Stage:
         return mask_of(self.mistake.mask, self.problem.mask, self.problem)
 
 
-def _inputs(work: _Stage, h: int | None) -> None:
+def _inputs(work: _Stage, h: int) -> None:
     head = work.steps.heads[h]
     work.settle(("values", h), _operand(head.spec.values, head.values, work.keep), last=head.queries is None)
     if head.queries is not None:
-        work.settle(("queries", h), _operand(head.spec.queries, head.queries, work.keep), last=False)
-        work.settle(("keys", h), _operand(head.spec.keys, head.keys, work.keep))
+        work.settle(("queries", h), _operand(head.spec.queries, head.q, work.keep), last=False)
+        work.settle(("keys", h), _operand(head.spec.keys, head.k, work.keep))
 
 
-def _dot(work: _Stage, h: int | None) -> None:
+def _dot(work: _Stage, h: int) -> None:
     head = work.steps.heads[h]
     if head.queries is None:
         compat = interval.exact(head.dot)
@@ -355,7 +358,7 @@ def _dot(work: _Stage, h: int | None) -> None:
     work.settle(("dot", h), compat, ~work.mask())
 
 
-def _scores(work: _Stage, h: int | None) -> None:
+def _scores(work: _Stage, h: int) -> None:
     mistake, problem, mask = work.mistake, work.problem, work.mask()
     scale = _scale_carried(scale_of(mistake, work.steps, h), mistake, work.carry, work.noise)
     scores = interval.times(work.passed[("dot", h)], scale)
@@ -365,12 +368,12 @@ def _scores(work: _Stage, h: int | None) -> None:
     work.settle(("scores", h), scores, ~mask)
 
 
-def _weights(work: _Stage, h: int | None) -> None:
+def _weights(work: _Stage, h: int) -> None:
     scores = work.passed[("scores", h)]
     work.settle(("weights", h), _normalise(scores, work.mistake, work.keep), np.isneginf(scores.t))
 
 
-def _output(work: _Stage, h: int | None) -> None:
+def _output(work: _Stage, h: int) -> None:
     mistake, passed = work.mistake, work.passed
     mixed = passed[("values", h)]
     keys = passed.get(("keys", h))
@@ -385,12 +388,12 @@ def _output(work: _Stage, h: int | None) -> None:
     work.settle(("output", h), interval.matmul(used, mixed))
 
 
-def _concat(work: _Stage, h: int | None) -> None:
+def _concat(work: _Stage) -> None:
     order = work.mistake.order or tuple(range(len(work.steps.heads)))
     work.settle(("concat", None), interval.join([work.passed[("output", h)] for h in order]))
 
 
-def _final(work: _Stage, h: int | None) -> None:
+def _final(work: _Stage) -> None:
     steps, problem = work.steps, work.problem
     if steps.concat is None:
         work.settle(("final", None), work.passed[("output", 0)])
@@ -402,15 +405,14 @@ def _final(work: _Stage, h: int | None) -> None:
         work.settle(("final", None), interval.matmul(concat, work.keep("final", interval.exact(problem.w_o))))
 
 
-_STAGE_WORK: dict[str, Callable[[_Stage, int | None], None]] = {
+_HEAD_WORK: dict[str, Callable[[_Stage, int], None]] = {
     "inputs": _inputs,
     "dot": _dot,
     "scores": _scores,
     "weights": _weights,
     "output": _output,
-    "concat": _concat,
-    "final": _final,
 }
+_SHARED_WORK: dict[str, Callable[[_Stage], None]] = {"concat": _concat, "final": _final}
 
 
 def _operand(spec: object, matrix: np.ndarray, keep: Callable[[str, Carried], Carried]) -> Carried:
@@ -441,6 +443,8 @@ def compatibility(
             return undefined
         return interval.matmul(queries, keys)  # row i of Q times column j of K
     if kind == "additive":
+        assert score.w_query is not None and score.w_key is not None, "an additive score has W_query and W_key"
+        assert score.v is not None, "an additive score has v"
         a = keep("queries", interval.matmul(queries, keep("inputs", interval.exact(score.w_query))))
         b = keep("keys", interval.matmul(keys, keep("inputs", interval.exact(score.w_key))))
         hidden = interval.add(interval.expand(a, 1), interval.expand(b, 0))  # (L, S, d_a)
@@ -449,6 +453,7 @@ def compatibility(
         return interval.matmul(hidden, keep("inputs", interval.exact(score.v)))
     keys_t = interval.transpose(keys)
     if kind == "general":
+        assert score.w is not None, "a general score's W"
         return interval.matmul(
             keep("queries", interval.matmul(queries, keep("inputs", interval.exact(score.w)))), keys_t
         )

@@ -13,11 +13,12 @@ import functools
 import math
 import re
 from dataclasses import dataclass
+from typing import TypeGuard
 
 import numpy as np
 
 from attncli.core import Steps
-from attncli.errors import AttnError, fail, listed, phrase
+from attncli.errors import AttnError, Message, fail, listed, phrase
 from attncli.expr import WHOLE_DIGITS, whole_number
 from attncli.i18n import current_language
 from attncli.layers import LayerSteps, StackSteps
@@ -300,13 +301,14 @@ class _Reader(FieldReader):
         assert self.steps is not None
         problem = self.steps.problem
         if step in STREAM_STEPS:
-            truth = self.streams[step]
+            truth: np.ndarray | None = self.streams[step]
         elif head is None and not present(self.steps, step):
             raise self.error(path, "check.no_concat")
         elif not present(self.steps, step, head):
             raise self.error(path, "check.scores_given", step=step)
         else:
             truth = matrix(self.steps, step, head)
+        assert truth is not None, step  # a step the problem has
         rows, columns = labels(problem, step, truth.shape[1])
         maskable = step in MASKABLE
         return _Shape(rows, columns, maskable, problem.mask if maskable else None, truth)
@@ -348,12 +350,13 @@ class _Reader(FieldReader):
             grid = [
                 self.fit_row(path, row_path, row, step, shape, i) for i, (row_path, row) in enumerate(zip(paths, value))
             ]
-            if all(cells is not None for cells in grid):
-                return self.fitted(step, head, shape, grid)
+            fitting = [cells for cells in grid if cells is not None]
+            if len(fitting) == len(grid):
+                return self.fitted(step, head, shape, fitting)
         elif len(value) == m and all(isinstance(row, list) and len(row) == n for row in value):
             columns = [self.cells(row_path, row, step) for row_path, row in zip(paths, value)]
-            cells = tuple(tuple(column[i] for column in columns) for i in range(n))
-            return Answer(step, head, shape.rows, shape.columns, cells, transposed=True)
+            turned = tuple(tuple(column[i] for column in columns) for i in range(n))
+            return Answer(step, head, shape.rows, shape.columns, turned, transposed=True)
         return self.as_written(step, head, shape, [self.cells(p, row, step) for p, row in zip(paths, value)])
 
     def mapping(self, path: FieldPath, value: dict, step: str, head: int | None, shape: _Shape) -> Answer:
@@ -383,18 +386,18 @@ class _Reader(FieldReader):
             raise self.error(path, "check.ambiguous_name", name=name)
         return rows.index(name)
 
-    def label(self, matrix: FieldPath, shape: _Shape, index: int) -> str:
+    def label(self, matrix: FieldPath, shape: _Shape, index: int) -> Message:
         """`answers.weights, row 2 (river)`: where a row is, for messages."""
         return _label(matrix, index, shape.rows if index < len(shape.rows) else None, current_language())
 
-    def check_row(self, path: FieldPath, row: object, label: str) -> None:
+    def check_row(self, path: FieldPath, row: object, label: Message) -> None:
         """A row must be a non-empty list of numbers; `0.1 0.2 0.3` typed without commas gets its own message."""
         if isinstance(row, str) and _SPACED.fullmatch(row.strip()):
             raise self.error(path, "check.spaces", label, text=row.strip())
         if not all(map(_is_scalar, self.row(path, row, label))):
             raise self.error(path, "problem.not_row", label, got=kind_of(row))
 
-    def check_commas(self, path: FieldPath, row: object, label: str, shape: _Shape, widths: set[int]) -> None:
+    def check_commas(self, path: FieldPath, row: object, label: Message, shape: _Shape, widths: set[int]) -> None:
         """`[0,6652, 0,2447]` unquoted is four whole numbers to YAML; when no width fits them, whole numbers that
         large cannot be the step's, and read in pairs they fit, it is a decimal comma (in any language)."""
         if not isinstance(row, list) or len(row) in widths or len(row) // 2 not in widths or len(row) % 2:
@@ -438,7 +441,7 @@ class _Reader(FieldReader):
             return cells
         return None
 
-    def cells(self, path: FieldPath, row: object, step: str, label: str | None = None) -> list[Entry | None]:
+    def cells(self, path: FieldPath, row: object, step: str, label: Message | None = None) -> list[Entry | None]:
         """A row as written, whatever its width (a mapping's cells in the order given)."""
         if isinstance(row, dict):
             return [self.entry((*path, name), cell, step, label) for name, cell in row.items()]
@@ -451,7 +454,7 @@ class _Reader(FieldReader):
             cells.append(_number(text, float(cell)) if text is not None else self.entry((*path, j), cell, step, label))
         return cells
 
-    def entry(self, path: FieldPath, value: object, step: str, label: str | None = None) -> Entry | None:
+    def entry(self, path: FieldPath, value: object, step: str, label: Message | None = None) -> Entry | None:
         """One cell: a number, a masked mark, or None when left as `?`."""
         if isinstance(value, (list, dict)):
             raise self.error(path, "problem.not_number", got=kind_of(value))
@@ -474,7 +477,7 @@ class _Reader(FieldReader):
         return Entry(text, self.number(path, value, label), decimals(text))
 
 
-def _plain(value: object) -> bool:
+def _plain(value: object) -> TypeGuard[float | int]:
     """A finite YAML number, exactly a float: what most cells are."""
     return (type(value) is float and math.isfinite(value)) or (type(value) is int and abs(value) < 2**53)
 
@@ -486,7 +489,7 @@ def _number(text: str, value: float) -> Entry:
 
 
 @functools.lru_cache(maxsize=4096)
-def _label(matrix: FieldPath, index: int, names: tuple[str, ...] | None, language: str) -> str:
+def _label(matrix: FieldPath, index: int, names: tuple[str, ...] | None, language: str) -> Message:
     """`row_label`, kept: every homework of a class has the same rows; `language` keys the cache (labels are text)."""
     return row_label(matrix, index, names)
 

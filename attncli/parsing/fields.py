@@ -101,7 +101,7 @@ class FieldReader:
             hint = did_you_mean(name, known) or phrase(names_hint, names=", ".join(known))
             raise self.error((*path, name), "problem.unknown_field", name=name, hint=hint)
 
-    def number(self, path: FieldPath, value: object, field: str | None = None) -> float:
+    def number(self, path: FieldPath, value: object, field: str | Message | None = None) -> float:
         """A finite number: a YAML number or an arithmetic expression such as `sqrt(2)/2`."""
         try:
             return finite_number(value)
@@ -146,7 +146,7 @@ class FieldReader:
                 raise self.error((*path, index), "problem.name_too_long", length=len(str(item)), limit=MAX_NAME)
         return tuple(self.plain_text((*path, index), str(item)) for index, item in enumerate(value))
 
-    def row(self, path: FieldPath, value: object, label: str, width: int | None = None) -> list:
+    def row(self, path: FieldPath, value: object, label: str | Message, width: int | None = None) -> list:
         """The cells of one row (a non-empty list; `width` of them when given), not yet read as numbers."""
         if not isinstance(value, list) or not value:
             raise self.error(path, "problem.not_row", label, got=kind_of(value))

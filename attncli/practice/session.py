@@ -16,7 +16,7 @@ import math
 import re
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 import numpy as np
@@ -141,7 +141,7 @@ def prompts(steps: Steps, level: int = LEVEL) -> tuple[Prompt, ...]:
                 found += _each("dot", h, i, keys, whole)
                 if i == 0 and _scaled(head):
                     found.append(Prompt("scale", h, 0, ()))
-            if _asks_scores(steps, h):
+            if _asks_scores(head):
                 found += _each("scores", h, i, keys, whole)
             found += [*_each("exp", h, i, keys, whole), Prompt("sum", h, i, ())]
             found += _each("weights", h, i, keys, whole)
@@ -168,9 +168,9 @@ def _scaled(head: HeadSteps) -> bool:
     return head.queries is not None and not math.isclose(head.spec.score.scale, 1.0)
 
 
-def _asks_scores(steps: Steps, h: int) -> bool:
+def _asks_scores(head: HeadSteps) -> bool:
     """Whether the scores differ from what came before: scaled, or a bias added."""
-    return _scaled(steps.heads[h]) or steps.heads[h].bias is not None
+    return _scaled(head) or head.bias is not None
 
 
 def parse(text: str, count: int) -> tuple[Entry, ...]:
@@ -400,16 +400,21 @@ class Session:
         assert found is not None, step
         return found
 
+    def _head(self, h: int | None) -> HeadSteps:
+        """Head `h` of a prompt that belongs to one (every step but concat and final)."""
+        assert h is not None, "concat and final belong to no head"
+        return self.steps.heads[h]
+
     def truth(self, prompt: Prompt) -> tuple[float, ...]:
         """The right numbers of a prompt."""
         if prompt.step == "scale":
-            return (self.steps.heads[prompt.head].spec.score.scale,)
+            return (self._head(prompt.head).spec.score.scale,)
         if prompt.step == "sum":
-            return (float(self.steps.heads[prompt.head].exp[prompt.row].sum()),)
+            return (float(self._head(prompt.head).exp[prompt.row].sum()),)
         if prompt.step == "product":
-            head = self.steps.heads[prompt.head]
-            weight = head.weights[prompt.row, prompt.key]
-            return tuple(float(weight * head.values[prompt.key, c]) for c in prompt.columns)
+            head, key = self._head(prompt.head), _key(prompt)
+            weight = head.weights[prompt.row, key]
+            return tuple(float(weight * head.values[key, c]) for c in prompt.columns)
         matrix = self._matrix(prompt.step, prompt.head)
         return tuple(float(matrix[i, j]) for i, j in _positions(prompt))
 
@@ -419,26 +424,27 @@ class Session:
         """The number the student carries for one cell, and how far it may stand from theirs (as check's rule)."""
         for prompt, state in zip(self.prompts, self.states):
             here = (prompt.step, prompt.head, prompt.row) == (step, head, row) and state.kept is not None
-            if here and (column in prompt.columns or (not prompt.columns and column == 0)):
+            if here and state.kept is not None and (column in prompt.columns or (not prompt.columns and column == 0)):
                 e = state.kept[prompt.columns.index(column) if prompt.columns else 0]
+                assert e.value is not None, "the tutor reads numbers only"
                 return e.value, self.rule.kept(e)
-        if step == "scores" and not _asks_scores(self.steps, head):  # unscaled: the scores are q·k (or given)
+        if step == "scores" and not _asks_scores(self._head(head)):  # unscaled: the scores are q·k (or given)
             return (
                 self.kept("dot", head, row, column)
-                if self.steps.heads[head].queries is not None
+                if self._head(head).queries is not None
                 else (
-                    float(self.steps.heads[head].scores[row, column]),
+                    float(self._head(head).scores[row, column]),
                     0.0,
                 )
             )
         if step == "scale":
-            return self.steps.heads[head].spec.score.scale, 0.0
+            return self._head(head).spec.score.scale, 0.0
         return float(self._matrix(step, head)[row, column]), 0.0  # not asked (given in the problem)
 
     def _expected(self, prompt: Prompt) -> list[tuple[float, float]]:
         """What each number of a step check does not grade comes to from the student's own numbers, and its widening."""
         h, i = prompt.head, prompt.row
-        head = self.steps.heads[h]
+        head = self._head(h)
         if prompt.step == "scale":
             return [(head.spec.score.scale, 0.0)]
         if prompt.step == "exp":
@@ -446,20 +452,22 @@ class Session:
         if prompt.step == "sum":
             parts = [self.kept("exp", h, i, j) for j in self._keys(i)]
             return [(sum(v for v, _ in parts), sum(r for _, r in parts))]
-        w, rw = self.kept("weights", h, i, prompt.key)
-        values = [self.kept("values", h, prompt.key, c) for c in prompt.columns]
+        w, rw = self.kept("weights", h, i, _key(prompt))
+        values = [self.kept("values", h, _key(prompt), c) for c in prompt.columns]
         return [(w * v, rw * abs(v) + abs(w) * rv + rw * rv) for v, rv in values]
 
     def _slips(self, prompt: Prompt) -> list[tuple[str, list[tuple[float, float]]]]:
         """The classic mistakes of the steps check does not grade, each with the numbers it gives."""
         h, i = prompt.head, prompt.row
-        head = self.steps.heads[h]
+        head = self._head(h)
         if prompt.step == "scale":  # grading's wrong scales: 1/d_k, √d_k, and 1/√d_v, 1/√S where they are not 1/√d_k
-            d_k, d_v, keys = head.keys.shape[1], head.values.shape[1], len(self.steps.problem.tokens)
-            wrong = mistakes.wrong_scales(self.steps, h)
-            slips = [("missing_scale", 1.0), ("wrong_scale", wrong["d_k"]), ("wrong_scale", wrong["times_sqrt_d_k"])]
-            slips += [("wrong_scale", wrong[name]) for name, n in (("sqrt_d_v", d_v), ("sqrt_keys", keys)) if n != d_k]
-            return [(code, [(value, 0.0)]) for code, value in slips if not math.isclose(value, head.spec.score.scale)]
+            d_k, d_v, tokens = head.k.shape[1], head.values.shape[1], len(self.steps.problem.tokens)
+            wrong = mistakes.wrong_scales(head, self.steps.problem)
+            factors = [("missing_scale", 1.0), ("wrong_scale", wrong["d_k"]), ("wrong_scale", wrong["times_sqrt_d_k"])]
+            factors += [
+                ("wrong_scale", wrong[name]) for name, n in (("sqrt_d_v", d_v), ("sqrt_keys", tokens)) if n != d_k
+            ]
+            return [(code, [(value, 0.0)]) for code, value in factors if not math.isclose(value, head.spec.score.scale)]
         if prompt.step == "exp":
             slips = [("no_exp", [self.kept("scores", h, i, j) for j in prompt.columns])]
             if _scaled(head):
@@ -468,10 +476,10 @@ class Session:
         if prompt.step == "sum":
             parts = [self.kept("scores", h, i, j) for j in self._keys(i)]
             return [("no_exp", [(sum(v for v, _ in parts), sum(r for _, r in parts))])]
-        w, rw = self.kept("weights", h, i, prompt.key)
+        w, rw = self.kept("weights", h, i, _key(prompt))
         slips = []
         if head.keys is not None and head.keys.shape[1] == head.values.shape[1]:
-            keys = [float(head.keys[prompt.key, c]) for c in prompt.columns]
+            keys = [float(head.keys[_key(prompt), c]) for c in prompt.columns]
             slips.append(("keys_as_values", [(w * k, rw * abs(k)) for k in keys]))
         for other in self._keys(i):
             if other != prompt.key:
@@ -494,35 +502,35 @@ class Session:
             return entry(value, p)
 
         if step == "dot":
-            written_out = arithmetic(self.steps.heads[h], i, column)
+            written_out = arithmetic(self._head(h), i, column)
             if isinstance(written_out, Terms):
                 return arithmetic_text(written_out, p).rpartition(" = ")[0]
-            head = self.steps.heads[h]
-            return f"q = {vector(head.queries[i])}, k = {vector(head.keys[column])}"
+            head = self._head(h)
+            return f"q = {vector(head.q[i])}, k = {vector(head.k[column])}"
         if step == "scale":
-            return f"1/√{self.steps.heads[h].keys.shape[1]}"
+            return f"1/√{self._head(h).k.shape[1]}"
         if step == "scores":
             dot = num(self.kept("dot", h, i, column)[0])
-            head = self.steps.heads[h]
+            head = self._head(h)
             scaled = f"{dot} × {num(self.kept('scale', h, 0, 0)[0])}" if _scaled(head) else dot
             return scaled if head.bias is None else f"{scaled} + ({num(float(head.bias[i, column]))})"
         if step == "exp":
-            shift = float(self.steps.heads[h].shift[i])
+            shift = float(self._head(h).shift[i])
             score = num(self.kept("scores", h, i, column)[0])
             return f"e^{score}" if shift == 0 else f"e^({score} − {num(shift)})"
         if step == "sum":
             return " + ".join(num(self.kept("exp", h, i, j)[0]) for j in self._keys(i))
         if step == "weights":
-            total = self._total(h, i)
+            total = self.kept("sum", h, i, 0)[0]  # the sum of e^s as the student has it (theirs when they gave it)
             return f"{num(self.kept('exp', h, i, column)[0])} / {num(total)}"
         if step == "product":
-            values = [self.kept("values", h, prompt.key, c)[0] for c in range(self.steps.heads[h].values.shape[1])]
-            return f"{num(self.kept('weights', h, i, prompt.key)[0])} × {vector(values)}"
+            values = [self.kept("values", h, _key(prompt), c)[0] for c in range(self._head(h).values.shape[1])]
+            return f"{num(self.kept('weights', h, i, _key(prompt))[0])} × {vector(values)}"
         if step == "output":
             terms = [(self.kept("weights", h, i, j)[0], self.kept("values", h, j, column)[0]) for j in self._keys(i)]
             return sum_of_products((num(w), num(v)) for w, v in terms)
         if step in ("queries", "keys", "values"):
-            operand = getattr(self.steps.heads[h].spec, step)
+            operand = getattr(self._head(h).spec, step)
             return sum_of_products((num(a), num(b)) for a, b in zip(operand.x[i], operand.w[:, column]))
         if step == "concat":
             parts = [
@@ -532,15 +540,12 @@ class Session:
             return " ‖ ".join(parts)
         concat = self._concat(i)
         w_o = self.steps.problem.w_o
+        assert w_o is not None
         return sum_of_products((num(a), num(b)) for a, b in zip(concat, w_o[:, column]))
-
-    def _total(self, h: int, i: int) -> float:
-        """The sum of e^s as the student has it (theirs when they gave it)."""
-        return self.kept("sum", h, i, 0)[0]
 
     def _concat(self, i: int) -> list[float]:
         if len(self.steps.heads) > 1:
-            return [self.kept("concat", None, i, c)[0] for c in range(self.steps.concat.shape[1])]
+            return [self.kept("concat", None, i, c)[0] for c in range(self._matrix("concat", None).shape[1])]
         return [self.kept("output", 0, i, c)[0] for c in range(self.steps.heads[0].output.shape[1])]
 
     def summary(self) -> Summary:
@@ -563,6 +568,12 @@ class Session:
         )
 
 
+def _key(prompt: Prompt) -> int:
+    """The key of a product prompt: whose weight × value it asks."""
+    assert prompt.key is not None, "only a product prompt names a key"
+    return prompt.key
+
+
 def _positions(prompt: Prompt) -> list[tuple[int, int]]:
     """The cells of a graded step a prompt asks for: (row, column)."""
     return [(prompt.row, c) for c in prompt.columns]
@@ -574,6 +585,6 @@ def _exp(score: float, radius: float, shift: float) -> tuple[float, float]:
     return value, math.exp(score - shift + radius) - value
 
 
-def vector(values: object) -> str:
+def vector(values: Iterable[float]) -> str:
     """A row as the tutor writes it: [1.4142, 0]."""
     return "[" + ", ".join(entry(float(v), DECIMALS) for v in values) + "]"

@@ -10,7 +10,7 @@ import numpy as np
 
 from attncli import __version__
 from attncli.core import Steps
-from attncli.problem import Problem
+from attncli.problem import PositionEncoding
 from attncli.steps import BY_NAME, HEAD_STEPS, SHARED_STEPS, each
 
 if TYPE_CHECKING:
@@ -65,9 +65,9 @@ def document(steps: Steps) -> dict:
     if problem.bias is not None:  # added to every head's scaled scores: heads[].bias, and heads[].scores include it
         doc["bias"] = {"kind": problem.bias.kind, "slopes": list(problem.bias.slopes)}
         for head, record in zip(steps.heads, doc["heads"]):
-            record["bias"] = head.bias.tolist()
+            record["bias"] = _matrix(head.bias)
     if problem.positions is not None:  # where each query and key stands; RoPE's turned vectors per head
-        doc["positions"] = _positions(problem)
+        doc["positions"] = _positions(problem.positions)
         for head, record in zip(steps.heads, doc["heads"]):
             if head.rotation is not None:
                 record["rope"] = {
@@ -157,9 +157,8 @@ def _head(steps: Steps, number: int) -> dict:
     return record
 
 
-def _positions(problem: Problem) -> dict:
+def _positions(encoding: PositionEncoding) -> dict:
     """The encoding, its positions, and for sinusoidal the encodings added to x (and to x_query)."""
-    encoding = problem.positions
     record = {
         "kind": encoding.kind,
         "base": encoding.base,
@@ -169,8 +168,8 @@ def _positions(problem: Problem) -> dict:
     if encoding.kind == "rope":
         record["style"] = encoding.style
     else:
-        record["encoding"] = encoding.encoding.tolist()
-        record["query_encoding"] = encoding.query_encoding.tolist()
+        record["encoding"] = _matrix(encoding.encoding)
+        record["query_encoding"] = _matrix(encoding.query_encoding)
     return record
 
 

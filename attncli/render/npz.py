@@ -41,4 +41,5 @@ def npz(steps: Steps) -> Callable[[BinaryIO], None]:
     import numpy as np
 
     arrays = npz_arrays(steps)
-    return lambda stream: np.savez(stream, **arrays)
+    save: Callable[..., None] = np.savez  # its stubs take **arrays for its keyword allow_pickle
+    return lambda stream: save(stream, **arrays)
