@@ -540,7 +540,8 @@ class Session:
             return " ‖ ".join(parts)
         concat = self._concat(i)
         w_o = self.steps.problem.w_o
-        assert w_o is not None
+        if w_o is None:  # several heads without W_O: the final output is the concatenation, its numbers copied
+            return num(concat[column])
         return sum_of_products((num(a), num(b)) for a, b in zip(concat, w_o[:, column]))
 
     def _concat(self, i: int) -> list[float]:
