@@ -15,6 +15,7 @@ rows of a place that reads the record's `backward`. Pure data and lookups: impor
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -117,8 +118,10 @@ def order(steps: Steps) -> list[Key]:
     return [*((name, h) for h in heads for name in HEAD_STEPS), *((name, None) for name in SHARED_STEPS)]
 
 
-def depends(key: Key, heads: int) -> list[Key]:
-    """The answered steps whose numbers flow into step `key` of a problem of `heads` heads, however indirectly."""
+@functools.lru_cache(maxsize=1024)
+def depends(key: Key, heads: int) -> tuple[Key, ...]:
+    """The answered steps whose numbers flow into step `key` of a problem of `heads` heads, however indirectly
+    (asked for every step of every file graded: kept)."""
     found: list[Key] = []
     waiting = [(need, key[1]) for need in BY_NAME[key[0]].needs]
     while waiting:
@@ -129,7 +132,7 @@ def depends(key: Key, heads: int) -> list[Key]:
             if (name, h) not in found:
                 found.append((name, h))
                 waiting += [(need, h) for need in step.needs]
-    return [(name, head) for name, head in sorted(found, key=lambda k: position(k[0], k[1])) if name in ANSWERED]
+    return tuple((name, head) for name, head in sorted(found, key=lambda k: position(k[0], k[1])) if name in ANSWERED)
 
 
 def position(name: str, head: int | None, layer: int | None = None) -> tuple[int, float, int]:

@@ -16,9 +16,10 @@ import numpy as np
 
 from attncli.core import Steps
 from attncli.grading.mistakes import CARRIED_STEPS, EARLY_DECIMALS, NO_MISTAKE, Mistake, ordered
-from attncli.grading.replay import Reference, StepReplays
+from attncli.grading.replay import Listed, Reference, StepReplays
 from attncli.grading.rule import Rule, allowed
 from attncli.parsing.answers import Answer, Entry
+from attncli.steps import Key
 
 Triple = tuple[int, int, Entry]  # an answered cell: row, column, what was written
 
@@ -36,10 +37,10 @@ class Diagnosis:
         self.truth = view.truth
         self.judged: dict[int, bool] = {}  # id of a replay's reference (held by `replays`) -> whether it explains
 
-    def reference(self, mistake: Mistake, own: bool, key: tuple[str, int | None] | None = None) -> Reference:
+    def reference(self, mistake: Mistake, own: bool, key: Key | None = None) -> Reference:
         return self.view.reference(mistake, own, key)
 
-    def listed(self, ref: Reference) -> tuple[list, list, list]:
+    def listed(self, ref: Reference) -> Listed:
         return self.view.listed(ref)
 
     def departs(self, triples: list[Triple], ref: Reference) -> bool:
