@@ -12,6 +12,7 @@ from typing import IO
 
 import numpy as np
 
+from attncli import inputs
 from attncli.errors import fail
 
 # An array file may hold at most this many bytes of float64 numbers, checked from its header
@@ -29,6 +30,7 @@ def load(path: Path, key: object = None) -> np.ndarray:
     file's errors name the cell, never its content (a link to /etc/passwd must not print it).
     """
     suffix = path.suffix.lower()
+    check_name(str(path))
     _check_regular(path)
     try:
         if suffix == ".npy":
@@ -54,16 +56,23 @@ def load(path: Path, key: object = None) -> np.ndarray:
     return array
 
 
+def check_name(name: str) -> None:
+    """Refuse a file name no file can have: one holding a NUL byte (the system would raise ValueError)."""
+    if "\0" in name:
+        raise fail("arrays.nul_in_name", path=name)
+
+
 def _check_regular(path: Path) -> None:
-    """Refuse what is not a regular file (symbolic links followed) before opening it."""
+    """Refuse what is not a regular file (symbolic links followed) before opening it; note it as an input."""
     try:
-        mode = path.stat().st_mode
+        status = path.stat()
     except FileNotFoundError:
         raise fail("arrays.missing", path=str(path)) from None
     except OSError as error:  # a name too long, a loop of links, a folder without permission
         raise fail("arrays.unreadable", path=str(path), reason=error.strerror or str(error)) from None
-    if not stat.S_ISREG(mode):
+    if not stat.S_ISREG(status.st_mode):
         raise fail("arrays.not_regular", path=str(path))
+    inputs.note(status, str(path))
 
 
 def _check_header(path: Path, stream: IO[bytes]) -> None:

@@ -113,12 +113,23 @@ def listed(names: Sequence[str]) -> str:
     return shown if len(names) <= NAMES_SHOWN else f"{shown}, ... ({len(names)})"
 
 
-def printable(text: str) -> str:
-    """`text` with every control character (CONTROL_CODES) written as its escape, \\x1b or \\u202e."""
-    return text.translate(_escaped())
+def printable(text: str, lines: bool = False) -> str:
+    """`text` with every control character (CONTROL_CODES) written as its escape, \\x1b or \\u202e: how text from a
+    file or a student is shown on a terminal, and the first step of every other medium's escaping. With `lines`,
+    line breaks and tabs stay (a title or notes written on several lines)."""
+    return text.translate(_escaped(lines))
 
 
 @functools.cache
-def _escaped() -> dict[int, str]:
+def _escaped(lines: bool) -> dict[int, str]:
     """The table `printable` translates with, made the first time a run has something to escape."""
-    return {code: ascii(chr(code))[1:-1] for code in CONTROL_CODES}
+    kept = (ord("\n"), ord("\t")) if lines else ()
+    return {code: ascii(chr(code))[1:-1] for code in CONTROL_CODES if code not in kept}
+
+
+@functools.cache
+def quoted_escapes() -> dict[int, str]:
+    """What a JSON (or double-quoted YAML) string written by json.dumps(ensure_ascii=False) still holds raw: C1, DEL,
+    line and paragraph separators, bidirectional controls, lone surrogates and noncharacters, as \\uXXXX escapes
+    (json.dumps escapes C0 itself)."""
+    return {code: f"\\u{code:04x}" for code in (*CONTROL_CODES, 0xFEFF, 0xFFFE, 0xFFFF) if code >= 0x20}

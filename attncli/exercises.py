@@ -8,12 +8,13 @@ integer vector (as the article's q = [√2, 0] with d_k = 2), so dividing q·k b
 
 from __future__ import annotations
 
-import itertools
 import math
 import random
 import shlex
 from dataclasses import dataclass, replace
 from fractions import Fraction
+
+import numpy as np
 
 from attncli import expr, pipeline, positions
 from attncli.errors import fail
@@ -312,7 +313,7 @@ def _head(
         q, k = (a, keys) if x is None else (_product(x, a), _product(x, keys))
         if options.rope is not None:
             q, k = _turned(q, options), _turned(k, options)
-        scores = [[_score(options.score, qi, kj) / (2 if halves else 1) for kj in k] for qi in q]
+        scores = _scores(options.score, q, k) / (2 if halves else 1)
         varied = x is None or len({tuple(row) for row in q}) == n or n > 2**d_k  # queries differ where they easily can
         if varied and _hand_doable(scores, mask):
             break
@@ -345,21 +346,25 @@ def _quarter_turns(count: int) -> str:
     return "pi" if count == 2 else f"{count // 2}*pi"
 
 
-def _score(kind: str, q: list[int], k: list[int]) -> float:
-    """The score with the query's √d_k factor taken out: what the exercise's scores come to."""
-    dot = sum(a * b for a, b in zip(q, k))
+def _scores(kind: str, q: list[list[int]], k: list[list[int]]) -> np.ndarray:
+    """Every query's score against every key with the query's √d_k factor taken out: what the exercise's scores
+    come to (integers, exactly; a cosine of zero vectors 0). A draw is scored in numpy: up to 200 draws a head."""
+    queries, keys = np.array(q, dtype=np.int64), np.array(k, dtype=np.int64)  # (n, d), (S, d)
+    dot = queries @ keys.T  # (n, S)
     if kind != "cosine":
-        return dot
-    norms = math.sqrt(sum(a * a for a in q) * sum(b * b for b in k))
-    return dot / norms if norms else 0.0
+        return dot.astype(np.float64)
+    norms = np.sqrt(((queries * queries).sum(axis=1)[:, None] * (keys * keys).sum(axis=1)[None, :]).astype(float))
+    return np.divide(dot, norms, out=np.zeros(dot.shape), where=norms != 0)  # (n, S)
 
 
-def _hand_doable(scores: list[list[float]], mask: list[list[bool]]) -> bool:
-    for row, allowed in zip(scores, mask):
-        seen = [s for s, ok in zip(row, allowed) if ok]
-        if any(abs(s) > MAX_SCORE for s in seen) or (len(seen) > 1 and len(set(seen)) == 1):
-            return False
-    return True
+def _hand_doable(scores: np.ndarray, mask: list[list[bool]]) -> bool:
+    """Every score a query sees small, and not all of a query's scores equal (it would weigh its keys alike)."""
+    seen = np.array(mask, dtype=bool)  # (n, S)
+    if np.any(np.abs(scores[seen]) > MAX_SCORE):
+        return False
+    low = np.where(seen, scores, np.inf).min(axis=1)
+    high = np.where(seen, scores, -np.inf).max(axis=1)
+    return not np.any((seen.sum(axis=1) > 1) & (low == high))
 
 
 def _query_text(value: int, kind: str, d_k: int, halves: bool) -> str:
@@ -395,15 +400,28 @@ def _rows(
 
 def _distinct_rows(rng: random.Random, count: int, width: int, bounds: tuple[int, int]) -> list[list[int]]:
     """`count` nonzero rows, no two alike when there are that many (query rows that repeat give repeated
-    weight rows, which teach nothing); otherwise drawn freely."""
-    every = [list(row) for row in itertools.product(range(bounds[0], bounds[1] + 1), repeat=width) if any(row)]
-    if count > len(every):
+    weight rows, which teach nothing); otherwise drawn freely.
+
+    The rows are drawn as `rng.sample` draws from the list of every nonzero row in order (the same draws,
+    the same exercise for a seed), each found from its place in that list instead of the list being made:
+    4^8 rows for d_k 8, made for every one of up to 200 draws, took seconds.
+    """
+    low, high = bounds
+    base = high - low + 1
+    size = base**width - 1  # every row but the zero row
+    if count > size:
         return _rows(rng, count, width, bounds, nonzero=True)
-    return rng.sample(every, count)
+    zero = sum(-low * base**power for power in range(width))  # the zero row's place among all rows
+
+    def row(place: int) -> list[int]:
+        place += place >= zero  # past the zero row, which the list leaves out
+        return [low + place // base**power % base for power in reversed(range(width))]
+
+    return [row(place) for place in rng.sample(range(size), count)]
 
 
 def _product(x: list[list[int]], w: list[list[int]]) -> list[list[int]]:
-    return [[sum(a * b for a, b in zip(row, column)) for column in zip(*w)] for row in x]
+    return (np.array(x, dtype=np.int64) @ np.array(w, dtype=np.int64)).tolist()
 
 
 def _text(rows: list[list[int]]) -> list[list[str]]:

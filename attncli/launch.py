@@ -44,7 +44,7 @@ def _terminate(signum: int, frame: object) -> None:
 def ending(error: BaseException, debug: bool = False) -> int:
     """What attncli says on stderr and returns to the shell for whatever ended a run: the whole exit ladder.
 
-    The user's mistake (an AttnError, a usage error) is one line and 2; Ctrl-C one line
+    The user's mistake (an AttnError, a usage error) is one line and 2, as is running out of memory; Ctrl-C one line
     and 130, SIGTERM one line and 143, both once every temporary file is removed; a reader
     that closed the pipe (`| head`) nothing and 0; anything else is our bug: one line (the
     traceback with --debug) and 70. A run that ended itself (typer.Exit, SystemExit) keeps
@@ -65,6 +65,9 @@ def ending(error: BaseException, debug: bool = False) -> int:
     if isinstance(error, BrokenPipeError):
         silence_stdout()
         return ExitCode.OK
+    if isinstance(error, MemoryError):  # past what the machine (or a ulimit) gives, below attncli's own budget
+        say(t("cli.out_of_memory"))
+        return ExitCode.BAD_INPUT
     if isinstance(error, SystemExit):  # Typer ends help sent to a closed pipe (`| head`) with status 1
         return ExitCode.OK if error.code in (None, 1) else int(error.code)
     if type(error).__module__.partition(".")[0] == "typer":  # only then need Typer be loaded

@@ -24,7 +24,8 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar
 
-from attncli.errors import CONTROL_CODES, AttnError, Message, fail, phrase, printable
+from attncli import inputs
+from attncli.errors import AttnError, Message, fail, phrase, printable, quoted_escapes
 from attncli.expr import evaluate, quote
 
 if TYPE_CHECKING:
@@ -368,6 +369,7 @@ def read_text(path: str, limit: int = MAX_BYTES, too_large: str = "input.too_lar
             raw = sys.stdin.buffer.read(limit + 1)
         else:
             with open(path, "rb") as handle:
+                inputs.note(os.fstat(handle.fileno()), path)
                 raw = handle.read(limit + 1)
     except OSError as error:
         raise fail("input.unreadable", reason=error.strerror or str(error)).at(source=name) from None
@@ -439,13 +441,6 @@ def did_you_mean(name: str, known: Sequence[str]) -> Message | str:
 
 _PLAIN = re.compile(r"[A-Za-z][A-Za-z0-9_'-]*")
 _YAML_WORDS = {"true", "false", "null", "yes", "no", "on", "off", "y", "n"}  # words some YAML reader takes for values
-# json.dumps escapes C0 and quotes; these are the rest that YAML would take as a line break or refuse
-
-
-@functools.cache
-def _in_quotes() -> dict[int, str]:
-    """The table `scalar` translates with, made the first time a run writes YAML."""
-    return {code: f"\\u{code:04x}" for code in (*CONTROL_CODES, 0xFEFF, 0xFFFE, 0xFFFF) if code >= 0x20}
 
 
 def scalar(text: str) -> str:
@@ -455,7 +450,7 @@ def scalar(text: str) -> str:
         return text
     import json  # only a run that writes YAML needs it
 
-    return json.dumps(text, ensure_ascii=False).translate(_in_quotes())
+    return json.dumps(text, ensure_ascii=False).translate(quoted_escapes())
 
 
 def flow(items: Iterable[str]) -> str:

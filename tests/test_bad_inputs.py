@@ -189,20 +189,26 @@ def cpu_seconds_of_children() -> float:
 # Resource limits: refused from the shapes alone, before any (L, S) matrix is allocated
 
 
-def run_limited(arguments: list[str], cwd: Path, memory: int = 2 * 2**30) -> subprocess.CompletedProcess:
+def run_limited(
+    arguments: list[str],
+    cwd: Path,
+    memory: int = 2 * 2**30,
+    program: tuple[str, ...] = ("-m", "attncli", "compute"),
+    timeout: int = 30,
+) -> subprocess.CompletedProcess:
     """attncli in a process that cannot have more than `memory` bytes: allocating first would fail there."""
 
     def limit() -> None:
         resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
 
     return subprocess.run(
-        [sys.executable, "-m", "attncli", "compute", *arguments],
+        [sys.executable, *program, *arguments],
         cwd=cwd,
         env={**os.environ, "PYTHONPATH": str(ROOT), "OPENBLAS_NUM_THREADS": "1"},
         preexec_fn=limit,
         capture_output=True,
         text=True,
-        timeout=30,
+        timeout=timeout,
     )
 
 

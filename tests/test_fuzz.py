@@ -6,7 +6,8 @@ reference (tests/reference.py) computed from the numbers the generator chose; a 
 document that still runs must at least be self-consistent: its weights are the softmax of
 its scores, and its output is the weighted sum of its values. Every sample, mutated, and every
 command's options, given random and hostile values, must end the same way (0, 1 for wrong answers
-in check, or 2), without a traceback or a numpy warning.
+in check, or 2), without a traceback or a numpy warning. Issue 23's families close the file:
+students' control characters, inputs as outputs, and cost budgets.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ import math
 import os
 import re
 import shutil
+import tempfile
+import time
 import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -28,6 +31,7 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner, Result
 
 from attncli.cli import app
+from attncli.errors import CONTROL_CODES
 from tests import reference
 from tests.paths import ROOT, SAMPLES
 
@@ -534,3 +538,137 @@ def test_mutated_samples_through_compare(inside: Path, case: tuple[str, str], ot
     (inside / f"mutant-{name}").write_text(text, encoding="utf-8", errors="surrogatepass")
     invoke(["compare", f"mutant-{name}", other])
     invoke(["compare", other, f"mutant-{name}", "--format", "json"])
+
+
+# Issue 23: three families of hostile input, fuzzed. Students' control characters: no report or gradebook shows one
+# raw, and the numbers around them still count. Inputs as outputs: no -o, --svg, --html, --figure or --record
+# writes over a file the run reads, under its own name, a link or a hard link. Cost budgets: however many heads or
+# cells a valid document asks for, the answer (or the refusal) comes in seconds.
+
+SHOWN_RAW = [chr(code) for code in CONTROL_CODES if chr(code) != "\n"]
+BANK_WEIGHTS = ("0.6652", "0.2447", "0.0900")  # the worked example, right to 4 decimals
+# What Python's float() strips around a number, so that the number still reads (the rest make it not a number).
+AROUND = [c for c in SHOWN_RAW if c.isspace()]
+
+
+@st.composite
+def students_with_control_characters(draw: st.DrawFn) -> str:
+    """The worked example answered right, each cell and the exercise id carrying control characters: around a
+    number (where it still reads), inside it (where it does not), or alone."""
+    cells = []
+    for number in BANK_WEIGHTS:
+        where = draw(st.sampled_from(["around", "inside", "none"]))
+        if where == "around":
+            number = (
+                draw(st.text(st.sampled_from(AROUND), max_size=2))
+                + number
+                + draw(st.text(st.sampled_from(AROUND), min_size=1, max_size=2))
+            )
+        elif where == "inside":
+            cut = draw(st.integers(0, len(number)))
+            number = number[:cut] + draw(st.text(st.sampled_from(SHOWN_RAW), min_size=1, max_size=2)) + number[cut:]
+        cells.append(json.dumps(number))
+    ident = draw(st.text(st.sampled_from(SHOWN_RAW) | st.characters(codec="utf-8"), min_size=1, max_size=8))
+    problem = (ROOT / "tests" / "corpus" / "answered.yaml").read_text().split("answers:")[0]
+    exercise = f"exercise: {json.dumps(ident)}\n" if draw(st.booleans()) else ""
+    return exercise + problem + f"answers:\n  weights: [{', '.join(cells)}]\n"
+
+
+@budget(40)
+@given(students_with_control_characters(), st.sampled_from(["text", "json", "csv", "markdown"]))
+def test_students_control_characters_never_reach_a_report_raw(inside: Path, text: str, fmt: str) -> None:
+    (inside / "student.yaml").write_text(text, encoding="utf-8", errors="surrogatepass")
+    result = invoke(["check", "student.yaml", "--format", fmt])
+    assert not [c for c in result.stdout if c in SHOWN_RAW], result.stdout
+    if fmt == "json":
+        graded = json.loads(result.stdout)
+        assert graded["status"] in ("right", "not_graded")
+        given = [cell["given"] for step in graded["steps"] for cell in step["cells"]]
+        assert given in ([], [json.loads(c) for c in text.split("weights: [")[1].rstrip("]\n").split(", ")])
+
+
+INPUTS_AS_OUTPUTS = [
+    ("compute", ["bank.yaml"], ["-o", "--svg", "--html", "--figure"], "bank.yaml"),
+    ("check", ["answered.yaml"], ["-o"], "answered.yaml"),
+    ("check", ["--key", "bank.yaml", "answered.yaml", "--format", "csv"], ["-o"], "bank.yaml"),
+    ("compare", ["bank.yaml", "answered.yaml"], ["-o", "--figure"], "answered.yaml"),
+    ("template", ["bank.yaml"], ["-o"], "bank.yaml"),
+    ("practice", ["bank.yaml"], ["--record"], "bank.yaml"),
+    ("compute", ["reads_array.yaml", "--format", "npz"], ["-o"], "two.npz"),
+]
+
+
+@budget(40)
+@given(st.sampled_from(INPUTS_AS_OUTPUTS), st.data())
+def test_no_output_writes_over_an_input(workdir: Path, case: tuple, data: st.DataObject) -> None:
+    command, args, options, target = case
+    option = data.draw(st.sampled_from(options))
+    how = data.draw(st.sampled_from(["same", "link", "hard"]))
+    with tempfile.TemporaryDirectory(dir=workdir) as folder:
+        here = Path(folder)
+        for name in ("bank.yaml", "answered.yaml", "reads_array.yaml", "two.npz"):
+            shutil.copy(ROOT / "tests" / "corpus" / name, here / name)
+        named = {"same": target, "link": "link-" + target, "hard": "hard-" + target}[how]
+        if option == "--figure" and how != "same":  # a figure's name ends as a figure does: a link to an input
+            named += ".png"
+        if how == "link":
+            (here / named).symlink_to(target)
+        elif how == "hard":
+            os.link(here / target, here / named)
+        before = {p.name: p.read_bytes() for p in here.iterdir()}
+        previous = Path.cwd()
+        os.chdir(here)
+        try:
+            result = invoke([command, *args, option, named], stdin="")
+        finally:
+            os.chdir(previous)
+        assert result.exit_code == 2 and result.stdout == "", (command, option, named, result.output)
+        if option == "--figure" and how == "same":  # refused by its suffix before anything is read
+            assert f"--figure {named}: expected a file ending in" in result.stderr, result.stderr
+            assert {p.name: p.read_bytes() for p in here.iterdir()} == before
+            return
+        assert f"{option}: cannot write {named}: " in result.stderr, result.stderr
+        assert "which this run reads" in result.stderr or "this run reads it" in result.stderr
+        assert {p.name: p.read_bytes() for p in here.iterdir()} == before
+
+
+@st.composite
+def costly_documents(draw: st.DrawFn) -> tuple[str, int, int]:
+    """A valid document of many heads (ALiBi's, sharing one kv head, or over layers): its text, its query heads
+    and the (query, key) cells the step-by-step view would lay out."""
+    heads = draw(st.sampled_from([1, 64, 1023, 1024, 1025, 1500, 5000]))
+    tokens = draw(st.integers(1, 6))
+    names = "[" + ", ".join(f"t{i}" for i in range(tokens)) + "]"
+    rows = "[" + ", ".join(f"[{i % 2}, {(i + 1) % 2}]" for i in range(tokens)) + "]"
+    kind = draw(st.sampled_from(["alibi", "gqa", "layers"]))
+    if kind == "alibi":
+        text = f"tokens: {names}\nqueries: {rows}\nkeys: {rows}\nvalues: {rows}\nbias: alibi\nmask: causal\n"
+        text += "heads: [" + ", ".join("{}" for _ in range(heads)) + "]\n"
+    elif kind == "gqa":
+        text = f"tokens: {names}\nkv_heads:\n  - {{keys: {rows}, values: {rows}}}\nheads:\n"
+        text += "".join(f"  - {{queries: {rows}}}\n" for _ in range(heads))
+    else:
+        layers = draw(st.integers(1, 3))
+        identity = "[[1, 0], [0, 1]]"
+        wide = "[" + ", ".join(["[1, 0]", "[0, 1]"] * heads) + "]"  # W_O from every head's 2 columns back to 2
+        per = (
+            f"{{w_q: {identity}, w_k: {identity}, w_v: {identity}, w_o: {wide}, heads: [{', '.join(['{}'] * heads)}]}}"
+        )
+        text = f"x: {rows}\nlayers:\n" + "".join(f"  - {per}\n" for _ in range(layers))
+        heads *= layers
+    return text, heads, heads * tokens * tokens
+
+
+@budget(25)
+@given(costly_documents(), st.sampled_from([["--format", "text"], ["--format", "json"], ["-q"]]))
+def test_many_heads_are_answered_or_refused_in_seconds(case: tuple[str, int, int], flags: list[str]) -> None:
+    text, heads, cells = case
+    started = time.process_time()
+    result = invoke(["compute", "-", *flags], stdin=text)
+    assert time.process_time() - started < 10
+    if heads > 1024:
+        assert result.exit_code == 2 and f"{heads} query heads: at most 1024" in result.stderr
+    elif flags == ["--format", "text"] and cells > 65536:
+        assert result.exit_code == 2 and "(limit 65536)" in result.stderr
+    else:
+        assert result.exit_code == 0, result.stderr

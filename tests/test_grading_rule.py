@@ -8,7 +8,9 @@ rounded, as by hand. Exercises come from `attncli.exercises`, the generator behi
 
 from __future__ import annotations
 
+import contextlib
 import math
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -19,8 +21,12 @@ from typer.testing import CliRunner
 
 from attncli import core, exercises, grading, yamldoc
 from attncli.cli import app
+from attncli.grading import diagnose, replay
+from attncli.grading import interval as rounding
 from attncli.parsing import answers, problem_file
 from attncli.problem import Projection
+from tests.replays import student
+from tests.replays.mistakes import CATALOGUE, NotApplicable
 
 ENV = {"LC_ALL": None, "LC_MESSAGES": None, "LANG": None, "COLUMNS": "100", "NO_COLOR": None, "FORCE_COLOR": None}
 BANK = """\
@@ -311,3 +317,90 @@ def test_a_third_decimal_one_unit_off_at_output_passes_only_when_the_widening_co
             assert _graded_output(v, written)[j] == expected
             verdicts.append(expected)
     assert set(verdicts) == {"right", "wrong"}
+
+
+# Issue 23: replays kept compact. An untracked replay (every rounding in e) bounds the tracked one from above, so a
+# number it misses the tracked one misses too; a replay past its column budget is looser, never tighter.
+
+
+def _chain(noise: rounding.Noise, x: np.ndarray, w: np.ndarray, v: np.ndarray) -> rounding.Carried:
+    """Attention with every intermediate carried at 2 decimals: projections, scores, e^s, weights, a cosine-like
+    norm and tanh, through every operation of attncli.grading.interval the grader uses."""
+    q = rounding.carry(rounding.matmul(rounding.carry(rounding.exact(x), 2, noise), rounding.exact(w)), 2, noise)
+    scores = rounding.carry(rounding.matmul(q, rounding.transpose(q)), 2, noise)  # (n, n)
+    scaled = rounding.times(scores, rounding.written(np.array(0.7071), np.array(5e-5), noise))
+    e = rounding.carry(rounding.apply(np.exp, np.exp, scaled), 2, noise)
+    weights = rounding.carry(rounding.normalise(e), 2, noise)
+    out = rounding.carry(rounding.matmul(weights, rounding.exact(v)), 2, noise)  # (n, d)
+    norms = rounding.sqrt(rounding.row_sums(rounding.square(out)), 1e-8)  # (n, 1)
+    wide = rounding.Carried(
+        np.broadcast_to(norms.t, out.t.shape), np.broadcast_to(norms.g, (*out.t.shape, norms.g.shape[-1])),
+        np.broadcast_to(norms.e, out.t.shape),
+    )  # fmt: skip
+    return rounding.tanh(rounding.add(rounding.quotient(out, wide), rounding.where(out.t > 0, out, q)))
+
+
+MATRICES = st.integers(2, 4).flatmap(
+    lambda n: st.tuples(
+        *(st.lists(st.lists(st.floats(-2, 2, width=16), min_size=n, max_size=n), min_size=n, max_size=n),) * 3
+    )
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(MATRICES)
+def test_an_untracked_or_capped_replay_never_bounds_tighter_than_the_tracked_one(matrices: tuple) -> None:
+    x, w, v = (np.array(m, dtype=float) / 7 + 0.0123 for m in matrices)  # off the 2-decimal grid
+    with np.errstate(all="ignore"):  # as the grader replays (a radius past a root's argument warns)
+        tracked = _chain(rounding.Noise(), x, w, v)
+        rough = _chain(rounding.Noise(tracked=False), x, w, v)
+        capped = _chain(rounding.Noise(largest=rounding.BUDGET // 20), x, w, v)  # 20 roundings apart, the rest in e
+    assert rough.g.shape[-1] == 0 and capped.g.shape[-1] <= 20 < tracked.g.shape[-1]
+    np.testing.assert_array_equal(rough.t, tracked.t)
+    np.testing.assert_array_equal(capped.t, tracked.t)
+    for looser in (rough, capped):
+        finite = np.isfinite(looser.radius)
+        assert np.all(looser.radius[finite] >= tracked.radius[finite] * (1 - 1e-12)), (looser.radius, tracked.radius)
+        assert np.all(np.isfinite(tracked.radius) | ~finite)
+
+
+SLIPPED = [
+    (exercises.Options(tokens=3, heads=2, mask="causal"), 3),
+    (exercises.Options(tokens=4, d_k=3, projections=True), 5),
+    (exercises.Options(tokens=3, score="cosine"), 2),
+    (exercises.Options(tokens=3, rope="half", d_k=4), 7),
+]
+
+
+@pytest.mark.parametrize(("options", "seed"), SLIPPED, ids=["heads-causal", "projections", "cosine", "rope"])
+def test_replays_dropped_untracked_leave_every_report_as_it_was(
+    monkeypatch: pytest.MonkeyPatch, options: exercises.Options, seed: int
+) -> None:
+    """Grading with the untracked replays' pruning and without it (every replay tracked) gives the same report,
+    cell by cell and diagnosis by diagnosis: on the replayed students' classic mistakes (tests/replays, numpy
+    only), each at the step where it happens, and on rows moved by hand."""
+    text = exercises.exercise(options, seed)
+    problem = student.read(text)
+    files = []
+    for mistake in CATALOGUE:
+        if mistake.applies(problem):
+            with contextlib.suppress(NotApplicable):
+                files.append(
+                    student.answers_yaml(student.Work(problem, slips={(mistake.head, mistake.step): mistake.slip}))
+                )
+    careful = student.answers_yaml(student.Work(problem)).splitlines()
+    for index in range(2, len(careful), 3):  # a row of every third step moved by 0.0123
+        moved = list(careful)
+        moved[index] = re.sub(r"-?\d+\.\d+", lambda m: f"{float(m.group()) + 0.0123:.4f}", moved[index])
+        files.append("\n".join(moved) + "\n")
+    documents = [yamldoc.load(text + answers_text, "homework.yaml") for answers_text in files]
+    pruned = [_report(document) for document in documents]
+    assert sum(bool(step.diagnosis) for report in pruned for step in report.steps) >= len(files) // 2
+    monkeypatch.setattr(diagnose.Diagnosis, "misses", lambda self, triples, rough: False)
+    replay.Solved.cache.clear()
+    assert [_report(document) for document in documents] == pruned
+
+
+def _report(document: yamldoc.Document) -> grading.Report:
+    steps = core.compute(problem_file.parse(document))
+    return grading.grade(steps, answers.parse(document, steps))

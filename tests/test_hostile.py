@@ -8,10 +8,13 @@ math.hypot and hand calculations, never with attncli's own helpers.
 from __future__ import annotations
 
 import csv
+import errno
 import io
 import json
 import math
 import os
+import re
+import resource
 import shlex
 import signal
 import stat
@@ -27,10 +30,10 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner, Result
 
-from attncli import core, expr, probes, yamldoc
-from attncli.cli import app, progress
+from attncli import core, exercises, expr, probes, yamldoc
+from attncli.cli import app, output, progress
 from attncli.cli.environment import Environment
-from attncli.errors import CONTROL_CODES, AttnError, Terminated
+from attncli.errors import CONTROL_CODES, AttnError, Terminated, printable
 from attncli.parsing import problem_file
 from tests.children import sigint_by_default
 from tests.paths import ROOT, SAMPLES
@@ -652,3 +655,282 @@ def test_a_key_may_name_arrays_anywhere_but_the_homework_checked_against_it_may_
     status = {row["file"]: row["status"] for row in csv.DictReader(io.StringIO(result.stdout))}
     assert status == {str(answers_only): "right", outside: "not_graded"}
     assert "is outside the homework's folder" in result.stderr
+
+
+# Issue 23 #1: check in bounded memory and time on any homework within generate's limits
+
+
+def measured(arguments: list[str], cwd: Path, memory: int = 2**30) -> tuple[subprocess.CompletedProcess, float, float]:
+    """attncli ARGUMENTS in a process capped at `memory` bytes of address space: its result, the peak resident
+    memory it reports of itself (MB; VmHWM, which starts again at exec, unlike ru_maxrss, which keeps the forked
+    test process's) and the CPU seconds it took."""
+    script = (
+        "import re, runpy, sys\n"
+        "sys.argv = ['attncli', *sys.argv[1:]]\n"
+        "try:\n"
+        "    runpy.run_module('attncli', run_name='__main__')\n"
+        "finally:\n"
+        "    status = open('/proc/self/status').read()\n"
+        "    print('peak', re.search(r'VmHWM:\\s*(\\d+)', status).group(1), file=sys.stderr)\n"
+    )
+
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    result = run_limited(arguments, cwd, memory, program=("-c", script), timeout=120)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    *lines, peak = result.stderr.splitlines()
+    result.stderr = "".join(line + "\n" for line in lines)
+    cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+    return result, int(peak.split()[1]) / 1024, cpu
+
+
+def every_answer_wrong(text: str) -> str:
+    """A generated key with every number of its answers replaced by 1.1·n + 0.37 (4 decimals)."""
+    problem, answers = text.split("\nanswers:\n")
+    moved = re.sub(r"(?<![\w.])-?\d+(?:\.\d+)?(?![\w.])", lambda m: f"{1.1 * float(m.group()) + 0.37:.4f}", answers)
+    return problem + "\nanswers:\n" + moved
+
+
+def test_a_homework_wrong_everywhere_is_graded_in_bounded_memory_and_time(tmp_path: Path) -> None:
+    """6 tokens, 4 heads, d_k 8, projections, every answer 1.1·n + 0.37: before, 3.6 GB and 15 s (the issue
+    measured 21 GB and 56 s), the carried roundings of every replay kept; exit 70 under this 1 GiB cap."""
+    key = exercises.exercise(exercises.Options(tokens=6, heads=4, d_k=8, projections=True, answers=True), 1)
+    (tmp_path / "homework.yaml").write_text(every_answer_wrong(key))
+    result, peak, cpu = measured(["check", "homework.yaml", "--format", "json"], tmp_path)
+    assert result.returncode == 1, result.stderr
+    assert result.stderr == ""
+    report = json.loads(result.stdout)
+    assert report["status"] == "wrong" and report["first_mistake"] == "queries[1]"
+    assert {step["status"] for step in report["steps"]} <= {"wrong", "carried"}
+    assert peak < 300, f"{peak:.0f} MB"
+    assert cpu < 3, f"{cpu:.1f} s of CPU"
+
+
+# Issue 23 #2: an output never names an input of the run; every output written (or refused) before anything prints
+
+
+def test_an_output_linked_to_an_input_is_refused_and_the_input_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    homework = (ROOT / "tests" / "corpus" / "answered.yaml").read_bytes()
+    Path("h.yaml").write_bytes(homework)
+    Path("link.yaml").symlink_to("h.yaml")
+    os.link("h.yaml", "hard.yaml")
+    for target in ("link.yaml", "hard.yaml"):
+        result = run("check", "h.yaml", "--format", "json", "-o", target)
+        one_line_error(result, f"-o: cannot write {target}: it is h.yaml, which this run reads")
+    key = run("check", "--key", "link.yaml", "h.yaml", "--format", "csv", "-o", "h.yaml")
+    one_line_error(key, "-o: cannot write h.yaml: it is link.yaml, which this run reads")  # the key, read first
+    assert Path("h.yaml").read_bytes() == homework and Path("link.yaml").is_symlink()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["h.yaml", "hard.yaml", "link.yaml"]
+
+
+def test_a_side_output_that_cannot_be_written_prints_nothing(tmp_path: Path) -> None:
+    """Before: the whole step-by-step on stdout, then the error (a full device, a folder)."""
+    bank = str(SAMPLES / "bank.yaml")
+    for option, target in (("--html", "/dev/full"), ("--svg", "/dev/full"), ("--svg", str(tmp_path))):
+        result = run("compute", bank, "--format", "text", option, target)
+        assert result.exit_code == 2, result.output
+        assert result.stdout == ""
+        assert result.stderr.count("\n") == 1 and f"cannot write {target}: " in result.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_generate_writes_the_whole_set_or_none_of_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """--force over a set one of whose files is a folder: before, half the set written and "wrote 3 exercises"
+    said before the error."""
+    monkeypatch.chdir(tmp_path)
+    old = {f"exercise-0{n}.yaml": f"old {n}\n" for n in (1, 2, 3)}
+    Path("g").mkdir()
+    for name, text in old.items():
+        Path("g", name).write_text(text)
+    Path("g", "exercise-02-key.yaml").mkdir()
+    result = run("generate", "--count", "3", "--seed", "5", "-o", "g", "--force")
+    one_line_error(result, "cannot write g/exercise-02-key.yaml: Is a directory")
+    assert "wrote" not in result.stderr
+    assert {p.name: p.read_text() for p in Path("g").iterdir() if p.is_file()} == old
+    made = run("generate", "--count", "3", "--seed", "5", "-o", "new/set")
+    assert made.exit_code == 0, made.output
+    assert made.stderr.startswith("attncli: wrote 3 exercises") and len(list(Path("new/set").iterdir())) == 9
+
+    def full(descriptor: int) -> None:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(os, "fsync", full)
+    failed = run("generate", "--count", "3", "--seed", "5", "-o", "other/set")
+    one_line_error(failed, "cannot write other/set/exercise-01.yaml: No space left on device")
+    assert not Path("other").exists()  # the folders it made are gone again
+
+
+def test_a_signal_as_the_temporary_is_made_leaves_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """SIGTERM handled just after `open` made the temporary, before the cleanup knew of it: before, a
+    .out.json.PID.attncli-tmp stayed behind."""
+    monkeypatch.chdir(tmp_path)
+    real_open = open
+
+    def opened_then_terminated(path: object, *args: object, **kwargs: object) -> object:
+        handle = real_open(path, *args, **kwargs)  # type: ignore[call-overload]
+        if str(path).endswith(".attncli-tmp"):
+            handle.close()
+            raise Terminated
+        return handle
+
+    monkeypatch.setattr(output, "open", opened_then_terminated, raising=False)
+    result = run("compute", str(SAMPLES / "bank.yaml"), "--format", "json", "-o", "out.json")
+    assert result.exit_code == 143
+    assert list(tmp_path.iterdir()) == []
+
+
+# Issue 23 #3: students' text never raw: answer cells and exercise ids escaped in every report and gradebook
+
+STUDENT = """exercise: "ex\\e[31m1\\x9b"
+tokens: [fisherman, net, bank]
+query_tokens: [bank]
+queries: {bank: [sqrt(2), 0]}
+keys: [[2, 0], [1, 1], [0, 1]]
+values: [[2, 0], [0, 2], [1, 1]]
+answers:
+  weights: ["0.6652\\r", "0.2447\\x85", "0.0900\\u2028"]
+  output: ["1.4205\\x1c", "\\v0.5795\\f"]
+"""
+RAW = [chr(code) for code in CONTROL_CODES if chr(code) != "\n"]
+
+
+def test_answer_cells_and_exercise_ids_reach_no_report_raw(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Before: "0.6652\\r" (and NEL, U+2028, FS, VT, FF) raw in check's table; the id's ESC and C1 raw in the CSV,
+    JSON and Markdown gradebooks. Every number still counts: the file is right."""
+    monkeypatch.chdir(tmp_path)
+    Path("s.yaml").write_text(STUDENT)
+    shown = {fmt: run("check", "s.yaml", "--format", fmt) for fmt in ("text", "json", "csv", "markdown")}
+    for fmt, result in shown.items():
+        assert result.exit_code == 0, (fmt, result.output)
+        assert not [c for c in result.stdout if c in RAW], (fmt, result.stdout)
+    table = shown["text"].stdout
+    assert "0.6652\\r ✓" in table and "0.2447\\x85 ✓" in table and "\\x0b0.5795\\x0c ✓" in table
+    report = json.loads(shown["json"].stdout)
+    assert report["exercise"] == "ex\x1b[31m1\x9b"  # the text itself, escaped only as JSON writes it
+    assert [c["given"] for s in report["steps"] for c in s["cells"]][:3] == ["0.6652\r", "0.2447\x85", "0.0900\u2028"]
+    assert "\\u009b" in shown["json"].stdout and "\\u2028" in shown["json"].stdout
+    assert next(csv.DictReader(io.StringIO(shown["csv"].stdout)))["exercise"] == "ex\\x1b[31m1\\x9b"
+
+
+def test_an_error_quoting_a_students_text_is_escaped_in_every_gradebook(tmp_path: Path) -> None:
+    """Before: a CSI (U+009B) quoted in the not-graded error went raw into JSON and the Markdown note."""
+    homework = tmp_path / "h.yaml"
+    homework.write_text(STUDENT.replace('"1.4205\\x1c"', '"1.42\\x9b[2J"'))
+    for fmt in ("json", "csv", "markdown"):
+        result = run("check", str(homework), "--format", fmt)
+        assert result.exit_code == 2 and "is not an arithmetic expression" in result.stdout
+        assert not [c for c in result.stdout if c in RAW], (fmt, result.stdout)
+    error = json.loads(run("check", str(homework), "--format", "json").stdout)["error"]
+    assert "'1.42\x9b[2J' is not an arithmetic expression" in error
+
+
+def test_each_mediums_one_escaping_function_lets_no_control_character_through() -> None:
+    """The terminal's (printable), CSV's (text_cell), JSON's (json_doc.dumps), Markdown's (cell, and _escape for
+    titles and notes, line breaks kept) and LaTeX's (latex.text, line breaks kept)."""
+    from attncli.render import json_doc, latex, long_table, markdown
+
+    hostile = "a" + "".join(chr(code) for code in CONTROL_CODES) + "=z|`"
+    kept_lines = {"\n", "\t"}
+    for escape, kept in (
+        (printable, set()),
+        (long_table.text_cell, set()),
+        (markdown.cell, set()),
+        (markdown._escape, kept_lines),
+        (latex.text, kept_lines),
+    ):
+        shown = escape(hostile)
+        assert {c for c in shown if ord(c) in CONTROL_CODES} <= kept, escape
+    written = json_doc.dumps({"text": hostile})
+    assert written.endswith("\n") and not [c for c in written[:-1] if ord(c) in CONTROL_CODES]
+    lone = "".join(c for c in hostile if not 0xD800 <= ord(c) <= 0xDFFF) + "\udc80"  # JSON pairs \ud800\udc00
+    assert json.loads(json_doc.dumps({"text": lone})) == {"text": lone}
+
+
+# Issue 23 #4: a cost budget beside the value budget; out of memory is one line and 2
+
+
+def test_the_step_by_step_view_of_more_cells_than_its_budget_is_refused_at_once(tmp_path: Path) -> None:
+    """65 heads of 64 queries × 16 keys over one kv head: 66,560 cells laid out one by one (as text: seconds; as
+    SVG: half a minute); JSON, within its own 2,000,000, still writes them."""
+    queries = "[" + ", ".join(f"[{i % 3 - 1}, {i % 2}]" for i in range(64)) + "]"
+    keys = "[" + ", ".join(f"[{i % 2}, {i % 3 - 1}]" for i in range(16)) + "]"
+    heads = "".join(f"  - {{queries: {queries}}}\n" for _ in range(65))
+    (tmp_path / "many.yaml").write_text(f"kv_heads:\n  - {{keys: {keys}, values: {keys}}}\nheads:\n{heads}")
+    many = str(tmp_path / "many.yaml")
+    for args, fragment in (
+        (["--format", "text"], "--format: text would print 66560 (query, key) cells and their steps (limit 65536)"),
+        (["--format", "markdown"], "--format: markdown would print 66560"),
+        (["--format", "json", "-q", "--svg", str(tmp_path / "p.svg")], "--svg: svg would print 66560"),
+    ):
+        started = time.process_time()
+        one_line_error(run("compute", many, *args), fragment)
+        assert time.process_time() - started < 2
+    written = run("compute", many, "--format", "json")
+    assert written.exit_code == 0 and len(json.loads(written.stdout)["heads"]) == 65
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["many.yaml"]
+
+
+def test_a_stack_is_within_the_memory_budget_over_all_its_layers(tmp_path: Path) -> None:
+    """Ten layers over 4,000 tokens, each within 4 GiB alone: before, every layer checked alone, then
+    MemoryError (exit 70) in a process capped at 3 GiB; now refused from the shapes, at the sixth layer."""
+    np.save(tmp_path / "x.npy", np.random.default_rng(4).standard_normal((4000, 2)))
+    layer = "  - {w_q: [[1, 0], [0, 1]], w_k: [[1, 0], [0, 1]], w_v: [[1, 0], [0, 1]]}\n"
+    (tmp_path / "stack.yaml").write_text("x: {file: x.npy}\nlayers:\n" + layer * 10)
+    result = run_limited(["stack.yaml", "--format", "json", "-q"], tmp_path, memory=3 * 2**30)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.count("\n") == 1
+    assert (
+        "stack.yaml: too large to calculate step by step: 6 layers (1 head × 4000 × 4000 in the last)" in result.stderr
+    )
+
+
+def test_running_out_of_memory_below_the_budget_is_one_line_and_2(tmp_path: Path) -> None:
+    """7,000 tokens need about 2.3 GiB, within attncli's 4 GiB, in a process capped at 1 GB: before, "internal
+    error: MemoryError ... please report it" and 70. Nothing is left behind."""
+    np.save(tmp_path / "x.npy", np.random.default_rng(5).standard_normal((7000, 2)))
+    (tmp_path / "p.yaml").write_text(
+        "x: {file: x.npy}\nw_q: [[1, 0], [0, 1]]\nw_k: [[1, 0], [0, 1]]\nw_v: [[1, 0], [0, 1]]\n"
+    )
+    result = run_limited(["p.yaml", "--format", "npz", "-o", "out.npz"], tmp_path, memory=10**9)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr == (
+        "attncli: out of memory: this run needs more than the machine (or its memory limit) gives; a smaller problem,"
+        " -q or --format npy need less\n"
+    )
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["p.yaml", "x.npy"]
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        exercises.Options(tokens=12, d_k=8, d_v=8, heads=4, answers=True),
+        exercises.Options(tokens=12, d_k=8, d_v=8, heads=4, projections=True, answers=True, mask="causal"),
+        exercises.Options(tokens=12, d_k=8, heads=4, gqa=True, projections=True, answers=True),
+        exercises.Options(tokens=12, d_k=8, heads=4, layers=4, norm="layer", answers=True),
+    ],
+    ids=["tokens-dk-heads", "projections", "gqa", "layers"],
+)
+def test_generate_draws_within_its_maxima_in_under_a_second(options: exercises.Options) -> None:
+    """Before: --tokens 12 --dk 8 --heads 4 took 7 to 10 s, every draw listing the 4^8 rows it samples from."""
+    for seed in (1, 2, 3):
+        started = time.process_time()
+        exercises.exercise(options, seed)
+        assert time.process_time() - started < 1
+
+
+# Issue 23 #5: round two's leftovers
+
+
+@pytest.mark.parametrize("window", ["99999999999999999999", "9" * 300])
+def test_a_window_past_int64_is_every_distance(window: str) -> None:
+    """Before: OverflowError, exit 70. A window wider than any two positions are apart masks nothing more."""
+    text = "tokens: [a, b, c]\nqueries: [[1, 0], [0, 1], [1, 1]]\nkeys: [[1, 0], [0, 1], [1, 1]]\n"
+    text += "values: [[1, 0], [0, 1], [1, 1]]\nmask: causal\n"
+    wide, plain = (run("compute", "-", "--format", "json", stdin=text + extra) for extra in (f"window: {window}\n", ""))
+    assert wide.exit_code == 0, wide.output
+    document = json.loads(wide.stdout)
+    assert document["mask_rule"]["window"] == int(window)
+    assert document["heads"] == json.loads(plain.stdout)["heads"]
+    assert document["mask"] == [[True, False, False], [True, True, False], [True, True, True]]

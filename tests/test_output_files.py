@@ -224,6 +224,28 @@ def test_an_extension_the_command_does_not_write_is_refused(problem: Path, comma
     assert not Path(name).exists()
 
 
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_the_help_of_o_names_only_the_extensions_the_command_writes(command: str) -> None:
+    """Before (issue 22): check and compare promised .npy, .npz, .tex ... and refused them."""
+    help_text = " ".join(run(command, "--help").stdout.split())
+    promised = help_text.split("its extension (")[1].split(")")[0].split()
+    assert set(promised) == COMMANDS[command][1]
+
+
+def test_template_writes_yaml_and_refuses_a_name_of_another_format(tmp_path: Path) -> None:
+    """Before (issue 22): `template -o t.json` wrote YAML into t.json."""
+    bank = str(SAMPLES / "bank.yaml")
+    assert run("template", bank, "-o", str(tmp_path / "t.yaml")).exit_code == 0
+    assert (tmp_path / "t.yaml").read_text() == run("template", bank).stdout
+    for name in ("t.json", "t.CSV", "t.md"):
+        refused = run("template", bank, "-o", str(tmp_path / name))
+        assert refused.exit_code == 2 and refused.stdout == "" and "but a template is YAML" in refused.stderr
+    assert "--output FILE Write the template to this YAML file (.yaml, .yml)" in " ".join(
+        run("template", "--help").stdout.split()
+    )
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["t.yaml"]
+
+
 # generate -o FILE.yaml: one exercise in that file
 
 

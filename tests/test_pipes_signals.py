@@ -259,7 +259,7 @@ def test_an_output_that_cannot_be_a_file_is_one_line(where: str, tmp_path: Path)
     target = tmp_path / where if where != "folder" else tmp_path
     result = CliRunner().invoke(app, ["compute", BANK, "-o", str(target)])
     assert result.exit_code == 2
-    assert result.stderr.startswith(f"attncli: cannot write {target}: ")
+    assert result.stderr.startswith(f"attncli: -o: cannot write {target}: ")  # found before anything is computed
     assert result.stderr.count("\n") == 1
 
 

@@ -1,7 +1,7 @@
 """Every score kind a problem file may ask for is known wherever a score is computed, written or graded.
 
 A new kind added to attncli.problem.SCORE_KINDS must come with its numbers (attncli.core), its grading
-replay (attncli.grading.replay.compatibility), its formula in the write-ups, its name in both catalogues
+replay (attncli.grading.stages.compatibility), its formula in the write-ups, its name in both catalogues
 and a plain-Python reference case here; grading refuses a kind it has no replay for, rather than grade it
 as a dot product.
 """
@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from attncli import core
-from attncli.grading import interval, replay
+from attncli.grading import interval, stages
 from attncli.i18n import en, es
 from attncli.problem import SCORE_KINDS, Score
 from attncli.render.walk import FORMULAS
@@ -34,7 +34,7 @@ def score(kind: str) -> Score:
 def replayed(kind_or_score: Score | types.SimpleNamespace) -> np.ndarray:
     """The grader's replay of q·k (or the kind's compatibility) from exactly known q, k, v, nothing carried."""
     exact = [interval.exact(m) for m in (Q, K, V)]
-    return replay.compatibility(kind_or_score, "true", *exact, keep=lambda step, num: num).t  # type: ignore[arg-type]
+    return stages.compatibility(kind_or_score, "true", *exact, keep=lambda step, num: num).t  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("kind", SCORE_KINDS)

@@ -7,9 +7,9 @@ from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
-from attncli.cli.common import Debug, Lang, NoColor, Output, boundary, choose, command, epilog, format_option, located
+from attncli.cli.common import Debug, Lang, NoColor, boundary, choose, command, epilog, format_options, located
 from attncli.cli.environment import Environment
-from attncli.cli.output import output_format, print_human, write
+from attncli.cli.output import check_targets, output_format, print_human, write
 from attncli.errors import ExitCode, fail
 from attncli.i18n import describe, t
 from attncli.launch import say
@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from attncli.grading.submissions import Result
 
 FORMATS = ("rich", "text", "json", "csv", "markdown")
-Format = format_option(FORMATS)
+Format, Output = format_options(FORMATS)
 EXAMPLES = epilog(
     "  attncli check homework.yaml",
     "  attncli check --key exercise-01-key.yaml class/*.yaml --format csv -o grades.csv",
@@ -70,6 +70,7 @@ def check(
     options = submissions.Options(tolerance, carry, min_decimals=min_decimals, require=required)
     source = submissions.load_key(key) if key is not None else submissions.load_keys(keys) if keys else None
     results = submissions.grade_files(files, source, options, describe)
+    check_targets(("-o", output))  # every file read: none of them may be the gradebook
     for result in results:
         if result.error is not None:
             say(result.error, env.stderr)

@@ -102,13 +102,16 @@ Lang = Annotated[
 ]
 Debug = Annotated[bool, declared.Option("--debug", help=t("help.debug"))]
 Precision = Annotated[int, declared.Option(min=0, max=17, help=t("help.precision"))]
-Output = Annotated[Optional[Path], declared.Option("--output", "-o", help=t("help.output"))]
 NoColor = Annotated[bool, declared.Option("--no-color", help=t("help.no_color"))]
 
 
-def format_option(formats: Sequence[str]) -> Any:
-    """The --format option of a command that offers `formats`."""
-    return Annotated[
+def format_options(formats: Sequence[str]) -> tuple[Any, Any]:
+    """The --format and -o options of a command that writes `formats`: the help of -o names only the extensions
+    that choose one of them."""
+    from attncli.cli.output import EXTENSIONS
+
+    extensions = " ".join(suffix for suffix, name in EXTENSIONS.items() if name in formats)
+    chosen = Annotated[
         str,
         declared.Option(
             "--format",
@@ -118,6 +121,8 @@ def format_option(formats: Sequence[str]) -> Any:
             help=t("help.format", formats=", ".join(formats)),
         ),
     ]
+    written = Annotated[Optional[Path], declared.Option("--output", "-o", help=t("help.output", extensions=extensions))]
+    return chosen, written
 
 
 def epilog(*lines: str, exit_codes: str = EXIT_CODES_HELP) -> str:

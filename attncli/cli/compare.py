@@ -11,22 +11,21 @@ from attncli.cli.common import (
     Debug,
     Lang,
     NoColor,
-    Output,
     Precision,
     boundary,
     choose,
     command,
     epilog,
-    format_option,
+    format_options,
     located,
 )
 from attncli.cli.environment import Environment
-from attncli.cli.output import output_format, print_human, write
+from attncli.cli.output import check_targets, output_format, print_human, write
 from attncli.i18n import t
 
 FORMATS = ("rich", "text", "json", "csv", "tsv")
 PICTURES = {kind: ("--figure", f".{kind}") for kind in ("svg", "png", "pdf")}
-Format = format_option(FORMATS)
+Format, Output = format_options(FORMATS)
 EXAMPLES = epilog(
     "  attncli compare samples/bank.yaml samples/bank_cashier.yaml",
     "  attncli compare samples/storm_causal.yaml samples/storm_bidirectional.yaml --format json",
@@ -57,6 +56,7 @@ def compare(
     from attncli.render import analysis
 
     first, second = (pipeline.solve(pipeline.single(pipeline.load(name), "compare")) for name in (a, b))
+    check_targets(("-o", output), ("--figure", figure))
     record = probes.compare(first, second)
     if figure:
         from attncli.render.figure import compare_figure

@@ -10,17 +10,16 @@ from attncli.cli.common import (
     Debug,
     Lang,
     NoColor,
-    Output,
     boundary,
     choose,
     command,
     completion,
     epilog,
-    format_option,
+    format_options,
     located,
 )
 from attncli.cli.environment import Environment
-from attncli.cli.output import output_format, print_human, save_pictures, write
+from attncli.cli.output import check_targets, output_format, print_human, save_pictures, write
 from attncli.errors import fail, listed
 from attncli.i18n import t
 from attncli.render import BINARY_FORMATS, CSV_LAYOUTS, DOCUMENT_FORMATS, HUMAN_FORMATS, refuse, refuse_options
@@ -35,7 +34,7 @@ if TYPE_CHECKING:
 
 FORMATS = HUMAN_FORMATS + DOCUMENT_FORMATS
 DEFAULT_PRECISION = 4
-Format = format_option(FORMATS)
+Format, Output = format_options(FORMATS)
 DTYPES = ("float64", "float32")
 MASKS = ("none", "causal", "causal_lower_right")
 LOSSES = ("sum",)  # --loss: a target goes in the file, backward: {loss: {target: MATRIX}}
@@ -172,8 +171,13 @@ def compute(
 
         figure_format(figure)
     parsed = pipeline.load(file, flags, dtype=dtype, results_only=results_only or summarised)
+    check_targets(("-o", output), ("--svg", svg), ("--html", html), ("--figure", figure))
     with located("--format"):
         refuse(format, problem=None if quiet else parsed)
+    for option, picture in (("--svg", svg), ("--html", html)):
+        if picture is not None:
+            with located(option):
+                refuse(option.removeprefix("--"), problem=parsed)
     _check_follow(follow or [], parsed)
     if not (quiet and output is None):  # a format that would ignore an option refuses it
         refuse_options(format, [option for option, given in (*shaping.items(), ("--rollout", rollout)) if given])

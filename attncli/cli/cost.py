@@ -8,13 +8,12 @@ from attncli.cli.common import (
     Debug,
     Lang,
     NoColor,
-    Output,
     boundary,
     choose,
     command,
     completion,
     epilog,
-    format_option,
+    format_options,
     located,
 )
 from attncli.cli.environment import Environment
@@ -26,7 +25,7 @@ if TYPE_CHECKING:
     import typer  # the annotations' typer.Option is read by attncli.cli.common.boundary, Typer only if needed
 
 FORMATS = ("rich", "text", "json")
-Format = format_option(FORMATS)
+Format, Output = format_options(FORMATS)
 DTYPES = ("fp32", "float32", "fp16", "bf16", "fp8", "float64")  # attncli.cost.BYTES, which needs no numpy either
 EXAMPLES = epilog(
     "  attncli cost --d-model 4096 --heads 32 --kv-heads 8 --layers 32 --tokens 16384 --dtype bf16",

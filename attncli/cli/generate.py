@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import random
 from pathlib import Path
 from typing import Annotated, Optional
@@ -10,7 +11,7 @@ import typer
 
 from attncli.cli.common import SCORES, Debug, Lang, boundary, choose, command, completion, epilog, located
 from attncli.cli.environment import Environment
-from attncli.cli.output import write
+from attncli.cli.output import EXTENSIONS, all_or_nothing, check_targets, write
 from attncli.errors import fail
 from attncli.i18n import t
 from attncli.launch import say
@@ -107,9 +108,12 @@ def generate(
     if seed is None:
         seed = random.SystemRandom().randrange(SEED_LIMIT)
     one_file = EXERCISE_SUFFIXES if sheet is None else (SHEETS[sheet],)  # -o FILE.yaml, or FILE.tex for a sheet
+    if output is not None and output.suffix.lower() in set(EXTENSIONS) - set(one_file):
+        raise fail("generate.bad_suffix", path=str(output), suffix=output.suffix, one=one_file[0]).at(source="-o")
     if count is None and (output is None or output.suffix.lower() in one_file):
         if output is not None and output.exists() and not force:
             raise fail("generate.exists", path=str(output)).at(source="-o")
+        check_targets(("-o", output))
         text = exercises.exercise(options, seed)
         write(text if sheet is None else _sheet(text, sheet), output, env)
         return
@@ -124,18 +128,35 @@ def generate(
         files += [
             (name.removesuffix(".yaml") + SHEETS[sheet], _sheet(text, sheet)) for name, text in files if name in names
         ]
+    made = _folder(output)
     try:
-        output.mkdir(parents=True, exist_ok=True)
-    except OSError as error:
-        raise fail("cli.output_failed", path=str(output), reason=error.strerror or str(error)) from None
-    for name, text in files:
-        write(text, output / name, env)
+        with all_or_nothing():  # the set whole, or none of it (a target that is a folder, a full disk): said last
+            for name, text in files:
+                write(text, output / name, env)
+    except BaseException:
+        for folder in made:  # the folders this run made, empty again
+            with contextlib.suppress(OSError):
+                folder.rmdir()
+        raise
     remake = exercises.set_command(options, seed, count, str(output))
     say(
         t("generate.wrote", count=count, path=str(output), first=seed, last=seed + count - 1, command=remake),
         env.stderr,
         whole=True,
     )
+
+
+def _folder(output: Path) -> list[Path]:
+    """Make the folder `output` and those above it that are missing: the ones made, the innermost first."""
+    made, folder = [], output
+    while not folder.exists() and not folder.is_symlink() and folder != folder.parent:
+        made.append(folder)
+        folder = folder.parent
+    try:
+        output.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise fail("cli.output_failed", path=str(output), reason=error.strerror or str(error)).at(source="-o") from None
+    return made
 
 
 def _sheet(exercise: str, kind: str) -> str:

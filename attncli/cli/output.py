@@ -11,10 +11,11 @@ import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextvars import ContextVar
 from pathlib import Path
-from typing import TYPE_CHECKING, BinaryIO, TextIO, Union
+from typing import TYPE_CHECKING, BinaryIO, NamedTuple, TextIO, Union
 
+from attncli import inputs
 from attncli.cli.environment import FILE_WIDTH, Environment
-from attncli.errors import fail
+from attncli.errors import AttnError, fail, phrase
 from attncli.launch import silence_stdout
 from attncli.render.layout import Line, fit, to_text
 
@@ -62,32 +63,82 @@ def write(content: Content, output: Path | None, env: Environment) -> None:
     renamed into place, so a reader never sees half of it; on any failure (a full
     disk, Ctrl-C) the temporary file is removed and the old file stays. A symbolic
     link keeps pointing where it did; a device or pipe (-o /dev/stdout) is written
-    directly, since renaming over it would replace it. Inside `all_or_nothing` the
-    file is kept back until the whole run has succeeded. A `Stream` writes itself into the file
-    (or stdout), so that a large output is never held twice in memory.
+    directly, since renaming over it would replace it. A folder, or a file the run
+    reads, is refused (`check_targets`). Inside `all_or_nothing` the file is kept
+    back until the whole run has succeeded, and what goes to stdout is printed only
+    once every file is written: a run that cannot write one prints nothing. A `Stream`
+    writes itself into the file (or stdout), so that a large output is never held
+    twice in memory.
     """
     data = content.encode("utf-8") if isinstance(content, str) else content
     if output is None:
-        stdout = _stdout(env)
-        try:
-            stdout.flush()
-            _put(stdout.buffer, data)
-            stdout.buffer.flush()
-        except BrokenPipeError:
-            raise  # the reader stopped early (| head): not an error, `ending` ends quietly
-        except OSError as error:  # a full disk behind > file, or /dev/full
-            silence_stdout()
-            raise fail("cli.output_failed", path=STDOUT, reason=error.strerror or str(error)) from None
+        _printed(lambda: to_stdout(data, env))
         return
     pending = _Pending(output, data)
     staged = _STAGED.get()
     if staged is not None:
-        staged.append(pending)
+        staged.files.append(pending)
         return
     try:
         pending.finish()
     finally:
         pending.discard()
+
+
+def check_targets(*targets: tuple[str, Path | None]) -> None:
+    """Refuse, before anything is computed or printed, an output (option, path) that cannot be written: a file
+    the run has read (an input, links followed), a folder, or a file in a folder that does not exist or cannot
+    be written to. A pipe or a device (-o /dev/stdout) is written as it is."""
+    for option, path in targets:
+        if path is None:
+            continue
+        try:
+            _check_target(path)
+            if not path.exists():
+                folder = path.absolute().parent
+                if not folder.is_dir():
+                    raise OSError(errno.ENOENT, os.strerror(errno.ENOENT))
+                if not os.access(folder, os.W_OK | os.X_OK):
+                    raise OSError(errno.EACCES, os.strerror(errno.EACCES))
+        except OSError as error:
+            reason = error.strerror or str(error)
+            raise fail("cli.output_failed", path=str(path), reason=reason).at(source=option) from None
+        except AttnError as error:
+            raise error.at(source=option) from None
+
+
+def _check_target(output: Path) -> None:
+    """Refuse to write over a file the run reads, or over a folder (an OSError: the reason is the system's)."""
+    read = inputs.reading(os.fspath(output))
+    if read is not None:
+        reason = phrase("cli.is_input") if read == os.fspath(output) else phrase("cli.is_input_as", input=read)
+        raise fail("cli.output_failed", path=str(output), reason=reason)
+    if output.is_dir():
+        raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR))
+
+
+def to_stdout(content: Content, env: Environment) -> None:
+    """Print `content` now, even inside `all_or_nothing`: what a conversation (the tutor) says as it goes."""
+    data = content.encode("utf-8") if isinstance(content, str) else content
+    stdout = _stdout(env)
+    try:
+        stdout.flush()
+        _put(stdout.buffer, data)
+        stdout.buffer.flush()
+    except BrokenPipeError:
+        raise  # the reader stopped early (| head): not an error, `ending` ends quietly
+    except OSError as error:  # a full disk behind > file, or /dev/full
+        silence_stdout()
+        raise fail("cli.output_failed", path=STDOUT, reason=error.strerror or str(error)) from None
+
+
+def _printed(show: Callable[[], None]) -> None:
+    """Print now, or inside `all_or_nothing` once every file of the run is written."""
+    staged = _STAGED.get()
+    if staged is None:
+        show()
+    else:
+        staged.printed.append(show)
 
 
 class _Pending:
@@ -96,8 +147,7 @@ class _Pending:
     def __init__(self, output: Path, data: bytes | Stream) -> None:
         self.output, self.data, self.temporary = output, data, None
         with _failing_as(output):
-            if os.path.isdir(output):  # refused now, before the run prints anything, not when the files are written
-                raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(output))
+            _check_target(output)  # refused now, before the run prints anything, not when the files are written
             if not _is_special(output):  # opened by the name given: /dev/fd/63 resolves to a pipe with no path
                 self.target = Path(os.path.realpath(output))
                 self.temporary = _temporary(self.target, data)
@@ -117,21 +167,31 @@ class _Pending:
             self.temporary = None
 
 
-_STAGED: ContextVar[list[_Pending] | None] = ContextVar("attncli_staged_outputs", default=None)
+class _Staged(NamedTuple):
+    """What a run has kept back: its files, then what it prints."""
+
+    files: list[_Pending]
+    printed: list[Callable[[], None]]
+
+
+_STAGED: ContextVar[_Staged | None] = ContextVar("attncli_staged_outputs", default=None)
 
 
 @contextlib.contextmanager
 def all_or_nothing() -> Iterator[None]:
-    """Keep back every file `write` is given inside, and write them all once the block has succeeded.
+    """Keep back every file `write` is given inside, and write them all once the block has succeeded; then print.
 
-    A run that fails (bad input, a file that cannot be written, Ctrl-C) leaves no output behind:
-    `--svg pic.svg -o nodir/out.json` writes no pic.svg. A command that ends itself on purpose
-    (typer.Exit, as check does after grading) has succeeded in writing what it wrote.
+    A run that fails (bad input, a file that cannot be written, Ctrl-C) leaves no output behind
+    and prints nothing: `--svg pic.svg -o nodir/out.json` writes no pic.svg, `--html /dev/full`
+    prints no step. A command that ends itself on purpose (typer.Exit, as check does after
+    grading) has succeeded in writing what it wrote. The files the block reads are recorded
+    (attncli.inputs): none of them is written over.
     """
-    staged: list[_Pending] = []
+    staged = _Staged([], [])
     token = _STAGED.set(staged)
     try:
-        yield
+        with inputs.recorded():
+            yield
     except BaseException as error:
         typer = sys.modules.get("typer")  # only a run that has imported Typer can end in a typer.Exit
         if typer is not None and isinstance(error, typer.Exit):
@@ -141,13 +201,20 @@ def all_or_nothing() -> Iterator[None]:
         _finish(staged)
     finally:
         _STAGED.reset(token)
-        for pending in staged:
+        for pending in staged.files:
             pending.discard()
 
 
-def _finish(staged: list[_Pending]) -> None:
-    for pending in staged:
+def _finish(staged: _Staged) -> None:
+    """The files renamed into place as a set, then what goes to stdout (outside the block, as it would be)."""
+    for pending in staged.files:
         pending.finish()
+    outer = _STAGED.get()
+    for show in staged.printed:
+        if outer is not None and outer is not staged:
+            outer.printed.append(show)
+        else:
+            show()
 
 
 @contextlib.contextmanager
@@ -174,18 +241,21 @@ def _put(handle: BinaryIO, data: bytes | Stream) -> None:
 
 
 def _temporary(target: Path, data: bytes | Stream) -> Path:
-    """`data` in a new file beside `target`, flushed to disk; removed again if writing it fails."""
+    """`data` in a new file beside `target`, flushed to disk; removed again if writing it fails.
+
+    The removal is armed before the file is made: a signal (Ctrl-C, SIGTERM) that arrives as `open`
+    returns leaves nothing behind. Only a file that was there already (the name is taken) stays.
+    """
     temporary = target.with_name(f".{target.name}.{os.getpid()}.attncli-tmp")
-    created = False
     try:
         with open(temporary, "xb") as handle:  # a new file, with the permissions any new file gets
-            created = True
             _put(handle, data)
             handle.flush()
             os.fsync(handle.fileno())
+    except FileExistsError:
+        raise
     except BaseException:
-        if created:
-            temporary.unlink(missing_ok=True)
+        temporary.unlink(missing_ok=True)
         raise
     return temporary
 
@@ -208,7 +278,8 @@ def print_human(build: Callable[[int], list[Line]], output: Path | None, env: En
     if output is None and env.colour:
         from rich.console import Console
 
-        print_lines(Console(file=_stdout(env), highlight=False), fit(build(width), width))
+        lines = fit(build(width), width)
+        _printed(lambda: print_lines(Console(file=_stdout(env), highlight=False), lines))
         return
     write(to_text(fit(build(width), width)), output, env)
 

@@ -16,7 +16,7 @@ import typer
 
 from attncli.cli.common import SCORES, Debug, Lang, NoColor, boundary, command, completion, epilog, located
 from attncli.cli.environment import Environment
-from attncli.cli.output import write
+from attncli.cli.output import check_targets, to_stdout, write
 from attncli.errors import ExitCode, fail
 from attncli.i18n import current_language, t
 from attncli.launch import say
@@ -91,6 +91,7 @@ def practice(
     else:
         steps, text, again, harder = _generated(seed, tokens, dk, heads, mask, score, level)
         settings = None
+    check_targets(("--record", record))  # before the session, not after it
     session = Session(steps, level, settings)
     front = _Terminal(env) if env.stdin_is_terminal else _Pipe(env)
     interrupted = False
@@ -202,21 +203,21 @@ class _Pipe:
         self.env = env
 
     def show(self, lines: list[Line]) -> None:
-        write(to_text(fit(lines, self.env.width)), None, self.env)
+        to_stdout(to_text(fit(lines, self.env.width)), self.env)
 
     def read(self, prompt: str) -> str | None:
-        write(prompt, None, self.env)
+        to_stdout(prompt, self.env)
         stdin = self.env.stdin
         answer = stdin.readline() if stdin is not None else ""
         if not answer:
             self.newline()
             return None
         answer = answer.rstrip("\r\n")
-        write(f"{answer}\n", None, self.env)
+        to_stdout(f"{answer}\n", self.env)
         return answer
 
     def newline(self) -> None:
-        write("\n", None, self.env)
+        to_stdout("\n", self.env)
 
 
 class _Terminal(_Pipe):

@@ -11,21 +11,20 @@ from attncli.cli.common import (
     Debug,
     Lang,
     NoColor,
-    Output,
     Precision,
     boundary,
     choose,
     command,
     epilog,
-    format_option,
+    format_options,
     located,
 )
 from attncli.cli.environment import Environment
-from attncli.cli.output import output_format, print_human, write
+from attncli.cli.output import check_targets, output_format, print_human, write
 from attncli.i18n import t
 
 FORMATS = ("rich", "text", "json")
-Format = format_option(FORMATS)
+Format, Output = format_options(FORMATS)
 EXAMPLES = epilog(
     "  attncli scaling",
     "  attncli scaling --dk 2,32,512 --keys 8 --samples 5000 --seed 1",
@@ -51,6 +50,7 @@ def scaling(
     debug: Debug = False,
 ) -> None:
     format = choose(output_format(format, output, FORMATS), FORMATS, "--format")
+    check_targets(("-o", output))
     from attncli import probes
     from attncli.render import analysis
 

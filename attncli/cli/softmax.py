@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Optional
 
-from attncli.cli.common import Debug, Lang, NoColor, Output, Precision, boundary, choose, command, epilog, format_option
+from attncli.cli.common import Debug, Lang, NoColor, Precision, boundary, choose, command, epilog, format_options
 from attncli.cli.environment import Environment
 from attncli.cli.output import output_format, print_human, write
 from attncli.i18n import t
@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     import typer  # the annotations' typer.Option is read by attncli.cli.common.boundary, Typer only if needed
 
 FORMATS = ("rich", "text", "json", "csv", "tsv", "markdown", "latex")
-Format = format_option(FORMATS)
+Format, Output = format_options(FORMATS)
 FILE_SUFFIXES = (".yaml", ".yml", ".json")  # an argument ending so is a file, even one that does not exist
 EXAMPLES = epilog(
     '  attncli softmax "2, 1, 0.1"',

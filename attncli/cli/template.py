@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from pathlib import Path
+from typing import Annotated, Optional
 
 import typer
 
-from attncli.cli.common import Debug, Lang, Output, boundary, command, epilog
+from attncli.cli.common import Debug, Lang, boundary, command, epilog
 from attncli.cli.environment import Environment
-from attncli.cli.output import write
+from attncli.cli.output import EXTENSIONS, check_targets, write
+from attncli.errors import fail
 from attncli.i18n import t
 
 EXAMPLES = epilog(
@@ -22,13 +24,18 @@ EXAMPLES = epilog(
 def template(
     env: Environment,
     file: Annotated[str, typer.Argument(metavar=t("help.metavar.file"), help=t("help.template.file"))],
-    output: Output = None,
+    output: Annotated[
+        Optional[Path], typer.Option("--output", "-o", metavar=t("help.metavar.file"), help=t("help.template.output"))
+    ] = None,
     lang: Lang = None,
     debug: Debug = False,
 ) -> None:
+    if output is not None and output.suffix.lower() in EXTENSIONS:  # a template is YAML, whatever its name says
+        raise fail("template.bad_suffix", path=str(output), suffix=output.suffix).at(source="-o")
     from attncli import pipeline, yamldoc
     from attncli.grading import submissions, templates
 
     document = yamldoc.read(file)
     steps = pipeline.solve(pipeline.load(document))
+    check_targets(("-o", output))
     write(templates.template(steps, submissions.exercise_id(document)), output, env)

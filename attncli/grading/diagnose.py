@@ -22,6 +22,7 @@ from attncli.parsing.answers import Answer, Entry
 from attncli.steps import Key
 
 Triple = tuple[int, int, Entry]  # an answered cell: row, column, what was written
+ROUGH_MARGIN = 1e-6  # relative: an untracked radius may come out below the tracked one by rounding in its last bits
 
 
 class Diagnosis:
@@ -36,9 +37,10 @@ class Diagnosis:
         self.key = view.key
         self.truth = view.truth
         self.judged: dict[int, bool] = {}  # id of a replay's reference (held by `replays`) -> whether it explains
+        self.missed: dict[int, bool] = {}  # id of an untracked reference -> whether it surely misses a number
 
-    def reference(self, mistake: Mistake, own: bool, key: Key | None = None) -> Reference:
-        return self.view.reference(mistake, own, key)
+    def reference(self, mistake: Mistake, own: bool, key: Key | None = None, tracked: bool = True) -> Reference:
+        return self.view.reference(mistake, own, key, tracked)
 
     def listed(self, ref: Reference) -> Listed:
         return self.view.listed(ref)
@@ -72,12 +74,42 @@ class Diagnosis:
         return found
 
     def reproduces(self, triples: list[Triple], mistake: Mistake, own: bool, clean: Reference) -> bool:
-        """Whether the replay of `mistake` explains the step; mistakes that share a replay here are judged once."""
+        """Whether the replay of `mistake` explains the step; mistakes that share a replay here are judged once.
+
+        The untracked replay comes first: most replays miss some number by more than even its looser radius,
+        and are dropped without tracking a rounding.
+        """
+        rough = self.reference(mistake, own, tracked=False)
+        missed = self.missed.get(id(rough))
+        if missed is None:
+            missed = self.missed[id(rough)] = self.misses(triples, rough)
+        if missed:
+            return False
         ref = self.reference(mistake, own)
         found = self.judged.get(id(ref))
         if found is None:
             found = self.judged[id(ref)] = self.explains(triples, ref, clean)
         return found
+
+    def misses(self, triples: list[Triple], rough: Reference) -> bool:
+        """Whether an untracked reference misses some answered number by more than its radius (with a margin for
+        the last bits), so that the tracked one, whose radius is no larger and whose numbers are the same, does
+        too. A cell it leaves undefined is judged against the truth, as `fits` does; one with an unbounded radius
+        (judged by the half unit alone) proves nothing."""
+        t, r, out = rough
+        agrees = self.rule.agrees
+        for i, j, entry in triples:
+            value, radius = t.item(i, j), r.item(i, j)
+            if math.isnan(value):
+                truth_t, truth_r, truth_out = self.listed(self.truth)
+                if not agrees(entry, truth_t[i][j], truth_r[i][j], truth_out[i][j]):
+                    return True
+            elif entry.value is None or not math.isfinite(value):  # judged without the radius
+                if not agrees(entry, value, 0.0, out.item(i, j)):
+                    return True
+            elif math.isfinite(radius) and not agrees(entry, value, radius * (1 + ROUGH_MARGIN), out.item(i, j)):
+                return True
+        return False
 
     def explains(self, triples: list[Triple], ref: Reference, clean: Reference) -> bool:
         """Whether `ref` fits every answered number and gives one that the mistake-free `clean` does not."""
@@ -154,8 +186,11 @@ class Diagnosis:
             if self.square() and not transposed:
                 for mistake in solved.pairable:
                     codes = ["transposed", *mistake.codes]
-                    ref = None if set(codes) <= set(found) else _transpose(self.reference(mistake, own))
-                    if ref is not None and self.explains(triples, ref, clean):
+                    if set(codes) <= set(found):
+                        continue
+                    if self.misses(triples, _transpose(self.reference(mistake, own, tracked=False))):
+                        continue
+                    if self.explains(triples, _transpose(self.reference(mistake, own)), clean):
                         found += codes
         return found
 

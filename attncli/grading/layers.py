@@ -48,10 +48,18 @@ def grade(
     """
     rule = Rule.chosen(tolerance, carry, min_decimals, settings)
 
-    def graded(attention: Steps, given: Answers) -> Report:
-        """A layer's attention graded as the one-layer problem it is, with this run's options."""
+    def graded(attention: Steps, given: Answers, explain: bool) -> Report:
+        """A layer's attention graded as the one-layer problem it is, with this run's options; without `explain`,
+        no mistake is looked for (a grading of a problem made for one file, whose replays are not kept)."""
         return verdict.grade(
-            attention, given, tolerance=tolerance, carry=carry, min_decimals=min_decimals, require=require, file=file
+            attention,
+            given,
+            tolerance=tolerance,
+            carry=carry,
+            min_decimals=min_decimals,
+            require=require,
+            file=file,
+            diagnose=None if explain else (),
         )
 
     reports: list[StepReport] = []
@@ -66,7 +74,7 @@ def grade(
         streams = _Streams(truth, stream, output, rule, {"x": stream_right, "z": output_right})
         judged = streams.judge(given.streams)
         if attention is not None and truth.layer.norm is not None and any(r.status == WRONG for r in found):
-            moved = graded(streams.norm_moved(fed).attention, attention)
+            moved = graded(streams.norm_moved(fed).attention, attention, False)  # only its statuses are read
             again = {(step.step, step.head): step.status for step in moved.steps}
             found = [_named(report, again) for report in found]
         normed = [report for report in judged if report.step == "normed"]  # before the attention that reads it
@@ -79,14 +87,19 @@ def grade(
 
 
 def _attention(
-    truth: LayerSteps, fed: LayerSteps, given: Answers, inherited: bool, graded: Callable[[Steps, Answers], Report]
+    truth: LayerSteps,
+    fed: LayerSteps,
+    given: Answers,
+    inherited: bool,
+    graded: Callable[[Steps, Answers, bool], Report],
 ) -> list[StepReport]:
     """The layer's attention against the truth, and against what the student's own stream gives (`fed`): a step
-    right only from their stream is right when that stream was (their rounding), carried when it was not."""
-    report = graded(truth.attention, given)
+    right only from their stream is right when that stream was (their rounding), carried when it was not. Only
+    the statuses of the second grading are read (a right step has no diagnosis): it looks for none."""
+    report = graded(truth.attention, given, True)
     if fed is truth:
         return list(report.steps)
-    own = {(step.step, step.head): step for step in graded(fed.attention, given).steps}
+    own = {(step.step, step.head): step for step in graded(fed.attention, given, False).steps}
     return [
         (_carried(own[(step.step, step.head)]) if inherited else own[(step.step, step.head)])
         if _better(step, own.get((step.step, step.head)))

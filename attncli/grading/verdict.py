@@ -51,7 +51,9 @@ def grade(
     step's); the tutor asks about one step, and the search is most of the cost of grading.
     """
     rule = Rule.chosen(tolerance, carry, min_decimals, answers)
-    replays = Replays(steps, [a for a in answers.steps if a.written is None], rule)
+    # a grading that looks for no mistake is of a problem made for one file (grading.layers'): not kept for the next
+    kept = diagnose is None or bool(diagnose)
+    replays = Replays(steps, [a for a in answers.steps if a.written is None], rule, kept)
     reports: dict[Key, StepReport] = {}
     coarse_steps: dict[Key, bool] = {}
     for answer in answers.steps:

@@ -246,6 +246,7 @@ class FieldReader:
 
     def _inside(self, written: str) -> Path:
         """The file `written` names under `base`; with `confined`, the real path it resolves to, inside `base`."""
+        arrays.check_name(written)
         file = self.base / written
         if not self.confined:
             return file

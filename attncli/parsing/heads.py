@@ -58,6 +58,19 @@ class Inputs(NamedTuple):
     query_rows: tuple[int, ...] | None = None  # the rows of x that x_query is, when it is taken from x
 
 
+# Query heads one run calculates step by step, every layer's together: the cost budget beside the value budget
+# (yamldoc.MAX_VALUES) and the memory one (problem_file.MEMORY_BUDGET). A head costs about a millisecond to read,
+# calculate and show however small it is (ALiBi over 100,000 empty heads: 20 s), and models have at most a few
+# hundred a layer.
+MAX_HEADS = 1024
+
+
+def check_heads(reader: FieldReader, path: FieldPath, count: int) -> None:
+    """Refuse more than MAX_HEADS query heads (at `path`) before any of them is read."""
+    if count > MAX_HEADS:
+        raise reader.error(path, "problem.too_many_heads", count=count, limit=MAX_HEADS)
+
+
 class Heads:
     """The heads' own fields and the top-level fields they fall back to."""
 
@@ -68,6 +81,7 @@ class Heads:
         if listed is None:
             self.fields: list[tuple[FieldPath, dict]] = [((), {})]
         elif isinstance(listed, list) and listed and all(isinstance(head, dict) for head in listed):
+            check_heads(reader, ("heads",), len(listed))
             self.fields = [(("heads", i), head) for i, head in enumerate(listed)]
             for path, head in self.fields:
                 reader.check_fields(head, path, HEAD_FIELDS)

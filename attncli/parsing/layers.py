@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from attncli.parsing import backward, masks
+from attncli.parsing import backward, heads, masks
 from attncli.parsing.fields import FieldReader
 from attncli.parsing.heads import Inputs
 from attncli.parsing.problem_file import TOP_FIELDS, Builder
@@ -40,14 +40,20 @@ def read(reader: FieldReader, data: dict) -> Stack:
         raise reader.error(("layers",), "layers.bad_layers", got=kind_of(listed))
     if "x" not in data:
         raise reader.error(("layers",), "layers.no_x")
+    heads.check_heads(reader, ("layers",), sum(_head_count(layer) for layer in listed))
     tokens = _tokens(reader, data)
     x = reader.matrix(("x",), data["x"], tokens, "tokens")  # (S, d)
-    layers = tuple(_layer(reader.within(("layers", i)), fields, tokens, x, i) for i, fields in enumerate(listed))
-    asked = _backward(reader, data, tokens, x.shape[1], layers)
+    layers: list[Layer] = []
+    held = 0  # what the layers read so far will hold: the memory budget is the stack's, not each layer's
+    for i, fields in enumerate(listed):
+        layer, needed = _layer(reader.within(("layers", i)), fields, tokens, x, i, held)
+        layers.append(layer)
+        held += needed
+    asked = _backward(reader, data, tokens, x.shape[1], tuple(layers))
     return Stack(
         tokens=tokens,
         x=x,
-        layers=layers,
+        layers=tuple(layers),
         title=reader.optional_text(data, "title"),
         notes=reader.optional_text(data, "notes"),
         source=reader.document.name,
@@ -82,8 +88,10 @@ def _tokens(reader: FieldReader, data: dict) -> tuple[str, ...]:
 class _Fed(Builder):
     """A layer's problem: the stack's tokens, self-attention, projections of the stack's x (S, d)."""
 
-    def __init__(self, reader: FieldReader, data: dict, tokens: tuple[str, ...], x: np.ndarray) -> None:
-        super().__init__(reader, data)
+    def __init__(
+        self, reader: FieldReader, data: dict, tokens: tuple[str, ...], x: np.ndarray, held: int, layers: int
+    ) -> None:
+        super().__init__(reader, data, held=held, layers=layers)
         self.fed = tokens, x
 
     def tokens(self) -> tuple[str, ...]:
@@ -96,15 +104,25 @@ class _Fed(Builder):
         return Inputs(self.fed[1], self.fed[1], "x", tuple(range(len(self.fed[0]))))
 
 
-def _layer(reader: FieldReader, data: dict, tokens: tuple[str, ...], x: np.ndarray, index: int) -> Layer:
-    """Layer `index` (read by `reader`, rooted at the layer), whose output must be as wide as x to be added to it."""
+def _head_count(layer: dict) -> int:
+    """The query heads a layer's mapping lists (one without `heads:`), before it is read."""
+    listed = layer.get("heads")
+    return len(listed) if isinstance(listed, list) else 1
+
+
+def _layer(
+    reader: FieldReader, data: dict, tokens: tuple[str, ...], x: np.ndarray, index: int, held: int
+) -> tuple[Layer, int]:
+    """Layer `index` (read by `reader`, rooted at the layer), whose output must be as wide as x to be added to it,
+    and the bytes its calculation holds, counted with the `held` of the layers before it against the budget."""
     _refuse_given(reader, data)
     reader.check_fields(data, (), LAYER_FIELDS)
-    attention = _Fed(reader, data, tokens, x).problem()
+    fed = _Fed(reader, data, tokens, x, held, index + 1)
+    attention = fed.problem()
     _check_residual(reader, data, attention, x.shape[1])
     given = reader.optional_text(data, "name")
     name = given or f"layer {index + 1}"  # English in every language: JSON's
-    return Layer(name, attention, _norm(reader, data, x.shape[1]), None if given else index + 1)
+    return Layer(name, attention, _norm(reader, data, x.shape[1]), None if given else index + 1), fed.needed
 
 
 def _refuse_given(reader: FieldReader, data: dict) -> None:

@@ -114,6 +114,8 @@ def _by_position(
     causal = kind in CAUSAL
     query = query_at(reader, positions, kind, "mask" if causal else "window")  # (L,)
     keys = len(positions.tokens)
+    if window is not None:  # no two positions are further apart than L + S: a wider window is that one (and fits)
+        window = min(window, len(query) + keys)
     if not np.array_equal(query, query[0] + np.arange(len(query))):
         allowed = _allowed(query[:, None], np.arange(keys)[None, :], causal, window)  # (L, S)
         return allowed, allowed.any(axis=1)

@@ -45,7 +45,20 @@ def read(reader: FieldReader, data: dict, places: masks.Positions) -> PositionEn
     if key_at is None:
         key_at = np.arange(len(places.tokens), dtype=reader.dtype)
     query_at = _query_at(reader, data, places, key_at)
+    _check_distances(reader, data, query_at, key_at)
     return PositionEncoding(kind, base, query_at, key_at, style)
+
+
+def _check_distances(reader: FieldReader, data: dict, query_at: np.ndarray, key_at: np.ndarray) -> None:
+    """Refuse positions whose distance n − m, which RoPE turns by, passes the range of the numbers (±1e308 apart)."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        distances = key_at[None, :] - query_at[:, None]  # (L, S)
+    if not np.isfinite(distances).all():
+        row, column = np.argwhere(~np.isfinite(distances))[0]
+        name = "position_ids" if "position_ids" in data else "query_position_ids"
+        raise reader.error(
+            (name,), "problem.position_distance", to=repr(float(key_at[column])), query=repr(float(query_at[row]))
+        )
 
 
 def _fields(reader: FieldReader, written: object) -> dict:

@@ -59,11 +59,15 @@ def parse(
 class Builder:
     """Works out tokens, heads and the mask from the merged fields, in dependency order."""
 
-    def __init__(self, reader: FieldReader, data: dict, results_only: bool = False) -> None:
+    def __init__(
+        self, reader: FieldReader, data: dict, results_only: bool = False, held: int = 0, layers: int = 1
+    ) -> None:
         self.reader = reader
         self.data = data
         self.heads = Heads(reader, data)
         self.results_only = results_only
+        self.held, self.layers = held, layers  # a stack's layers before this one: bytes they hold, and their count
+        self.needed = 0  # bytes this problem's calculation holds, once checked
 
     def problem(self) -> Problem:
         tokens = self.tokens()
@@ -198,8 +202,8 @@ class Builder:
         """
         bias = self.data.get("bias") is not None
         cells = core.bytes_needed(scores, queries, keys, self.reader.dtype, bias, results_only=self.results_only)
-        needed = cells + vectors * self.reader.dtype.itemsize
-        within_budget(needed, len(self.heads), queries, keys, self.reader.document.name)
+        self.needed = cells + vectors * self.reader.dtype.itemsize
+        within_budget(self.held + self.needed, len(self.heads), queries, keys, self.reader.document.name, self.layers)
 
 
 def _vectors(heads: tuple[Head, ...], w_o: np.ndarray | None, queries: int) -> int:
@@ -219,16 +223,18 @@ def _vectors(heads: tuple[Head, ...], w_o: np.ndarray | None, queries: int) -> i
     return count
 
 
-def within_budget(needed: int, heads: int, queries: int, keys: int, source: str | None) -> None:
-    """Refuse a run that would hold more than MEMORY_BUDGET bytes: the calculation, or an analysis on top of it."""
+def within_budget(needed: int, heads: int, queries: int, keys: int, source: str | None, layers: int = 1) -> None:
+    """Refuse a run that would hold more than MEMORY_BUDGET bytes: the calculation (with `layers`, a stack's so far),
+    or an analysis on top of it."""
     if needed > MEMORY_BUDGET:
         raise fail(
-            "problem.too_large",
+            "problem.too_large" if layers == 1 else "problem.too_large_layers",
             size=_size(needed),
             limit=_size(MEMORY_BUDGET),
             heads=heads,
             queries=queries,
             keys=keys,
+            layers=layers,
         ).at(source=source)
 
 

@@ -30,6 +30,7 @@ CSV_LAYOUTS = ("long", "wide")
 DELIMITERS = {"csv": ",", "tsv": "\t"}
 ANALYSIS_FORMATS = (*HUMAN_FORMATS, "json")  # the formats that show norms and interventions
 CONDENSED_FORMATS = ("markdown", "latex")  # write-ups of a large problem show the corners (walk.condensed)
+PICTURES = ("svg", "html")  # --svg and --html: the step-by-step view as a picture (`refuse` takes them as formats)
 STACK_FORMATS = (
     *HUMAN_FORMATS,
     "json",
@@ -49,6 +50,9 @@ SHAPING = {
     "--heatmap": WRITTEN_FORMATS,
     "--rollout": (*WRITTEN_FORMATS, "json", "csv", "tsv"),
 }
+# ... that the step-by-step view (rich, text, --svg, --html) and the write-ups lay out cell by cell: 64 heads of
+# 64 queries × 16 keys (the most a head shows before it is condensed) take about 2 s as text and 6 s as SVG
+MAX_SHOWN_CELLS = 65_536
 
 
 def refuse(fmt: str, *, analyses: bool = False, problem: Problem | Stack | None = None) -> None:
@@ -59,10 +63,14 @@ def refuse(fmt: str, *, analyses: bool = False, problem: Problem | Stack | None 
         raise fail("render.no_analyses", format=fmt)
     if isinstance(problem, Stack) and fmt not in STACK_FORMATS:
         raise fail("render.no_layers", format=fmt, formats=", ".join(STACK_FORMATS))
-    if problem is None or fmt in (*HUMAN_FORMATS, *BINARY_FORMATS, *CONDENSED_FORMATS):
-        return  # the human output and the write-ups condense a large problem; npy holds the output, npz every step
-    if cells(problem) > MAX_DOCUMENT_CELLS:
-        raise fail("render.too_many_cells", format=fmt, cells=cells(problem), limit=MAX_DOCUMENT_CELLS)
+    if problem is None or fmt in BINARY_FORMATS:
+        return  # npy holds the output, npz every step
+    if fmt in (*HUMAN_FORMATS, *CONDENSED_FORMATS, *PICTURES):  # a large problem condensed, a few cells a head
+        shown, limit = cells(problem, shown_only=True), MAX_SHOWN_CELLS
+    else:
+        shown, limit = cells(problem), MAX_DOCUMENT_CELLS
+    if shown > limit:
+        raise fail("render.too_many_cells", format=fmt, cells=shown, limit=limit)
 
 
 def refuse_options(fmt: str, given: Sequence[str]) -> None:
@@ -72,12 +80,14 @@ def refuse_options(fmt: str, given: Sequence[str]) -> None:
             raise fail("render.option_unused", option=option, format=fmt, formats=", ".join(SHAPING[option]))
 
 
-def cells(problem: Problem | Stack) -> int:
-    """The (query, key) cells of every head of every layer: what MAX_DOCUMENT_CELLS counts."""
+def cells(problem: Problem | Stack, shown_only: bool = False) -> int:
+    """The (query, key) cells of every head of every layer: what MAX_DOCUMENT_CELLS counts; with `shown_only`
+    those of the layers the step-by-step view lays out cell by cell (not condensed): what MAX_SHOWN_CELLS counts."""
     from attncli.problem import Stack
+    from attncli.render.walk import condensed
 
     layers = [layer.attention for layer in problem.layers] if isinstance(problem, Stack) else [problem]
-    return sum(len(layer.heads) * layer.mask.size for layer in layers)
+    return sum(len(layer.heads) * layer.mask.size for layer in layers if not (shown_only and condensed(layer)))
 
 
 def every_number(problem: Problem | Stack) -> str:

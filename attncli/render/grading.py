@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import math
 import textwrap
 from collections.abc import Sequence
@@ -29,6 +28,8 @@ from attncli.grading import (
 )
 from attncli.grading.submissions import NOT_GRADED, PROBLEM_CHANGED, Result
 from attncli.i18n import t
+from attncli.render import markdown as md
+from attncli.render.json_doc import dumps
 from attncli.render.layout import BLANK, Line, line, table
 from attncli.render.long_table import text_cell
 from attncli.render.numbers import fixed
@@ -154,7 +155,7 @@ def summaries(results: Sequence[Result], width: int | None = None) -> str:
 
 def json_lines(results: Sequence[Result]) -> str:
     """One JSON object per file, one per line, in the order the files were given (numbers at full precision)."""
-    return "".join(json.dumps(_json(result), ensure_ascii=False, allow_nan=False) + "\n" for result in results)
+    return "".join(dumps(_json(result)) for result in results)
 
 
 def _json(result: Result) -> dict:
@@ -217,7 +218,7 @@ def csv_text(results: Sequence[Result]) -> str:
         error = result.error or ", ".join(result.changed)
         writer.writerow(
             (
-                text_cell(printable(result.file)),
+                text_cell(result.file),
                 text_cell(result.exercise or ""),
                 result.status,
                 *(sum(step.status == status for step in steps) for status in STEP_STATUSES),
@@ -225,7 +226,7 @@ def csv_text(results: Sequence[Result]) -> str:
                 ";".join(f"{_step_name(step)}:{code}" for step in steps for code in step.diagnosis),
                 sum(step.correct for step in steps),
                 sum(step.total for step in steps),
-                text_cell(printable(error)),
+                text_cell(error),
             )
         )
     return buffer.getvalue()
@@ -243,8 +244,8 @@ def markdown(results: Sequence[Result]) -> str:
         steps = list(found.values())
         count = f"{sum(s.correct for s in steps)}/{sum(s.total for s in steps)}" if result.report else ""
         note = result.error or (t("check.problem_changed", fields=", ".join(result.changed)) if result.changed else "")
-        rows.append([f"`{printable(result.file)}`", t(f"check.status.{result.status}"), *cells, count, note])
-    table_text = "".join("| " + " | ".join(_md_escape(cell) for cell in row) + " |\n" for row in rows)
+        rows.append([f"`{result.file}`", t(f"check.status.{result.status}"), *cells, count, note])
+    table_text = "".join("| " + " | ".join(md.cell(text) for text in row) + " |\n" for row in rows)
     return f"# {t('check.md.title')}\n\n{table_text}\n{total(results)}\n"
 
 
@@ -280,10 +281,6 @@ def _shape_slip() -> str:
     return t("check.wrong_shape_short")
 
 
-def _md_escape(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
-
-
 def _arithmetic(step: StepReport) -> list[str]:
     """The rounding rule at work where it decided: a number right only thanks to the rounding its inputs carry in,
     or one wrong by less than ten times what the rule allows (a rounding slip, not a method's)."""
@@ -301,7 +298,7 @@ def _arithmetic(step: StepReport) -> list[str]:
             difference), ("own", cell.own), ("carried", cell.carried_in))}  # fmt: skip
         relation = "≤" if difference <= allowed else ">"
         cell_name = f"{step.rows[cell.row]}, {step.columns[cell.column]}"
-        out.append(t("check.arithmetic", cell=cell_name, given=entry.text, relation=relation, **numbers))
+        out.append(t("check.arithmetic", cell=cell_name, given=printable(entry.text), relation=relation, **numbers))
     return [t("check.arithmetic_rule"), *out] if out else []
 
 
@@ -323,7 +320,8 @@ def _cell(cell: Cell, precision: int) -> Line:
     mark, style = MARKS[cell.status]
     if cell.entry is None:
         return line((mark, style))
+    written = printable(cell.entry.text)  # the student's text: "0.6652\r" shown as 0.6652\r
     if cell.status == RIGHT:
-        return line(f"{cell.entry.text} ", (mark, style))
+        return line(f"{written} ", (mark, style))
     expected = t("render.masked") if math.isinf(cell.expected) else fixed(cell.expected, precision)
-    return line(f"{cell.entry.text} ", (mark, style), (f" ({expected})", style))
+    return line(f"{written} ", (mark, style), (f" ({expected})", style))

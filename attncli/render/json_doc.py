@@ -10,6 +10,7 @@ import numpy as np
 
 from attncli import __version__
 from attncli.core import Steps
+from attncli.errors import quoted_escapes
 from attncli.problem import PositionEncoding
 from attncli.steps import BY_NAME, HEAD_STEPS, SHARED_STEPS, each
 
@@ -17,6 +18,13 @@ if TYPE_CHECKING:
     from attncli.backward import Gradients, StackGradients
     from attncli.layers import LayerSteps, StackSteps
     from attncli.probes import Comparison, Intervention, Norms, Scaling
+
+
+def dumps(document: object) -> str:
+    """One JSON document on a line: UTF-8 as it is, numbers at full precision, and every control character of a
+    text from a file or a student escaped (json.dumps leaves C1, DEL, the line separators and bidirectional
+    controls raw), so that `cat` or a JSON viewer shows them inert."""
+    return json.dumps(document, ensure_ascii=False, allow_nan=False).translate(quoted_escapes()) + "\n"
 
 
 def render(steps: Steps, norms: Norms | None = None, interventions: Sequence[Intervention] = ()) -> str:
@@ -29,7 +37,7 @@ def render(steps: Steps, norms: Norms | None = None, interventions: Sequence[Int
         }
     if interventions:
         doc["interventions"] = [_intervention(record) for record in interventions]
-    return json.dumps(doc, ensure_ascii=False, allow_nan=False) + "\n"
+    return dumps(doc)
 
 
 def _intervention(record: Intervention) -> dict:
@@ -121,7 +129,7 @@ def stack_document(steps: StackSteps, rollout: np.ndarray | None = None, layer: 
         doc["rollout"] = rollout.tolist()
     if steps.backward is not None:
         doc["backward"] = _backward(steps.backward)
-    return json.dumps(doc, ensure_ascii=False, allow_nan=False) + "\n"
+    return dumps(doc)
 
 
 def _layer(steps: LayerSteps) -> dict:
@@ -209,7 +217,7 @@ def compare_document(record: Comparison) -> str:
         for query in record.queries
     ]
     doc = {"attncli": __version__, "a": side(record.a), "b": side(record.b), "queries": queries}
-    return json.dumps(doc, ensure_ascii=False, allow_nan=False) + "\n"
+    return dumps(doc)
 
 
 def scaling_document(record: Scaling) -> str:
@@ -224,4 +232,4 @@ def scaling_document(record: Scaling) -> str:
         for row in record.rows
     ]
     doc = {"keys": record.keys, "samples": record.samples, "seed": record.seed, "rows": rows}
-    return json.dumps(doc, ensure_ascii=False, allow_nan=False) + "\n"
+    return dumps(doc)

@@ -23,6 +23,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from attncli.core import Steps
+from attncli.errors import printable
 from attncli.i18n import t
 from attncli.layers import StackSteps
 from attncli.render import latex_math, tiles, walk
@@ -205,8 +206,9 @@ def cell(written: str) -> str:
 
 
 def text(value: str) -> str:
-    """Plain text made safe for LaTeX's text mode; `--format` keeps its two hyphens (TeX would join them)."""
-    value = str(value)
+    """Plain text made safe for LaTeX's text mode (control characters escaped as on a terminal, line breaks kept);
+    `--format` keeps its two hyphens (TeX would join them)."""
+    value = printable(str(value), lines=True)
     return "".join(
         "-{}" if value[i : i + 2] == "--" else _TEXT.get(c, c if ord(c) < 256 else "?") for i, c in enumerate(value)
     )

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from attncli.core import Steps
+from attncli.errors import printable
 from attncli.steps import HEAD_STEPS, KEYS, QUERIES, SHARED_STEPS, Step, each, labels
 
 if TYPE_CHECKING:
@@ -33,7 +34,9 @@ FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")  # what makes a spreadsheet ev
 
 
 def text_cell(text: str) -> str:
-    """`text` for a CSV/TSV cell that a spreadsheet shows instead of evaluating: `=1+1` becomes `'=1+1`."""
+    """Text from a file or a student for a CSV/TSV cell: its control characters escaped (as on a terminal), and
+    shown by a spreadsheet instead of evaluated: `=1+1` becomes `'=1+1`."""
+    text = printable(text)
     return f"'{text}" if text.startswith(FORMULA_STARTS) else text
 
 

@@ -7,6 +7,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from attncli.core import Steps
+from attncli.errors import printable
 from attncli.i18n import t
 from attncli.layers import StackSteps
 from attncli.render import tiles, walk
@@ -244,17 +245,26 @@ def _combination(item: walk.Combination, p: int) -> list[str]:
 def _table(title: str, headers: Sequence[str], rows: Sequence[Sequence[str]], right: Sequence[int] = ()) -> list[str]:
     """A bold title and a pipe table; columns in `right` align right, so numbers line up."""
     rule = ["---:" if c in right else "---" for c in range(len(headers))]
-    body = [f"| {' | '.join(_cell(cell) for cell in row)} |" for row in rows]
-    return [f"**{title}**", "", f"| {' | '.join(_cell(h) for h in headers)} |", f"| {' | '.join(rule)} |", *body, ""]
+    body = [f"| {' | '.join(cell(text) or ' ' for text in row)} |" for row in rows]
+    return [
+        f"**{title}**",
+        "",
+        f"| {' | '.join(cell(h) or ' ' for h in headers)} |",
+        f"| {' | '.join(rule)} |",
+        *body,
+        "",
+    ]
 
 
-def _cell(text: str) -> str:
-    return text.replace("|", "\\|") or " "
+def cell(text: str) -> str:
+    """Text for a table cell: control characters escaped (as on a terminal), a pipe made literal."""
+    return printable(text).replace("|", "\\|")
 
 
 def _escape(text: str) -> str:
-    """User text (titles, token names) with Markdown's own characters made literal."""
-    return "".join(f"\\{c}" if c in "\\`*_[]<>#" else c for c in str(text))
+    """User text (titles, token names) with Markdown's own characters made literal, control characters escaped
+    (line breaks kept: notes written on several lines)."""
+    return "".join(f"\\{c}" if c in "\\`*_[]<>#" else c for c in printable(str(text), lines=True))
 
 
 def _stack_facts(facts: walk.StackFacts, p: int) -> list[str]:
