@@ -47,18 +47,30 @@ class HeadSteps(NamedTuple):
     queries: np.ndarray | None  # (L, d_q), None when scores were given; with RoPE before the turn (see rotation)
     keys: np.ndarray | None  # (S, d_k)
     values: np.ndarray  # (S, d_v)
-    compatibility: np.ndarray  # (L, S) before the scale: q·k, cosine, q·W·kᵀ, additive, or the given scores
+    dot: np.ndarray  # (L, S) the compatibility before the scale: q·k, cosine, q·W·kᵀ, additive, or the given scores
     hidden: np.ndarray | None  # (L, S, d_a) additive only: tanh(q·W_query + k·W_key)
-    scores: np.ndarray  # (L, S) compatibility × scale (+ bias); -inf where masked
+    scores: np.ndarray  # (L, S) dot × scale (+ bias); -inf where masked
     shift: np.ndarray  # (L,) subtracted before exp in `exp`: 0 unless e^s would overflow or lose digits
     exp: np.ndarray  # (L, S) e^(scores - shift); 0 where masked
     weights: np.ndarray  # (L, S) exp / its row sum: softmax over keys; exactly 0 where masked
     output: np.ndarray  # (L, d_v) weights · values
-    scaled: np.ndarray | None = None  # (L, S) compatibility × scale, before the bias; None without one
+    scaled: np.ndarray | None = None  # (L, S) dot × scale, before the bias; None without one
     bias: np.ndarray | None = None  # (L, S) added to the scaled scores before the mask and softmax
     rotation: Rotation | None = None  # RoPE: the queries and keys the scores use, turned by their positions
     logsumexp: np.ndarray | None = None  # (L,) ln Σ e^s = shift + ln Σ exp, with `stable:` or `tiles:` (attncli.tiles)
     tiles: Tiles | None = None  # with `tiles:`, the online softmax tile by tile
+
+    @property
+    def q(self) -> np.ndarray:
+        """(L, d_q) the queries of a head that computes its scores; only given scores leave `queries` None."""
+        assert self.queries is not None, f"{self.spec.name}: scores given, no queries"
+        return self.queries
+
+    @property
+    def k(self) -> np.ndarray:
+        """(S, d_k) the keys of a head that computes its scores; only given scores leave `keys` None."""
+        assert self.keys is not None, f"{self.spec.name}: scores given, no keys"
+        return self.keys
 
 
 class Steps(NamedTuple):
@@ -154,7 +166,8 @@ def block_map(matrix: np.ndarray, edges: Edges) -> np.ndarray:
 def block_means(column_sums: np.ndarray, row_edges: np.ndarray, column_edges: np.ndarray) -> np.ndarray:
     """Each block's mean weight (R, C), from the weights summed over each block of keys, query by query (L, C)."""
     blocks = np.add.reduceat(column_sums, row_edges[:-1], axis=0)  # (R, C)
-    return blocks / (np.diff(row_edges)[:, None] * np.diff(column_edges)[None, :])
+    means: np.ndarray = blocks / (np.diff(row_edges)[:, None] * np.diff(column_edges)[None, :])  # (R, C)
+    return means
 
 
 @np.errstate(over="ignore", invalid="ignore")  # an overflow is reported as an error, not as a warning
@@ -193,15 +206,16 @@ def bytes_needed(
     at a byte a cell at most (a bias or RoPE sends the problem down the every-step path, which
     `pipeline.result` checks again).
     """
-    matrices = sum(
-        0
-        if results_only and (score is None or score.kind in KERNEL_SCORES)
-        else HEAD_MATRICES
-        + (BIAS_MATRICES if bias else 0)
-        + (2 * score.v.shape[0] if score is not None and score.kind == "additive" else 0)
-        for score in scores
-    ) + (1 if bias else 0)
+    matrices = sum(_head_matrices(score, bias, results_only) for score in scores) + (1 if bias else 0)
     return queries * keys * (matrices * np.dtype(dtype).itemsize + 1)  # + 1 byte of mask per cell
+
+
+def _head_matrices(score: Score | None, bias: bool, results_only: bool) -> int:
+    """The (L, S) matrices (or their equal in numbers) one head scored by `score` keeps: see `bytes_needed`."""
+    if results_only and (score is None or score.kind in KERNEL_SCORES):
+        return 0
+    hidden = 2 * score.v.shape[0] if score is not None and score.v is not None and score.kind == "additive" else 0
+    return HEAD_MATRICES + (BIAS_MATRICES if bias else 0) + hidden
 
 
 def combine(outputs: Sequence[np.ndarray], w_o: np.ndarray | None) -> tuple[np.ndarray | None, np.ndarray]:
@@ -254,6 +268,7 @@ def attend(
         queries = keys = hidden = None
         compat = head.scores  # (L, S)
     else:
+        assert head.queries is not None and head.keys is not None, "the parser gives both when scores are not given"
         queries = _finite(project(head.queries), "queries")  # (L, d_q)
         keys = _finite(project(head.keys), "keys")  # (S, d_k)
         rotation = None if rope is None else rotate(rope, queries, keys)
@@ -332,7 +347,8 @@ def _cosine(queries: np.ndarray, keys: np.ndarray) -> np.ndarray:
     eps = queries.dtype.type(COSINE_EPS)
     q_norms = np.maximum(_sum_norm(q), np.ldexp(eps, -q_exp))  # (L,) max(‖q‖, ε) / 2^q_exp
     k_norms = np.maximum(_sum_norm(k), np.ldexp(eps, -k_exp))  # (S,)
-    return (q @ k.T) / (q_norms[:, None] * k_norms[None, :])  # (L, S)
+    cosines: np.ndarray = (q @ k.T) / (q_norms[:, None] * k_norms[None, :])  # (L, S)
+    return cosines
 
 
 def row_norms(rows: np.ndarray) -> np.ndarray:
@@ -344,16 +360,19 @@ def row_norms(rows: np.ndarray) -> np.ndarray:
     """
     exponents = _exponents(rows)
     with np.errstate(over="ignore"):  # a true norm beyond float's range is inf, for the caller to refuse
-        return np.ldexp(_sum_norm(np.ldexp(rows, -exponents[..., None])), exponents)
+        norms: np.ndarray = np.ldexp(_sum_norm(np.ldexp(rows, -exponents[..., None])), exponents)
+    return norms
 
 
 def _exponents(rows: np.ndarray) -> np.ndarray:
     """Per row, the e with 2^(e-1) ≤ max |entry| < 2^e (0 for a row of zeros)."""
-    return np.frexp(np.abs(rows).max(axis=-1, initial=0))[1]
+    exponents: np.ndarray = np.frexp(np.abs(rows).max(axis=-1, initial=0))[1]
+    return exponents
 
 
 def _sum_norm(rows: np.ndarray) -> np.ndarray:
-    return np.sqrt((rows * rows).sum(axis=-1))
+    norms: np.ndarray = np.sqrt((rows * rows).sum(axis=-1))
+    return norms
 
 
 def softmax(scores: np.ndarray) -> np.ndarray:
@@ -364,7 +383,8 @@ def softmax(scores: np.ndarray) -> np.ndarray:
     """
     shifted = scores - scores.max(axis=1, keepdims=True)  # (L, S)
     exp = np.exp(shifted)  # (L, S)
-    return exp / exp.sum(axis=1, keepdims=True)  # (L, S)
+    weights: np.ndarray = exp / exp.sum(axis=1, keepdims=True)  # (L, S)
+    return weights
 
 
 def _finite(array: np.ndarray, field: str) -> np.ndarray:
@@ -372,7 +392,3 @@ def _finite(array: np.ndarray, field: str) -> np.ndarray:
     if not np.isfinite(array).all():
         raise fail("core.overflow").at(field=field)
     return array
-
-
-if "dot" not in HeadSteps._fields:  # until issue 24's part A names the field `dot` (then this line goes)
-    HeadSteps.dot = property(lambda head: head.compatibility)  # type: ignore[attr-defined]

@@ -18,9 +18,9 @@ import numpy as np
 
 from attncli import expr, pipeline, positions
 from attncli.errors import fail
+from attncli.grading.templates import answer_lines, template
 from attncli.i18n import current_language, t
 from attncli.parsing.fields import FieldReader
-from attncli.templates import answer_lines, template
 from attncli.written import fixed
 from attncli.yamldoc import Document, comment, did_you_mean, flow, scalar
 

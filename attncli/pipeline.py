@@ -269,11 +269,12 @@ def grade(
     student's answers; a key's `tolerance:`, `carry:`, ... then count, not the student's.
     `options` are attncli.grading.grade's (`tolerance=`, ...), which win over both. A homework's
     own problem may name array files only inside its folder, as in `attncli check`; a key's may be anywhere.
-    Stacked layers are graded layer by layer (attncli.layer_grading), their answers under `layers:`.
+    Stacked layers are graded layer by layer (attncli.grading.layers), their answers under `layers:`.
     The grader is imported here, not with the module: `attncli compute` never needs it.
     """
     import attncli.parsing.answers as parsed
-    from attncli import grading, layer_grading
+    from attncli import grading
+    from attncli.grading import layers as layer_grading
     from attncli.layers import StackSteps
 
     if text is not None:

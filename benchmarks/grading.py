@@ -33,8 +33,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from attncli import submissions  # noqa: E402  (the repository, not an installed copy)
 from attncli.exercises import Options, exercise  # noqa: E402
+from attncli.grading import submissions  # noqa: E402  (the repository, not an installed copy)
 from tests.replays.mistakes import CATALOGUE, NotApplicable  # noqa: E402
 from tests.replays.student import Context, Work, answers_yaml, read  # noqa: E402
 from tests.replays.suite import clear_limit, differs  # noqa: E402

@@ -92,7 +92,7 @@ def test_right_homework_has_no_diagnosis() -> None:
 
 
 def test_summary_names_the_counts_and_the_mistake() -> None:
-    from attncli.render import check_report
+    from attncli.render import grading as check_report
 
     report = grade_file(CASES / "missing_scale_in_softmax.yaml")
     assert check_report.summary(report) == "scores: 3/3, weights: 0/3 — weights: forgot to scale by 1/√d_k"

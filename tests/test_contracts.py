@@ -162,6 +162,13 @@ def test_nothing_imports_the_programs_entry_point_and_only_it_reaches_up_to_the_
     assert [name for name in above if not name.startswith("attncli.cli")] == ["attncli.launch"]
 
 
+def _names_decimals(node: ast.expr) -> bool:
+    """`x.decimals` or a plain `decimals`: the count of a written number's decimals."""
+    return (isinstance(node, ast.Attribute) and node.attr == "decimals") or (
+        isinstance(node, ast.Name) and node.id == "decimals"
+    )
+
+
 def _half_units(path: Path) -> list[int]:
     """The lines where `path` writes half a unit of a written number's last decimal: 0.5 * 10.0 ** -x.decimals."""
     lines = []
@@ -172,8 +179,7 @@ def _half_units(path: Path) -> list[int]:
             and isinstance(node.right, ast.BinOp)
             and isinstance(node.right.op, ast.Pow)
             and isinstance(node.right.right, ast.UnaryOp)
-            and isinstance(node.right.right.operand, ast.Attribute)
-            and node.right.right.operand.attr == "decimals"
+            and _names_decimals(node.right.right.operand)
         ):
             lines.append(node.lineno)
     return lines
@@ -181,8 +187,11 @@ def _half_units(path: Path) -> list[int]:
 
 def test_the_half_unit_reader_finds_the_rule_where_it_is_written(tmp_path: Path) -> None:
     written = tmp_path / "rule.py"
-    written.write_text("def radius(entry):\n    return 0.5 * 10.0**-entry.decimals\n\nhalf = 0.5 * 10.0**-carry\n")
-    assert _half_units(written) == [2]  # a written number's half unit; a rounding to `carry` decimals is not one
+    written.write_text(
+        "def radius(entry):\n    return 0.5 * 10.0**-entry.decimals\n\nhalf = 0.5 * 10.0**-carry\n"
+        "def half_unit(decimals):\n    return 0.5 * 10.0**-decimals\n"
+    )
+    assert _half_units(written) == [2, 6]  # a written number's half unit; a rounding to `carry` decimals is not one
 
 
 @pytest.mark.skipif(not RULE.exists(), reason="grading/rule.py comes with part A of issue 24")

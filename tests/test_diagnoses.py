@@ -146,7 +146,7 @@ def true_values(steps: core.Steps) -> dict[Key, Matrix]:
     values: dict[Key, Matrix] = {}
     for h, head in enumerate(steps.heads):
         if head.queries is not None:
-            values.update({("queries", h): head.queries, ("keys", h): head.keys, ("dot", h): head.compatibility})
+            values.update({("queries", h): head.queries, ("keys", h): head.keys, ("dot", h): head.dot})
         values.update({("values", h): head.values, ("scores", h): head.scores, ("weights", h): head.weights})
         values[("output", h)] = head.output
     if steps.concat is not None:

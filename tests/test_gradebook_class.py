@@ -18,9 +18,9 @@ from typer.testing import CliRunner
 from attncli import pipeline
 from attncli.cli import app
 from attncli.gradebook import glance, points, records, roster
+from attncli.grading.submissions import Options, grade_files, load_keys
 from attncli.i18n import describe
 from attncli.render import feedback, gradebook
-from attncli.submissions import Options, grade_files, load_keys
 from tests.test_lms_formats import SCHEMA, canvas_import, validate
 
 STUDENTS = 30
@@ -28,7 +28,7 @@ KINDS = ("right", "partial", "untouched", "wrong", "carried")  # student n is KI
 CARRIED_HALF = "points: {carried: half}"  # a point a cell, a carried cell half
 
 
-STEP_FIELDS = (("dot", "compatibility"), ("scores", "scores"), ("weights", "weights"), ("output", "output"))
+STEP_FIELDS = (("dot", "dot"), ("scores", "scores"), ("weights", "weights"), ("output", "output"))
 
 
 def rows(matrix: np.ndarray) -> str:
@@ -55,7 +55,7 @@ def homework(exercise: str, kind: str, head: object, template: str) -> str:
 
 def carried(head: object) -> dict[str, np.ndarray]:
     """q·k of the first query and key written one too many, every later number worked from it at 4 decimals."""
-    dot = np.round(head.compatibility, 4)
+    dot = np.round(head.dot, 4)
     dot[0, 0] += 1
     scores = np.round(dot / math.sqrt(head.keys.shape[1]), 4)
     e = np.exp(scores - scores.max(axis=1, keepdims=True))

@@ -19,8 +19,10 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from attncli import core, exercises, grading, rounding, yamldoc
+from attncli import core, exercises, grading, yamldoc
 from attncli.cli import app
+from attncli.grading import diagnose, replay
+from attncli.grading import interval as rounding
 from attncli.parsing import answers, parse
 from attncli.problem import Projection
 from tests.replays import student
@@ -246,7 +248,7 @@ def true_values(steps: core.Steps) -> dict[Key, np.ndarray]:
     values: dict[Key, np.ndarray] = {}
     for h, head in enumerate(steps.heads):
         values.update({("queries", h): head.queries, ("keys", h): head.keys, ("values", h): head.values})
-        values.update({("dot", h): head.compatibility, ("scores", h): head.scores, ("weights", h): head.weights})
+        values.update({("dot", h): head.dot, ("scores", h): head.scores, ("weights", h): head.weights})
         values[("output", h)] = head.output
     values[("concat", None)] = steps.concat
     values[("final", None)] = steps.output
@@ -323,7 +325,7 @@ def test_a_third_decimal_one_unit_off_at_output_passes_only_when_the_widening_co
 
 def _chain(noise: rounding.Noise, x: np.ndarray, w: np.ndarray, v: np.ndarray) -> rounding.Carried:
     """Attention with every intermediate carried at 2 decimals: projections, scores, e^s, weights, a cosine-like
-    norm and tanh, through every operation of attncli.rounding the grader uses."""
+    norm and tanh, through every operation of attncli.grading.interval the grader uses."""
     q = rounding.carry(rounding.matmul(rounding.carry(rounding.exact(x), 2, noise), rounding.exact(w)), 2, noise)
     scores = rounding.carry(rounding.matmul(q, rounding.transpose(q)), 2, noise)  # (n, n)
     scaled = rounding.times(scores, rounding.written(np.array(0.7071), np.array(5e-5), noise))
@@ -394,8 +396,8 @@ def test_replays_dropped_untracked_leave_every_report_as_it_was(
     documents = [yamldoc.load(text + answers_text, "homework.yaml") for answers_text in files]
     pruned = [_report(document) for document in documents]
     assert sum(bool(step.diagnosis) for report in pruned for step in report.steps) >= len(files) // 2
-    monkeypatch.setattr(grading._Grader, "misses", lambda self, triples, rough: False)
-    grading._Solved.cache.clear()
+    monkeypatch.setattr(diagnose.Diagnosis, "misses", lambda self, triples, rough: False)
+    replay.Solved.cache.clear()
     assert [_report(document) for document in documents] == pruned
 
 

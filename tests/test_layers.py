@@ -662,7 +662,8 @@ def test_stack_answers_refused_where_they_cannot_be_read(tmp_path: Path) -> None
 
 
 def test_every_stack_code_has_a_diagnosis_and_a_hint_in_both_languages() -> None:
-    from attncli import grading, layer_grading
+    from attncli import grading
+    from attncli.grading import layers as layer_grading
     from attncli.i18n import en, es
 
     assert not set(layer_grading.CODES) & set(grading.CODES)

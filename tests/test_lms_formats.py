@@ -28,9 +28,9 @@ from attncli import yamldoc
 from attncli.errors import AttnError
 from attncli.gradebook import points, records, roster
 from attncli.gradebook.records import StudentRecord
+from attncli.grading.submissions import Options, grade_files, load_key
 from attncli.i18n import describe
 from attncli.render import gradebook
-from attncli.submissions import Options, grade_files, load_key
 from tests.test_gradebook import BANK, WORKED, WORKED_POINTS, write
 
 SCHEMA = json.loads((Path(__file__).parent / "gradescope_results.schema.json").read_text(encoding="utf-8"))

@@ -66,7 +66,7 @@ def test_rope_matches_the_published_convention(style: str, d: int, base: float) 
     q_rot, k_rot = reference(q, at[[1, 3, 4]], base), reference(k, at, base)
     assert np.abs(head.rotation.queries - q_rot).max() <= TOLERANCE
     assert np.abs(head.rotation.keys - k_rot).max() <= TOLERANCE
-    assert np.abs(head.compatibility - q_rot @ k_rot.T).max() <= TOLERANCE * d
+    assert np.abs(head.dot - q_rot @ k_rot.T).max() <= TOLERANCE * d
     assert np.array_equal(head.queries, q)  # the record keeps them unturned too
     scores = q_rot @ k_rot.T / math.sqrt(d)
     weights = np.exp(scores) / np.exp(scores).sum(axis=1, keepdims=True)
@@ -101,12 +101,12 @@ def test_rope_score_depends_only_on_the_distance(style: str, seed: int, at: list
     }
     here = solve({**fields, "position_ids": np.array(at)}).heads[0]
     there = solve({**fields, "position_ids": np.array(at) + shift + 30}).heads[0]
-    assert np.abs(here.compatibility - there.compatibility).max() <= 1e-9
+    assert np.abs(here.dot - there.dot).max() <= 1e-9
     # and for one pair it is q·R(n − m)·k, whatever m and n are on their own
     m, n = at[0], at[-1]
     q, k = fields["queries"][0], fields["keys"][-1]
     relative = REFERENCES[style](k[None, :], np.array([n - m]), 100.0)[0]
-    assert abs(here.compatibility[0, -1] - q @ relative) <= 1e-9
+    assert abs(here.dot[0, -1] - q @ relative) <= 1e-9
 
 
 def test_positions_default_to_the_token_order_and_the_lower_right_corner() -> None:

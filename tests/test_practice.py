@@ -30,6 +30,7 @@ from attncli import exercises, pipeline
 from attncli.cli import app
 from attncli.i18n import LANGUAGE, en, es
 from attncli.practice import record, session
+from attncli.steps import ANSWERED
 from tests import reference
 from tests.children import as_in_the_background, sigint_by_default
 from tests.paths import ROOT, SAMPLES
@@ -505,7 +506,7 @@ def test_check_grades_the_record_as_the_tutor_did_on_the_first_try(seed: int, tm
         index += 1
         is_first = tutor.states[tutor.index].first is None
         feedback = tutor.respond(line)
-        if is_first and prompt.step in session.GRADED:
+        if is_first and prompt.step in ANSWERED:
             for k, column in enumerate(prompt.columns):
                 first[(prompt.step, prompt.row, column)] = "wrong" if k in feedback.wrong else feedback.kind
         if feedback.kind == session.WRONG and feedback.retry:
@@ -565,6 +566,25 @@ def test_every_sample_answered_to_4_decimals_is_all_right_for_the_tutor_and_for_
         pipeline.load(text=record.homework(text, tutor), name=sample), text=record.homework(text, tutor)
     )
     assert report.ok and {s.status for s in report.steps} == {"right"}
+
+
+def test_skipping_every_step_of_heads_without_w_o_shows_each_answer_and_ends_with_the_summary() -> None:
+    """samples/gqa.yaml: four heads and no W_O, so the final output is the concatenation; skipping its cells
+    showed nothing and ended in an internal error (exit 70) before."""
+    text = (SAMPLES / "gqa.yaml").read_text()
+    steps = pipeline.solve(pipeline.load(text=text, name="gqa.yaml"))
+    assert steps.problem.w_o is None and len(steps.heads) > 1
+    tutor = session.Session(steps, 2)
+    shown = {}
+    while (prompt := tutor.current) is not None:
+        feedback = tutor.respond("skip")
+        if prompt.step == "final":
+            shown[prompt.columns] = feedback.working
+    concat = steps.concat  # its numbers as shown (4 decimals) are what each final cell takes: the numbers to copy
+    assert concat is not None
+    assert shown == {(c,): f"{concat[0, c]:.4f}" for c in range(concat.shape[1])}
+    result = practise([str(SAMPLES / "gqa.yaml")], ["skip"] * len(tutor.prompts))
+    assert (result.returncode, result.stderr) == (1, "")  # 1: not every step right (every one skipped)
 
 
 # The library itself

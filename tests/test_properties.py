@@ -124,7 +124,7 @@ def test_core_matches_the_reference(p: Problem) -> None:
     outputs = []
     for head, got in zip(p.heads, steps.heads):
         want = reference_head(head, p.mask)
-        assert_close(got.compatibility, want.raw)
+        assert_close(got.dot, want.raw)
         assert_close(got.weights, want.weights)
         assert_close(got.output, want.output, 1e-8)
         outputs.append(want.output)

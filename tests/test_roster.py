@@ -20,8 +20,8 @@ from hypothesis import strategies as st
 from attncli import pipeline
 from attncli.errors import AttnError
 from attncli.gradebook import records, roster
+from attncli.grading.submissions import Options, Result, grade_files, load_key
 from attncli.i18n import LANGUAGE, describe
-from attncli.submissions import Options, Result, grade_files, load_key
 
 ROSTERS = Path(__file__).parent / "rosters"
 CANVAS = str(ROSTERS / "canvas_export.csv")

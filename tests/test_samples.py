@@ -51,7 +51,7 @@ def test_bank() -> None:
     assert not steps.problem.cross
     assert head.spec.score.kind == "scaled_dot"
     assert head.spec.score.scale == pytest.approx(R2, abs=TOLERANCE)
-    close(head.compatibility, [[2 * math.sqrt(2), math.sqrt(2), 0]])
+    close(head.dot, [[2 * math.sqrt(2), math.sqrt(2), 0]])
     close(head.scores, [[2, 1, 0]])
     close(head.weights, [weights])
     # values [2, 0], [0, 2], [1, 1]
@@ -287,7 +287,7 @@ def test_sinusoidal() -> None:
     (head,) = steps.heads
     close(head.keys, x)
     dots = [2 * s2 + 1 + c2, s2 * (1 + s1) + (1 + c2) * (1 + c1), s2**2 + (1 + c2) ** 2]
-    close(head.compatibility, [dots])
+    close(head.dot, [dots])
     weights = softmax(*(d * R2 for d in dots))
     close(head.weights, [weights])
     close(steps.output, [[sum(w * row[c] for w, row in zip(weights, x)) for c in range(2)]])

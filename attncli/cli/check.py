@@ -26,7 +26,7 @@ from attncli.i18n import describe, t
 from attncli.render import formats
 
 if TYPE_CHECKING:
-    from attncli.submissions import Result
+    from attncli.grading.submissions import Result
 
 FORMATS = formats.offering(formats.CHECK)
 Format = Annotated[Optional[str], format_option(FORMATS)]
@@ -64,7 +64,7 @@ def check(
     debug: Debug = False,
 ) -> ExitCode:
     format = choose(output_format(format, output, FORMATS), FORMATS, "--format")
-    from attncli import submissions
+    from attncli.grading import submissions
     from attncli.parsing import answers
 
     if key is not None and keys is not None:
@@ -93,7 +93,7 @@ def _report(
     results: list[Result], format: str, precision: int, output: Path | None, env: Environment, rule: bool
 ) -> None:
     """The results in `format`: a gradebook, one file's report, or a line per file."""
-    from attncli.render import check_report
+    from attncli.render import grading as check_report
 
     if format == "json":
         write(check_report.json_lines(results), output, env)

@@ -33,7 +33,8 @@ def template(
 
     if output is not None and implied_by(output.suffix) is not None:  # a template is YAML, whatever its name says
         raise fail("template.bad_suffix", path=str(output), suffix=output.suffix).at(source="-o")
-    from attncli import pipeline, submissions, templates, yamldoc
+    from attncli import pipeline, yamldoc
+    from attncli.grading import submissions, templates
 
     document = yamldoc.read(file)
     steps = pipeline.solve(pipeline.load(document))

@@ -2,7 +2,7 @@
 at a glance.
 
 Pure functions over frozen records, read from what grading already makes (attncli.grading's `Report`,
-`StepReport` and `Cell`; attncli.submissions' `Result`): `check` wires them to its options, and the renderers
+`StepReport` and `Cell`; attncli.grading.submissions' `Result`): `check` wires them to its options, and the renderers
 (attncli.render.gradebook, attncli.render.feedback) write them for Gradescope, Canvas, Moodle and students.
 Domain code: nothing here imports attncli.render or attncli.cli.
 

@@ -14,10 +14,9 @@ from dataclasses import dataclass
 
 from attncli.gradebook.points import StepKey, step_key
 from attncli.grading import CARRIED, MISSING, RIGHT, WRONG, Report, StepReport
-from attncli.parsing.answers import HEAD_STEPS
+from attncli.steps import position
 
 CAUSES_SHOWN = 3
-SHARED_ORDER = ("concat", "final", "residual", "stream")  # a layer's steps after its heads', in order
 
 
 @dataclass(frozen=True)
@@ -54,7 +53,7 @@ def glance(reports: Iterable[Report]) -> Glance:
             statuses.setdefault(key, Counter())[step.status] += 1
             causes.setdefault(key, Counter()).update(step.diagnosis)
     rows = []
-    for key in sorted(named, key=_position):
+    for key in sorted(named, key=lambda key: position(key[1], key[2], key[0])):
         count = statuses[key]
         answered = count[RIGHT] + count[CARRIED] + count[WRONG]
         commonest = tuple(sorted(causes[key].items(), key=lambda item: (-item[1], item[0]))[:CAUSES_SHOWN])
@@ -62,13 +61,3 @@ def glance(reports: Iterable[Report]) -> Glance:
         absent = len(reports) - answered - missing
         rows.append(StepGlance(named[key], count[RIGHT], count[CARRIED], count[WRONG], missing, absent, commonest))
     return Glance(len(reports), tuple(rows))
-
-
-def _position(key: StepKey) -> tuple[int, int, int, int]:
-    """Layer by layer: the normalised input, each head's steps, then concat, final, the residual and the stream."""
-    layer, step, head = key
-    if step == "normed":
-        return layer or 0, 0, 0, 0
-    if head is not None:
-        return layer or 0, 1, head, HEAD_STEPS.index(step)
-    return layer or 0, 2, 0, SHARED_ORDER.index(step)

@@ -54,15 +54,16 @@ from decimal import Decimal
 from fractions import Fraction
 
 from attncli.core import Steps
-from attncli.grading import CARRIED, EXACT, EXACT_ZERO, RIGHT, TOO_FEW_DECIMALS, WRONG, Cell, Report, StepReport
+from attncli.grading import CARRIED, RIGHT, TOO_FEW_DECIMALS, WRONG, Cell, Report, StepReport
+from attncli.grading.rule import allowed
 from attncli.layers import StackSteps
-from attncli.parsing.answers import STEPS, STREAM_STEPS
 from attncli.parsing.fields import FieldReader
+from attncli.steps import ANSWERED, STREAM_STEPS
 from attncli.yamldoc import Document, FieldPath, did_you_mean, kind_of
 
 CREDITS = {"full": Fraction(1), "half": Fraction(1, 2), "none": Fraction(0)}
 FIELDS = ("steps", "per_cell", "carried", "rounded")
-STEP_NAMES = (*STEPS, *STREAM_STEPS)  # what `steps:` may list: a step of the calculation or of a stacked layer
+STEP_NAMES = (*ANSWERED, *STREAM_STEPS)  # what `steps:` may list: a step of the calculation or of a stacked layer
 ROUNDING_CODES = frozenset({"rounded_early", "too_few_decimals"})
 MAX_POINTS = 10**6  # points of one step or one cell: far above any course's scale, far below a float's
 StepKey = tuple[int | None, str, int | None]  # (layer, step, head), as a StepReport names its step
@@ -169,7 +170,8 @@ def key_cells(steps: Steps | StackSteps, names: Collection[str] | None = None) -
     """The cells a key for `steps` counts: those of its blank answer template (every step a student computes,
     every cell the mask lets through), graded as a student's file is so that the steps are named alike;
     `names`: only these steps (the key's `require:`, or the steps its `answers:` holds), None for every one."""
-    from attncli import pipeline, templates, yamldoc  # the grader, for a key only
+    from attncli import pipeline, yamldoc  # the grader, for a key only
+    from attncli.grading import templates
 
     blank = pipeline.grade(steps, yamldoc.load(templates.template(steps), "<template>"))
     return KeyCells(tuple(step for step in blank.steps if names is None or step.step in names))
@@ -249,8 +251,7 @@ def within_allowance(cell: Cell) -> bool:
     value, expected = cell.entry.value if cell.entry is not None else None, cell.expected
     if value is None or not math.isfinite(expected):
         return False
-    allowed = (cell.own + cell.carried_in) * (1 + EXACT) + EXACT * abs(expected) + EXACT_ZERO
-    return abs(value - expected) <= allowed
+    return abs(value - expected) <= allowed(cell.own, cell.carried_in, expected)
 
 
 def percent(points: Fraction, most: Fraction) -> Decimal | None:

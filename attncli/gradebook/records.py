@@ -1,6 +1,6 @@
 """One record per student (or per file): what every gradebook format writes, Gradescope's, Canvas's and Moodle's.
 
-A record is made from a file's grading result (attncli.submissions.Result) and its Score, or for a student of
+A record is made from a file's grading result (attncli.grading.submissions.Result) and its Score, or for a student of
 the class list who handed nothing in (status NO_FILE, 0 points). Statuses and codes stay English, for scripts.
 """
 
@@ -13,7 +13,7 @@ from fractions import Fraction
 from attncli.errors import fail
 from attncli.gradebook.points import Score, percent
 from attncli.grading import Report, StepReport
-from attncli.submissions import Result
+from attncli.grading.submissions import Result
 
 NO_FILE = "no_file"  # a student of the class list without a file
 
@@ -23,7 +23,7 @@ class StudentRecord:
     """A student's (or a file's) line in a gradebook: who, which file, its verdict and its points."""
 
     file: str | None  # None: NO_FILE
-    status: str  # one of attncli.submissions.STATUSES, or NO_FILE
+    status: str  # one of attncli.grading.submissions.STATUSES, or NO_FILE
     student: str | None = None  # a name, from the file's student: or the class list
     student_id: str | None = None  # the file's student_id:, or the class list's match value
     exercise: str | None = None

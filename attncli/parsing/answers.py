@@ -13,23 +13,19 @@ import functools
 import math
 import re
 from dataclasses import dataclass
+from typing import TypeGuard
 
 import numpy as np
 
 from attncli.core import Steps
-from attncli.errors import AttnError, fail, listed, phrase
+from attncli.errors import AttnError, Message, fail, listed, phrase
 from attncli.expr import WHOLE_DIGITS, whole_number
 from attncli.i18n import current_language
 from attncli.layers import LayerSteps, StackSteps
 from attncli.parsing.fields import FieldReader, row_label
+from attncli.steps import ANSWERED, HEAD_STEPS, MASKABLE, SHARED_STEPS, STREAM_STEPS, labels, matrix, present
 from attncli.yamldoc import Document, FieldPath, did_you_mean, kind_of
 
-HEAD_STEPS = ("queries", "keys", "values", "dot", "scores", "weights", "output")
-SHARED_STEPS = ("concat", "final")
-STEPS = (*HEAD_STEPS, *SHARED_STEPS)
-# A stacked layer's streams: N(X_l) with its norm placed pre, X_l + Attn with it placed post, X_{l+1} what it leaves
-STREAM_STEPS = ("normed", "residual", "stream")
-MASKABLE = ("dot", "scores", "weights")
 MASK_WORDS = ("masked", "-inf", "-∞", "-infinity")
 NOT_ANSWERED = "?"  # what a template holds in every cell; left there (or empty), the cell is not answered
 SETTINGS = ("tolerance", "carry", "min_decimals", "require")  # how the file asks to be graded
@@ -91,7 +87,7 @@ class LayerAnswers:
     """One stacked layer's answers: its attention's steps (None when only its streams are answered), its streams."""
 
     attention: Answers | None
-    streams: tuple[Answer, ...]  # in the order of STREAM_STEPS
+    streams: tuple[Answer, ...]  # in the order of attncli.steps.STREAM_STEPS
 
 
 @dataclass(frozen=True)
@@ -138,11 +134,7 @@ def parse_stack(
 
 def stream_steps(layer: LayerSteps) -> dict[str, np.ndarray]:
     """The streams of `layer` a student computes, by name: normed (placed pre), residual (placed post), stream."""
-    place = None if layer.layer.norm is None else layer.layer.norm.place
-    found = {"normed": layer.normed} if place == "pre" else {}
-    if place == "post":
-        found["residual"] = layer.residual
-    return {**found, "stream": layer.output}
+    return {name: found for name in STREAM_STEPS if (found := matrix(layer, name)) is not None}
 
 
 def read_settings(document: Document) -> Settings:
@@ -189,8 +181,8 @@ def step_list(text: str) -> tuple[str, ...]:
     """`--require dot,scores`: the step names, each one that can be answered (an AttnError otherwise)."""
     names = tuple(name.strip() for name in text.split(",") if name.strip())
     for name in names:
-        if name not in STEPS:
-            hint = did_you_mean(name, STEPS) or phrase("check.known_steps", names=", ".join(STEPS))
+        if name not in ANSWERED:
+            hint = did_you_mean(name, ANSWERED) or phrase("check.known_steps", names=", ".join(ANSWERED))
             raise fail("check.unknown_step", name=name, hint=hint)
     return names
 
@@ -263,7 +255,7 @@ class _Reader(FieldReader):
     ) -> Answers | None:
         """The steps answered in the mapping `section` at `path` (`more`: other names it may hold); None for none."""
         assert self.steps is not None
-        self.check_fields(section, path, (*STEPS, "heads", *more), "check.known_steps")
+        self.check_fields(section, path, (*ANSWERED, "heads", *more), "check.known_steps")
         heads = len(self.steps.heads)
         top = [name for name in HEAD_STEPS if name in section]
         if "heads" in section:
@@ -307,30 +299,19 @@ class _Reader(FieldReader):
 
     def shape(self, path: FieldPath, step: str, head: int | None) -> _Shape:
         assert self.steps is not None
+        problem = self.steps.problem
         if step in STREAM_STEPS:
-            matrix = self.streams[step]
-            return _Shape(self.steps.problem.tokens, _coordinates(matrix.shape[1]), False, None, matrix)
-        problem, steps = self.steps.problem, self.steps
-        queries, tokens = problem.query_tokens, problem.tokens
-        if head is None:
-            matrix = steps.concat if step == "concat" else steps.output
-            if matrix is None:
-                raise self.error(path, "check.no_concat")
-            return _Shape(queries, _coordinates(matrix.shape[1]), False, None, matrix)
-        head_steps = steps.heads[head]
-        if step in ("queries", "keys", "dot") and head_steps.queries is None:
+            truth: np.ndarray | None = self.streams[step]
+        elif head is None and not present(self.steps, step):
+            raise self.error(path, "check.no_concat")
+        elif not present(self.steps, step, head):
             raise self.error(path, "check.scores_given", step=step)
-        if step in MASKABLE:
-            matrix = {"dot": head_steps.compatibility, "scores": head_steps.scores, "weights": head_steps.weights}[step]
-            return _Shape(queries, tokens, True, problem.mask, matrix)
-        matrix = {
-            "queries": head_steps.queries,
-            "keys": head_steps.keys,
-            "values": head_steps.values,
-            "output": head_steps.output,
-        }[step]
-        rows = queries if step in ("queries", "output") else tokens
-        return _Shape(rows, _coordinates(matrix.shape[1]), False, None, matrix)
+        else:
+            truth = matrix(self.steps, step, head)
+        assert truth is not None, step  # a step the problem has
+        rows, columns = labels(problem, step, truth.shape[1])
+        maskable = step in MASKABLE
+        return _Shape(rows, columns, maskable, problem.mask if maskable else None, truth)
 
     def answer(self, path: FieldPath, value: object, step: str, head: int | None) -> Answer:
         """One step in whatever form fits: rows, a mapping token: row, one query's row or column, or as written."""
@@ -369,12 +350,13 @@ class _Reader(FieldReader):
             grid = [
                 self.fit_row(path, row_path, row, step, shape, i) for i, (row_path, row) in enumerate(zip(paths, value))
             ]
-            if all(cells is not None for cells in grid):
-                return self.fitted(step, head, shape, grid)
+            fitting = [cells for cells in grid if cells is not None]
+            if len(fitting) == len(grid):
+                return self.fitted(step, head, shape, fitting)
         elif len(value) == m and all(isinstance(row, list) and len(row) == n for row in value):
             columns = [self.cells(row_path, row, step) for row_path, row in zip(paths, value)]
-            cells = tuple(tuple(column[i] for column in columns) for i in range(n))
-            return Answer(step, head, shape.rows, shape.columns, cells, transposed=True)
+            turned = tuple(tuple(column[i] for column in columns) for i in range(n))
+            return Answer(step, head, shape.rows, shape.columns, turned, transposed=True)
         return self.as_written(step, head, shape, [self.cells(p, row, step) for p, row in zip(paths, value)])
 
     def mapping(self, path: FieldPath, value: dict, step: str, head: int | None, shape: _Shape) -> Answer:
@@ -404,18 +386,18 @@ class _Reader(FieldReader):
             raise self.error(path, "check.ambiguous_name", name=name)
         return rows.index(name)
 
-    def label(self, matrix: FieldPath, shape: _Shape, index: int) -> str:
+    def label(self, matrix: FieldPath, shape: _Shape, index: int) -> Message:
         """`answers.weights, row 2 (river)`: where a row is, for messages."""
         return _label(matrix, index, shape.rows if index < len(shape.rows) else None, current_language())
 
-    def check_row(self, path: FieldPath, row: object, label: str) -> None:
+    def check_row(self, path: FieldPath, row: object, label: Message) -> None:
         """A row must be a non-empty list of numbers; `0.1 0.2 0.3` typed without commas gets its own message."""
         if isinstance(row, str) and _SPACED.fullmatch(row.strip()):
             raise self.error(path, "check.spaces", label, text=row.strip())
         if not all(map(_is_scalar, self.row(path, row, label))):
             raise self.error(path, "problem.not_row", label, got=kind_of(row))
 
-    def check_commas(self, path: FieldPath, row: object, label: str, shape: _Shape, widths: set[int]) -> None:
+    def check_commas(self, path: FieldPath, row: object, label: Message, shape: _Shape, widths: set[int]) -> None:
         """`[0,6652, 0,2447]` unquoted is four whole numbers to YAML; when no width fits them, whole numbers that
         large cannot be the step's, and read in pairs they fit, it is a decimal comma (in any language)."""
         if not isinstance(row, list) or len(row) in widths or len(row) // 2 not in widths or len(row) % 2:
@@ -459,7 +441,7 @@ class _Reader(FieldReader):
             return cells
         return None
 
-    def cells(self, path: FieldPath, row: object, step: str, label: str | None = None) -> list[Entry | None]:
+    def cells(self, path: FieldPath, row: object, step: str, label: Message | None = None) -> list[Entry | None]:
         """A row as written, whatever its width (a mapping's cells in the order given)."""
         if isinstance(row, dict):
             return [self.entry((*path, name), cell, step, label) for name, cell in row.items()]
@@ -472,7 +454,7 @@ class _Reader(FieldReader):
             cells.append(_number(text, float(cell)) if text is not None else self.entry((*path, j), cell, step, label))
         return cells
 
-    def entry(self, path: FieldPath, value: object, step: str, label: str | None = None) -> Entry | None:
+    def entry(self, path: FieldPath, value: object, step: str, label: Message | None = None) -> Entry | None:
         """One cell: a number, a masked mark, or None when left as `?`."""
         if isinstance(value, (list, dict)):
             raise self.error(path, "problem.not_number", got=kind_of(value))
@@ -495,7 +477,7 @@ class _Reader(FieldReader):
         return Entry(text, self.number(path, value, label), decimals(text))
 
 
-def _plain(value: object) -> bool:
+def _plain(value: object) -> TypeGuard[float | int]:
     """A finite YAML number, exactly a float: what most cells are."""
     return (type(value) is float and math.isfinite(value)) or (type(value) is int and abs(value) < 2**53)
 
@@ -507,7 +489,7 @@ def _number(text: str, value: float) -> Entry:
 
 
 @functools.lru_cache(maxsize=4096)
-def _label(matrix: FieldPath, index: int, names: tuple[str, ...] | None, language: str) -> str:
+def _label(matrix: FieldPath, index: int, names: tuple[str, ...] | None, language: str) -> Message:
     """`row_label`, kept: every homework of a class has the same rows; `language` keys the cache (labels are text)."""
     return row_label(matrix, index, names)
 
@@ -515,7 +497,3 @@ def _label(matrix: FieldPath, index: int, names: tuple[str, ...] | None, languag
 def _largest(matrix: np.ndarray) -> float:
     finite = np.abs(matrix[np.isfinite(matrix)])
     return float(finite.max()) if finite.size else 0.0
-
-
-def _coordinates(count: int) -> tuple[str, ...]:
-    return tuple(str(j + 1) for j in range(count))

@@ -16,7 +16,7 @@ import math
 import re
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 import numpy as np
@@ -24,18 +24,17 @@ import numpy as np
 from attncli import grading
 from attncli.core import HeadSteps, Steps
 from attncli.errors import AttnError, fail
+from attncli.grading import mistakes
+from attncli.grading.rule import Rule
 from attncli.i18n import current_language
-from attncli.parsing.answers import HEAD_STEPS, Answer, Answers, Entry, Settings, decimals
-from attncli.problem import Projection
+from attncli.parsing.answers import Answer, Answers, Entry, Settings, decimals
+from attncli.steps import ANSWERED, TUTORED, computed, labels, matrix, order
 from attncli.written import Terms, arithmetic, arithmetic_text, entry, fixed, sum_of_products
 from attncli.yamldoc import finite_number
 
 LEVELS = (1, 2, 3)  # 1: every product of a weight and a value too; 2: cell by cell; 3: whole rows
 LEVEL = 2
 DECIMALS = 4  # how a shown answer is written, as in `generate --answers`
-GRADED = ("queries", "keys", "values", "dot", "scores", "weights", "output", "concat", "final")  # check's steps
-STEPS = ("queries", "keys", "values", "dot", "scale", "scores", "exp", "sum", "weights", "product", "output")
-STEPS += ("concat", "final")
 COMMANDS = {
     "hint": "hint",
     "pista": "hint",
@@ -70,7 +69,7 @@ _SPANISH_SEPARATOR = re.compile(r"(?<!\d),|,(?!\d)")
 class Prompt:
     """One thing to compute: a step, for one head and one row, over some cells."""
 
-    step: str  # one of STEPS
+    step: str  # one of attncli.steps.TUTORED
     head: int | None  # None for concat and final
     row: int  # the query; the token for keys and values; 0 for the scale
     columns: tuple[int, ...]  # keys (dot, scores, exp, weights) or coordinates; () for the scale and the sum
@@ -131,19 +130,17 @@ def prompts(steps: Steps, level: int = LEVEL) -> tuple[Prompt, ...]:
     found: list[Prompt] = []
     whole = level >= 3
     for h, head in enumerate(steps.heads):
-        spec = head.spec
-        for step, operand, matrix in (("queries", spec.queries, head.queries), ("keys", spec.keys, head.keys)):
-            if isinstance(operand, Projection) and matrix is not None:
-                found += [Prompt(step, h, i, tuple(range(matrix.shape[1]))) for i in range(matrix.shape[0])]
-        if isinstance(spec.values, Projection):
-            found += [Prompt("values", h, i, tuple(range(head.values.shape[1]))) for i in range(head.values.shape[0])]
+        for name in ("queries", "keys", "values"):  # the projections, when the problem gives x and W
+            vectors = matrix(steps, name, h) if computed(steps, name, h) else None
+            if vectors is not None:
+                found += [Prompt(name, h, i, tuple(range(vectors.shape[1]))) for i in range(vectors.shape[0])]
         for i in range(len(problem.query_tokens)):
             keys = tuple(j for j in range(len(problem.tokens)) if problem.mask[i, j])
             if head.queries is not None:
                 found += _each("dot", h, i, keys, whole)
                 if i == 0 and _scaled(head):
                     found.append(Prompt("scale", h, 0, ()))
-            if _asks_scores(steps, h):
+            if _asks_scores(head):
                 found += _each("scores", h, i, keys, whole)
             found += [*_each("exp", h, i, keys, whole), Prompt("sum", h, i, ())]
             found += _each("weights", h, i, keys, whole)
@@ -170,9 +167,9 @@ def _scaled(head: HeadSteps) -> bool:
     return head.queries is not None and not math.isclose(head.spec.score.scale, 1.0)
 
 
-def _asks_scores(steps: Steps, h: int) -> bool:
+def _asks_scores(head: HeadSteps) -> bool:
     """Whether the scores differ from what came before: scaled, or a bias added."""
-    return _scaled(steps.heads[h]) or steps.heads[h].bias is not None
+    return _scaled(head) or head.bias is not None
 
 
 def parse(text: str, count: int) -> tuple[Entry, ...]:
@@ -231,7 +228,7 @@ class Session:
         """`settings`: the problem file's own tolerance:, carry: and min_decimals:, which check would use too."""
         self.steps = steps
         self.settings = settings or Settings()
-        self.carry = self.settings.carry if self.settings.carry is not None else grading.CARRY
+        self.rule = Rule.chosen(None, None, None, self.settings)  # check's rule, with the file's settings
         self.level = level
         self.prompts = prompts(steps, level)
         self.states = [_State() for _ in self.prompts]
@@ -333,21 +330,21 @@ class Session:
 
     def judge(self, prompt: Prompt, given: tuple[Entry, ...]) -> tuple[str, tuple[str, ...], tuple[int, ...]]:
         """RIGHT, CARRIED or WRONG, the codes of the classic mistakes that reproduce the answer, the wrong cells."""
-        if prompt.step in GRADED:
+        if prompt.step in ANSWERED:
             return self._graded(prompt, given)
         expected = self._expected(prompt)
         truth = self.truth(prompt)
         wrong = tuple(
             k
             for k, (e, (value, radius)) in enumerate(zip(given, expected))
-            if not self.agrees(e, value, radius) and not self.agrees(e, truth[k], 0.0)
+            if not self.rule.agrees(e, value, radius) and not self.rule.agrees(e, truth[k], 0.0)
         )
         if not wrong:
             return RIGHT, (), ()
         codes = tuple(
             code
             for code, values in self._slips(prompt)
-            if all(self.agrees(e, v, r) for e, (v, r) in zip(given, values))
+            if all(self.rule.agrees(e, v, r) for e, (v, r) in zip(given, values))
         )
         return WRONG, tuple(dict.fromkeys(codes)), wrong
 
@@ -368,7 +365,7 @@ class Session:
         """The answers as first given, as `check` reads them from the record; `prompt`'s step holds `given` alone."""
         cells: dict[tuple[str, int | None], list[list[Entry | None]]] = {}
         for other, state in zip(self.prompts, self.states):
-            if other.step not in GRADED:
+            if other.step not in ANSWERED:
                 continue
             if prompt is not None and (other.step, other.head) == (prompt.step, prompt.head):
                 continue
@@ -378,7 +375,7 @@ class Session:
             self._fill(cells, prompt, given)
         found = [
             Answer(step, head, *self._labels(step, head), tuple(tuple(row) for row in cells[(step, head)]))
-            for step, head in self._order()
+            for step, head in order(self.steps)
             if (step, head) in cells
         ]
         s = self.settings
@@ -392,43 +389,31 @@ class Session:
         for (i, j), entry_ in zip(_positions(prompt), given):
             cells[key][i][j] = entry_
 
-    def _order(self) -> list[tuple[str, int | None]]:
-        return [*((s, h) for h in range(len(self.steps.heads)) for s in HEAD_STEPS), ("concat", None), ("final", None)]
-
     def _labels(self, step: str, head: int | None) -> tuple[tuple[str, ...], tuple[str, ...]]:
         """The rows and columns of a graded step, as attncli.parsing.answers gives them."""
-        problem = self.steps.problem
-        if step in ("dot", "scores", "weights"):
-            return problem.query_tokens, problem.tokens
-        rows = problem.tokens if step in ("keys", "values") else problem.query_tokens
-        return rows, tuple(str(c + 1) for c in range(self._matrix(step, head).shape[1]))
+        return labels(self.steps.problem, step, self._matrix(step, head).shape[1])
 
     def _matrix(self, step: str, head: int | None) -> np.ndarray:
         """The true matrix of a step that has one (each cell a prompt's cell)."""
-        if head is None:
-            return self.steps.concat if step == "concat" else self.steps.output
-        h = self.steps.heads[head]
-        return {
-            "queries": h.queries,
-            "keys": h.keys,
-            "values": h.values,
-            "dot": h.compatibility,
-            "scores": h.scores,
-            "exp": h.exp,
-            "weights": h.weights,
-            "output": h.output,
-        }[step]
+        found = matrix(self.steps, step, head)
+        assert found is not None, step
+        return found
+
+    def _head(self, h: int | None) -> HeadSteps:
+        """Head `h` of a prompt that belongs to one (every step but concat and final)."""
+        assert h is not None, "concat and final belong to no head"
+        return self.steps.heads[h]
 
     def truth(self, prompt: Prompt) -> tuple[float, ...]:
         """The right numbers of a prompt."""
         if prompt.step == "scale":
-            return (self.steps.heads[prompt.head].spec.score.scale,)
+            return (self._head(prompt.head).spec.score.scale,)
         if prompt.step == "sum":
-            return (float(self.steps.heads[prompt.head].exp[prompt.row].sum()),)
+            return (float(self._head(prompt.head).exp[prompt.row].sum()),)
         if prompt.step == "product":
-            head = self.steps.heads[prompt.head]
-            weight = head.weights[prompt.row, prompt.key]
-            return tuple(float(weight * head.values[prompt.key, c]) for c in prompt.columns)
+            head, key = self._head(prompt.head), _key(prompt)
+            weight = head.weights[prompt.row, key]
+            return tuple(float(weight * head.values[key, c]) for c in prompt.columns)
         matrix = self._matrix(prompt.step, prompt.head)
         return tuple(float(matrix[i, j]) for i, j in _positions(prompt))
 
@@ -438,26 +423,27 @@ class Session:
         """The number the student carries for one cell, and how far it may stand from theirs (as check's rule)."""
         for prompt, state in zip(self.prompts, self.states):
             here = (prompt.step, prompt.head, prompt.row) == (step, head, row) and state.kept is not None
-            if here and (column in prompt.columns or (not prompt.columns and column == 0)):
+            if here and state.kept is not None and (column in prompt.columns or (not prompt.columns and column == 0)):
                 e = state.kept[prompt.columns.index(column) if prompt.columns else 0]
-                return e.value, self.radius(e)
-        if step == "scores" and not _asks_scores(self.steps, head):  # unscaled: the scores are q·k (or given)
+                assert e.value is not None, "the tutor reads numbers only"
+                return e.value, self.rule.kept(e)
+        if step == "scores" and not _asks_scores(self._head(head)):  # unscaled: the scores are q·k (or given)
             return (
                 self.kept("dot", head, row, column)
-                if self.steps.heads[head].queries is not None
+                if self._head(head).queries is not None
                 else (
-                    float(self.steps.heads[head].scores[row, column]),
+                    float(self._head(head).scores[row, column]),
                     0.0,
                 )
             )
         if step == "scale":
-            return self.steps.heads[head].spec.score.scale, 0.0
+            return self._head(head).spec.score.scale, 0.0
         return float(self._matrix(step, head)[row, column]), 0.0  # not asked (given in the problem)
 
     def _expected(self, prompt: Prompt) -> list[tuple[float, float]]:
         """What each number of a step check does not grade comes to from the student's own numbers, and its widening."""
         h, i = prompt.head, prompt.row
-        head = self.steps.heads[h]
+        head = self._head(h)
         if prompt.step == "scale":
             return [(head.spec.score.scale, 0.0)]
         if prompt.step == "exp":
@@ -465,19 +451,22 @@ class Session:
         if prompt.step == "sum":
             parts = [self.kept("exp", h, i, j) for j in self._keys(i)]
             return [(sum(v for v, _ in parts), sum(r for _, r in parts))]
-        w, rw = self.kept("weights", h, i, prompt.key)
-        values = [self.kept("values", h, prompt.key, c) for c in prompt.columns]
+        w, rw = self.kept("weights", h, i, _key(prompt))
+        values = [self.kept("values", h, _key(prompt), c) for c in prompt.columns]
         return [(w * v, rw * abs(v) + abs(w) * rv + rw * rv) for v, rv in values]
 
     def _slips(self, prompt: Prompt) -> list[tuple[str, list[tuple[float, float]]]]:
         """The classic mistakes of the steps check does not grade, each with the numbers it gives."""
         h, i = prompt.head, prompt.row
-        head = self.steps.heads[h]
-        if prompt.step == "scale":
-            d_k, d_v = head.keys.shape[1], head.values.shape[1]
-            slips = [("missing_scale", 1.0), ("wrong_scale", 1 / d_k), ("wrong_scale", math.sqrt(d_k))]
-            slips += [("wrong_scale", 1 / math.sqrt(n)) for n in (d_v, len(self.steps.problem.tokens)) if n != d_k]
-            return [(code, [(value, 0.0)]) for code, value in slips if not math.isclose(value, head.spec.score.scale)]
+        head = self._head(h)
+        if prompt.step == "scale":  # grading's wrong scales: 1/d_k, √d_k, and 1/√d_v, 1/√S where they are not 1/√d_k
+            d_k, d_v, tokens = head.k.shape[1], head.values.shape[1], len(self.steps.problem.tokens)
+            wrong = mistakes.wrong_scales(head, self.steps.problem)
+            factors = [("missing_scale", 1.0), ("wrong_scale", wrong["d_k"]), ("wrong_scale", wrong["times_sqrt_d_k"])]
+            factors += [
+                ("wrong_scale", wrong[name]) for name, n in (("sqrt_d_v", d_v), ("sqrt_keys", tokens)) if n != d_k
+            ]
+            return [(code, [(value, 0.0)]) for code, value in factors if not math.isclose(value, head.spec.score.scale)]
         if prompt.step == "exp":
             slips = [("no_exp", [self.kept("scores", h, i, j) for j in prompt.columns])]
             if _scaled(head):
@@ -486,10 +475,10 @@ class Session:
         if prompt.step == "sum":
             parts = [self.kept("scores", h, i, j) for j in self._keys(i)]
             return [("no_exp", [(sum(v for v, _ in parts), sum(r for _, r in parts))])]
-        w, rw = self.kept("weights", h, i, prompt.key)
+        w, rw = self.kept("weights", h, i, _key(prompt))
         slips = []
         if head.keys is not None and head.keys.shape[1] == head.values.shape[1]:
-            keys = [float(head.keys[prompt.key, c]) for c in prompt.columns]
+            keys = [float(head.keys[_key(prompt), c]) for c in prompt.columns]
             slips.append(("keys_as_values", [(w * k, rw * abs(k)) for k in keys]))
         for other in self._keys(i):
             if other != prompt.key:
@@ -512,35 +501,35 @@ class Session:
             return entry(value, p)
 
         if step == "dot":
-            written_out = arithmetic(self.steps.heads[h], i, column)
+            written_out = arithmetic(self._head(h), i, column)
             if isinstance(written_out, Terms):
                 return arithmetic_text(written_out, p).rpartition(" = ")[0]
-            head = self.steps.heads[h]
-            return f"q = {vector(head.queries[i])}, k = {vector(head.keys[column])}"
+            head = self._head(h)
+            return f"q = {vector(head.q[i])}, k = {vector(head.k[column])}"
         if step == "scale":
-            return f"1/√{self.steps.heads[h].keys.shape[1]}"
+            return f"1/√{self._head(h).k.shape[1]}"
         if step == "scores":
             dot = num(self.kept("dot", h, i, column)[0])
-            head = self.steps.heads[h]
+            head = self._head(h)
             scaled = f"{dot} × {num(self.kept('scale', h, 0, 0)[0])}" if _scaled(head) else dot
             return scaled if head.bias is None else f"{scaled} + ({num(float(head.bias[i, column]))})"
         if step == "exp":
-            shift = float(self.steps.heads[h].shift[i])
+            shift = float(self._head(h).shift[i])
             score = num(self.kept("scores", h, i, column)[0])
             return f"e^{score}" if shift == 0 else f"e^({score} − {num(shift)})"
         if step == "sum":
             return " + ".join(num(self.kept("exp", h, i, j)[0]) for j in self._keys(i))
         if step == "weights":
-            total = self._total(h, i)
+            total = self.kept("sum", h, i, 0)[0]  # the sum of e^s as the student has it (theirs when they gave it)
             return f"{num(self.kept('exp', h, i, column)[0])} / {num(total)}"
         if step == "product":
-            values = [self.kept("values", h, prompt.key, c)[0] for c in range(self.steps.heads[h].values.shape[1])]
-            return f"{num(self.kept('weights', h, i, prompt.key)[0])} × {vector(values)}"
+            values = [self.kept("values", h, _key(prompt), c)[0] for c in range(self._head(h).values.shape[1])]
+            return f"{num(self.kept('weights', h, i, _key(prompt))[0])} × {vector(values)}"
         if step == "output":
             terms = [(self.kept("weights", h, i, j)[0], self.kept("values", h, j, column)[0]) for j in self._keys(i)]
             return sum_of_products((num(w), num(v)) for w, v in terms)
         if step in ("queries", "keys", "values"):
-            operand = getattr(self.steps.heads[h].spec, step)
+            operand = getattr(self._head(h).spec, step)
             return sum_of_products((num(a), num(b)) for a, b in zip(operand.x[i], operand.w[:, column]))
         if step == "concat":
             parts = [
@@ -550,31 +539,14 @@ class Session:
             return " ‖ ".join(parts)
         concat = self._concat(i)
         w_o = self.steps.problem.w_o
+        if w_o is None:  # several heads without W_O: the final output is the concatenation, its numbers copied
+            return num(concat[column])
         return sum_of_products((num(a), num(b)) for a, b in zip(concat, w_o[:, column]))
-
-    def _total(self, h: int, i: int) -> float:
-        """The sum of e^s as the student has it (theirs when they gave it)."""
-        return self.kept("sum", h, i, 0)[0]
 
     def _concat(self, i: int) -> list[float]:
         if len(self.steps.heads) > 1:
-            return [self.kept("concat", None, i, c)[0] for c in range(self.steps.concat.shape[1])]
+            return [self.kept("concat", None, i, c)[0] for c in range(self._matrix("concat", None).shape[1])]
         return [self.kept("output", 0, i, c)[0] for c in range(self.steps.heads[0].output.shape[1])]
-
-    def radius(self, e: Entry) -> float:
-        """How far the number a student wrote may be from the one they kept: as check's rule, at the carry or more."""
-        return 0.5 * 10.0**-e.decimals if e.decimals is not None and e.decimals >= self.carry else 0.0
-
-    def agrees(self, e: Entry, value: float, radius: float) -> bool:
-        """check's rule: within half a unit of the last decimal written of `value`, widened by `radius`
-        (within the file's tolerance:, when it sets one)."""
-        if not math.isfinite(value):
-            return False
-        if self.settings.tolerance is not None:
-            return abs(e.value - value) <= self.settings.tolerance
-        own = 0.0 if e.decimals is None else 0.5 * 10.0**-e.decimals
-        allowed = (own + radius) * (1 + grading.EXACT) + grading.EXACT * abs(value) + grading.EXACT_ZERO
-        return abs(e.value - value) <= allowed
 
     def summary(self) -> Summary:
         """How the session went so far."""
@@ -584,16 +556,22 @@ class Session:
             counts[state.outcome] += 1
         right = sum(state.outcome in (FIRST, SECOND) for state in self.states)
         seconds = (self.ended if self.ended is not None else self.clock()) - self.started
-        order = [step for step in STEPS if step in rows]
-        mistakes = tuple(sorted(self.codes.items(), key=lambda item: (-item[1], grading.CODES.index(item[0]))))
+        kinds = [step for step in TUTORED if step in rows]
+        codes = tuple(sorted(self.codes.items(), key=lambda item: (-item[1], mistakes.CODES.index(item[0]))))
         return Summary(
-            tuple((step, dict(rows[step])) for step in order),
-            mistakes,
+            tuple((step, dict(rows[step])) for step in kinds),
+            codes,
             self.unexplained,
             seconds,
             len(self.prompts),
             right,
         )
+
+
+def _key(prompt: Prompt) -> int:
+    """The key of a product prompt: whose weight × value it asks."""
+    assert prompt.key is not None, "only a product prompt names a key"
+    return prompt.key
 
 
 def _positions(prompt: Prompt) -> list[tuple[int, int]]:
@@ -607,6 +585,6 @@ def _exp(score: float, radius: float, shift: float) -> tuple[float, float]:
     return value, math.exp(score - shift + radius) - value
 
 
-def vector(values: object) -> str:
+def vector(values: Iterable[float]) -> str:
     """A row as the tutor writes it: [1.4142, 0]."""
     return "[" + ", ".join(entry(float(v), DECIMALS) for v in values) + "]"

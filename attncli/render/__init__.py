@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, BinaryIO, NamedTuple, Union
 
 from attncli.render.formats import FORMATS
+from attncli.render.npz import npz
 
 if TYPE_CHECKING:
     import numpy as np
@@ -26,48 +27,6 @@ def npy(output: np.ndarray) -> Stream:
     import numpy as np
 
     return lambda stream: np.save(stream, output, allow_pickle=False)
-
-
-def npz_arrays(steps: Steps) -> dict[str, np.ndarray]:
-    """Every step of every head by its JSON name and place (`heads/0/weights`), the concatenation and the
-    final `output`, with the tokens and the mask; masked scores are -inf, a step a problem lacks is absent;
-    the gradients, when asked for, by their JSON paths under `backward/`."""
-    import numpy as np
-
-    problem = steps.problem
-    arrays = {"tokens": np.array(problem.tokens), "query_tokens": np.array(problem.query_tokens), "mask": problem.mask}
-    for number, head in enumerate(steps.heads):
-        named = {
-            "queries": head.queries,
-            "keys": head.keys,
-            "values": head.values,
-            "dot": None if head.spec.scores is not None else head.compatibility,
-            "scores": head.scores,
-            "bias": head.bias,
-            "weights": head.weights,
-            "output": head.output,
-        }
-        arrays |= {f"heads/{number}/{name}": array for name, array in named.items() if array is not None}
-        if head.logsumexp is not None:  # `stable:`, `tiles:`: the log-sum-exp, and the online softmax's trace
-            from attncli.render import tiles
-
-            arrays |= tiles.npz_arrays(head, number)
-    if steps.concat is not None:
-        arrays["concat"] = steps.concat
-    arrays["output"] = steps.output
-    if steps.backward is not None:  # every gradient under backward/...
-        from attncli.render import backward_doc
-
-        arrays |= backward_doc.npz_arrays(steps.backward)
-    return arrays
-
-
-def npz(steps: Steps) -> Callable[[BinaryIO], None]:
-    """The .npz file of `npz_arrays`, written array by array into the stream it is given (never whole in memory)."""
-    import numpy as np
-
-    arrays = npz_arrays(steps)
-    return lambda stream: np.savez(stream, **arrays)
 
 
 def human_lines(

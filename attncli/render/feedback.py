@@ -19,10 +19,10 @@ from attncli.errors import CONTROL_CODES
 from attncli.gradebook.points import Score, StepScore, only_rounding
 from attncli.gradebook.records import NO_FILE, StudentRecord
 from attncli.grading import CARRIED, MISSING, RIGHT, TOO_FEW_DECIMALS, WRONG, Cell, StepReport
+from attncli.grading.submissions import PROBLEM_CHANGED
 from attncli.i18n import current_language, t
 from attncli.render.blocks import Block, Heading, Paragraph, Table, html_document, markdown
-from attncli.render.check_report import MARKS, label
-from attncli.submissions import PROBLEM_CHANGED
+from attncli.render.grading import MARKS, label
 from attncli.written import fixed
 
 FORMATS = {"markdown": ".md", "html": ".html"}

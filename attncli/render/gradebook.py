@@ -45,8 +45,8 @@ from attncli.gradebook.records import StudentRecord, common_maximum
 from attncli.gradebook.roster import Placement
 from attncli.i18n import t
 from attncli.render import blocks
-from attncli.render.check_report import human, label
 from attncli.render.feedback import cell_row, in_place_of_cells, notes, summary_blocks
+from attncli.render.grading import human, label
 from attncli.render.layout import to_text
 from attncli.render.long_table import text_cell
 

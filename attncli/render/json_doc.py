@@ -9,9 +9,10 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from attncli import __version__
-from attncli.core import HeadSteps, Steps
+from attncli.core import Steps
 from attncli.errors import quoted_escapes
-from attncli.problem import Problem
+from attncli.problem import PositionEncoding
+from attncli.steps import BY_NAME, HEAD_STEPS, SHARED_STEPS, each
 
 if TYPE_CHECKING:
     from attncli.backward import Gradients, StackGradients
@@ -67,14 +68,14 @@ def document(steps: Steps) -> dict:
             "window": problem.mask_rule.window,
             "padding": list(problem.mask_rule.padding),
         },
-        "heads": [_head(head) for head in steps.heads],
+        "heads": [_head(steps, number) for number in range(len(steps.heads))],
     }
     if problem.bias is not None:  # added to every head's scaled scores: heads[].bias, and heads[].scores include it
         doc["bias"] = {"kind": problem.bias.kind, "slopes": list(problem.bias.slopes)}
         for head, record in zip(steps.heads, doc["heads"]):
-            record["bias"] = head.bias.tolist()
+            record["bias"] = _matrix(head.bias)
     if problem.positions is not None:  # where each query and key stands; RoPE's turned vectors per head
-        doc["positions"] = _positions(problem)
+        doc["positions"] = _positions(problem.positions)
         for head, record in zip(steps.heads, doc["heads"]):
             if head.rotation is not None:
                 record["rope"] = {
@@ -93,9 +94,7 @@ def document(steps: Steps) -> dict:
 
         for head, record in zip(steps.heads, doc["heads"]):
             record |= tiles.json_fields(head, problem.tokens)
-    if steps.concat is not None:
-        doc["concat"] = steps.concat.tolist()
-    doc["output"] = steps.output.tolist()
+    doc |= {step.field: found.tolist() for step, found in each(steps, SHARED_STEPS)}  # concat, and the final output
     if steps.backward is not None:
         doc["backward"] = _backward(steps.backward)
     return doc
@@ -156,24 +155,18 @@ def _layer(steps: LayerSteps) -> dict:
     }
 
 
-def _head(steps: HeadSteps) -> dict:
-    return {
-        "name": steps.spec.name,
-        "score": steps.spec.score.kind,
-        "scale": steps.spec.score.scale,
-        "queries": _matrix(steps.queries),
-        "keys": _matrix(steps.keys),
-        "values": steps.values.tolist(),
-        "dot": None if steps.spec.scores is not None else steps.compatibility.tolist(),
-        "scores": _masked(steps.scores),
-        "weights": steps.weights.tolist(),
-        "output": steps.output.tolist(),
-    }
+def _head(steps: Steps, number: int) -> dict:
+    """A head's record: its name and score, then every step answers: holds, null where it has none (given scores)."""
+    spec = steps.heads[number].spec
+    record: dict = {"name": spec.name, "score": spec.score.kind, "scale": spec.score.scale}
+    record |= dict.fromkeys(BY_NAME[name].field for name in HEAD_STEPS)
+    for step, found in each(steps, HEAD_STEPS, number):
+        record[step.field] = _masked(found) if step.name == "scores" else found.tolist()  # only scores hold -inf
+    return record
 
 
-def _positions(problem: Problem) -> dict:
+def _positions(encoding: PositionEncoding) -> dict:
     """The encoding, its positions, and for sinusoidal the encodings added to x (and to x_query)."""
-    encoding = problem.positions
     record = {
         "kind": encoding.kind,
         "base": encoding.base,
@@ -183,8 +176,8 @@ def _positions(problem: Problem) -> dict:
     if encoding.kind == "rope":
         record["style"] = encoding.style
     else:
-        record["encoding"] = encoding.encoding.tolist()
-        record["query_encoding"] = encoding.query_encoding.tolist()
+        record["encoding"] = _matrix(encoding.encoding)
+        record["query_encoding"] = _matrix(encoding.query_encoding)
     return record
 
 

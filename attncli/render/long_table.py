@@ -19,6 +19,7 @@ import numpy as np
 
 from attncli.core import Steps
 from attncli.errors import printable
+from attncli.steps import HEAD_STEPS, KEYS, QUERIES, SHARED_STEPS, Step, each, labels
 
 if TYPE_CHECKING:
     from attncli.layers import LayerSteps, StackSteps
@@ -141,46 +142,37 @@ Block = tuple[tuple[str, ...], str, Sequence[str], Sequence[str], np.ndarray]
 
 def blocks(steps: Steps) -> Iterator[Block]:
     """(title, corner, row names, column names, matrix) of each step, in the order of `rows`."""
-    problem = steps.problem
-    queries, keys = problem.query_tokens, problem.tokens
-    cells = [text_cell(key) for key in keys]
-
-    def vectors(title: tuple[str, ...], by: str, matrix: np.ndarray) -> Block:
-        return title, by, queries if by == "query" else keys, [str(i) for i in range(matrix.shape[1])], matrix
-
-    for number, head in enumerate(steps.heads):
-        h = ("head", str(number))
-        if head.queries is not None:
-            yield vectors(("queries", *h), "query", head.queries)
-            yield vectors(("keys", *h), "key", head.keys)
-        yield vectors(("values", *h), "key", head.values)
-        pairs = [("scores", head.scores), ("weights", head.weights)]
-        if head.spec.scores is None:
-            pairs.insert(0, ("dot", head.compatibility))
-        for step, matrix in pairs:
-            yield (step, *h), "query\\key", queries, cells, matrix
-        yield vectors(("output", *h), "query", head.output)
-    if steps.concat is not None:
-        yield vectors(("concat",), "query", steps.concat)
-    yield vectors(("output",), "query", steps.output)
+    for step, head, found in _written(steps):
+        title = (step.field,) if head is None else (step.field, "head", str(head))
+        names, _ = labels(steps.problem, step.name, found.shape[1])
+        if step.columns == KEYS:
+            yield title, "query\\key", names, [text_cell(key) for key in steps.problem.tokens], found
+        else:
+            yield title, _by(step), names, [str(i) for i in range(found.shape[1])], found
 
 
 def rows(steps: Steps) -> Iterator[Row]:
     problem = steps.problem
-    for number, head in enumerate(steps.heads):
-        h = str(number)
-        if head.queries is not None:
-            yield from _vectors("queries", h, problem.query_tokens, head.queries, by="query")
-            yield from _vectors("keys", h, problem.tokens, head.keys, by="key")
-        yield from _vectors("values", h, problem.tokens, head.values, by="key")
-        if head.spec.scores is None:
-            yield from _pairs("dot", h, problem.query_tokens, problem.tokens, head.compatibility)
-        yield from _pairs("scores", h, problem.query_tokens, problem.tokens, head.scores)
-        yield from _pairs("weights", h, problem.query_tokens, problem.tokens, head.weights)
-        yield from _vectors("output", h, problem.query_tokens, head.output, by="query")
-    if steps.concat is not None:
-        yield from _vectors("concat", "", problem.query_tokens, steps.concat, by="query")
-    yield from _vectors("output", "", problem.query_tokens, steps.output, by="query")
+    for step, head, found in _written(steps):
+        number = "" if head is None else str(head)
+        names, _ = labels(problem, step.name, found.shape[1])
+        if step.columns == KEYS:
+            yield from _pairs(step.field, number, names, problem.tokens, found)
+        else:
+            yield from _vectors(step.field, number, names, found, by=_by(step))
+
+
+def _written(steps: Steps) -> Iterator[tuple[Step, int | None, np.ndarray]]:
+    """Every step a table holds, in order: each head's that answers: may hold (those it has), then concat and the
+    final output; a step is named by the record's field, as in JSON (the final output is `output`)."""
+    for number in range(len(steps.heads)):
+        yield from ((step, number, found) for step, found in each(steps, HEAD_STEPS, number))
+    yield from ((step, None, found) for step, found in each(steps, SHARED_STEPS))
+
+
+def _by(step: Step) -> str:
+    """What names a vector step's rows: a query, or a key (keys and values are the keys' vectors)."""
+    return "query" if step.rows == QUERIES else "key"
 
 
 def _vectors(step: str, head: str, names: Sequence[str], matrix: np.ndarray, by: str) -> Iterator[Row]:

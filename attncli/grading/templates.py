@@ -16,7 +16,7 @@ from attncli.core import Steps
 from attncli.i18n import t
 from attncli.layers import StackSteps
 from attncli.parsing.answers import NOT_ANSWERED, stream_steps
-from attncli.problem import Projection
+from attncli.steps import BY_NAME, HEAD_STEPS, KEYS, QUERIES, SHARED_STEPS, computed, labels, matrix
 from attncli.yamldoc import comment, flow, scalar
 
 Cell = Callable[[float, bool], str]  # (true value, masked) -> the text written in the cell
@@ -71,36 +71,27 @@ def _step_lines(steps: Steps, cell: Cell, comments: bool, indent: int) -> list[s
     for blocks in per_head:
         head_lines = [line for block in blocks for line in _block(block, cell, indent + 4, comments)]
         lines += [f"{pad}  - {head_lines[0].lstrip()}", *head_lines[1:]]
-    queries = steps.problem.query_tokens
-    for step, matrix in (("concat", steps.concat), ("final", steps.output)):
-        block = _Block(step, queries, matrix, None, _coordinates(True, matrix))
-        lines += _block(block, cell, indent, comments)
+    for name in SHARED_STEPS:
+        lines += _block(_step_block(steps, name, None), cell, indent, comments)
     return lines
 
 
 def _head_blocks(steps: Steps, h: int) -> list[_Block]:
     """One head's steps to compute: the projections (when the problem gives x and W), dot unless scores are given,
     scores unless given, weights and output."""
-    head, problem = steps.heads[h], steps.problem
-    queries, tokens, masked = problem.query_tokens, problem.tokens, ~problem.mask
-    keys = t("template.keys", names=", ".join(tokens))
+    return [_step_block(steps, name, h) for name in HEAD_STEPS if computed(steps, name, h)]
 
-    spec = head.spec
-    blocks = [
-        _Block(step, rows, matrix, None, _coordinates(step == "queries", matrix))
-        for step, rows, operand, matrix in (
-            ("queries", queries, spec.queries, head.queries),
-            ("keys", tokens, spec.keys, head.keys),
-            ("values", tokens, spec.values, head.values),
-        )
-        if isinstance(operand, Projection) and matrix is not None
-    ]
-    if head.queries is not None:
-        blocks += [_Block("dot", queries, head.compatibility, masked, keys)]
-        blocks += [_Block("scores", queries, head.scores, masked, keys)]
-    blocks += [_Block("weights", queries, head.weights, masked, keys)]
-    blocks += [_Block("output", queries, head.output, None, _coordinates(True, head.output))]
-    return blocks
+
+def _step_block(steps: Steps, name: str, head: int | None) -> _Block:
+    """Step `name` (of `head`) as a block: its rows, its true numbers, its masked cells, what its columns are."""
+    step, problem, found = BY_NAME[name], steps.problem, matrix(steps, name, head)
+    assert found is not None, name
+    rows, _ = labels(problem, name, found.shape[1])
+    if step.columns == KEYS:
+        columns = t("template.keys", names=", ".join(problem.tokens))
+    else:
+        columns = _coordinates(step.rows == QUERIES, found)
+    return _Block(name, rows, found, ~problem.mask if step.maskable else None, columns)
 
 
 def _coordinates(per_query: bool, matrix: np.ndarray) -> str:

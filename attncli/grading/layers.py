@@ -6,7 +6,7 @@ right, their own, so that a layer worked correctly from a wrong stream counts as
 (right method, wrong inputs). The streams (N(X_l) placed pre, X_l + Attn placed post, and
 X_{l+1}) are judged by the grader's rule: half a unit of the last decimal written, widened by
 what the inputs carry in (the stream before, and the layer's output, as the student wrote
-them or carried at the carry precision), propagated with attncli.rounding. A wrong stream is
+them or carried at the carry precision), propagated with attncli.grading.interval. A wrong stream is
 replayed under the slips of a stack: the residual forgotten (the attention output alone
 passed on) and the norm placed wrong (pre for post, or post for pre).
 """
@@ -14,16 +14,19 @@ passed on) and the norm placed wrong (pre for post, or post for pre).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from attncli import grading, layers, rounding
-from attncli.grading import CARRIED, NOT_ANSWERED, RIGHT, WRONG, Cell, Report, StepReport
+from attncli import layers
+from attncli.core import Steps
+from attncli.grading import interval, verdict
+from attncli.grading.interval import Carried
+from attncli.grading.report import CARRIED, NOT_ANSWERED, RIGHT, WRONG, Cell, Report, StepReport
+from attncli.grading.rule import Rule
 from attncli.layers import LayerSteps, StackSteps
-from attncli.parsing.answers import Answer, Entry, LayerAnswers, Settings
+from attncli.parsing.answers import Answer, Answers, Entry, LayerAnswers, Settings
 from attncli.problem import Norm
-from attncli.rounding import Carried
 
 CODES = ("residual_forgotten", "norm_misplaced")  # a stack's slips, beside attncli.grading.CODES
 
@@ -43,46 +46,60 @@ def grade(
 
     Each step report names its layer (`layer`, counting from 0, and the layer's name before any head's).
     """
-    options = {"tolerance": tolerance, "carry": carry, "min_decimals": min_decimals, "require": require, "file": file}
-    rule = grading._Rule(
-        tolerance if tolerance is not None else settings.tolerance,
-        next(c for c in (carry, settings.carry, grading.CARRY) if c is not None),
-        min_decimals if min_decimals is not None else settings.min_decimals,
-    )
+    rule = Rule.chosen(tolerance, carry, min_decimals, settings)
+
+    def graded(attention: Steps, given: Answers, explain: bool) -> Report:
+        """A layer's attention graded as the one-layer problem it is, with this run's options; without `explain`,
+        no mistake is looked for (a grading of a problem made for one file, whose replays are not kept)."""
+        return verdict.grade(
+            attention,
+            given,
+            tolerance=tolerance,
+            carry=carry,
+            min_decimals=min_decimals,
+            require=require,
+            file=file,
+            diagnose=None if explain else (),
+        )
+
     reports: list[StepReport] = []
     written: np.ndarray | None = None  # the stream the student passed on, when they wrote all of it
-    stream = rounding.exact(steps.stack.x)  # (S, d) X_l as the student has it
+    stream = interval.exact(steps.stack.x)  # (S, d) X_l as the student has it
     stream_right = True  # ... and whether it was right
     for index, (truth, given) in enumerate(zip(steps.layers, answers)):
         fed = truth if written is None else layers.through(truth.layer, written)
-        found = _attention(truth, fed, given, not stream_right, options) if given.attention is not None else []
-        output, output_right = _output(given, truth, found, rule.carry)
+        attention = given.attention
+        found = _attention(truth, fed, attention, not stream_right, graded) if attention is not None else []
+        output, output_right = _output(given, truth, found, rule)
         streams = _Streams(truth, stream, output, rule, {"x": stream_right, "z": output_right})
         judged = streams.judge(given.streams)
-        if truth.layer.norm is not None and any(report.status == WRONG for report in found):
-            moved = grading.grade(streams.norm_moved(fed).attention, given.attention, **options, diagnose=())
+        if attention is not None and truth.layer.norm is not None and any(r.status == WRONG for r in found):
+            moved = graded(streams.norm_moved(fed).attention, attention, False)  # only its statuses are read
             again = {(step.step, step.head): step.status for step in moved.steps}
             found = [_named(report, again) for report in found]
         normed = [report for report in judged if report.step == "normed"]  # before the attention that reads it
         later = [report for report in judged if report.step != "normed"]
         reports += [_tagged(report, index, truth.layer.label) for report in (*normed, *found, *later)]
         passed = next((report for report in judged if report.step == "stream"), None)
-        stream, written = _passed_on(given, truth, rule.carry)
+        stream, written = _passed_on(given, truth, rule)
         stream_right = written is None or (passed is not None and passed.status == RIGHT)
     return Report(file, tuple(reports))
 
 
 def _attention(
-    truth: LayerSteps, fed: LayerSteps, given: LayerAnswers, inherited: bool, options: dict
+    truth: LayerSteps,
+    fed: LayerSteps,
+    given: Answers,
+    inherited: bool,
+    graded: Callable[[Steps, Answers, bool], Report],
 ) -> list[StepReport]:
     """The layer's attention against the truth, and against what the student's own stream gives (`fed`): a step
     right only from their stream is right when that stream was (their rounding), carried when it was not. Only
     the statuses of the second grading are read (a right step has no diagnosis): it looks for none."""
-    report = grading.grade(truth.attention, given.attention, **options)
+    report = graded(truth.attention, given, True)
     if fed is truth:
         return list(report.steps)
-    graded = grading.grade(fed.attention, given.attention, **options, diagnose=())
-    own = {(step.step, step.head): step for step in graded.steps}
+    own = {(step.step, step.head): step for step in graded(fed.attention, given, False).steps}
     return [
         (_carried(own[(step.step, step.head)]) if inherited else own[(step.step, step.head)])
         if _better(step, own.get((step.step, step.head)))
@@ -105,15 +122,15 @@ def _tagged(report: StepReport, index: int, name: str) -> StepReport:
     return dataclasses.replace(report, head_name=head, layer=index)
 
 
-def _output(given: LayerAnswers, truth: LayerSteps, found: list[StepReport], carry: int) -> tuple[Carried, bool]:
+def _output(given: LayerAnswers, truth: LayerSteps, found: list[StepReport], rule: Rule) -> tuple[Carried, bool]:
     """The layer's attention output (S, d) as the student has it: their `final` (or its head's `output`), or kept;
     and whether it was right (a kept one is)."""
     step = "final" if truth.attention.concat is not None else "output"
     answered = [] if given.attention is None else [a for a in given.attention.steps if a.step == step]
     if answered and _complete(answered[0]):
         status = next((report.status for report in found if report.step == step), RIGHT)
-        return _known(answered[0], carry), status == RIGHT
-    return _kept(truth.attention.output, carry), True
+        return _known(answered[0], rule), status == RIGHT
+    return _kept(truth.attention.output, rule), True
 
 
 def _named(report: StepReport, again: dict[tuple[str, int | None], str]) -> StepReport:
@@ -128,27 +145,25 @@ def _complete(answer: Answer) -> bool:
     return answer.written is None and all(e is not None and e.value is not None for row in answer.cells for e in row)
 
 
-def _kept(matrix: np.ndarray, carry: int) -> Carried:
-    """A true matrix as a careful student keeps it: within half a unit of the `carry`-th decimal."""
-    return rounding.known(matrix, np.full(matrix.shape, 0.5 * 10.0**-carry))
+def _kept(matrix: np.ndarray, rule: Rule) -> Carried:
+    """A true matrix as a careful student keeps it: within half a unit of the carry's decimal."""
+    return interval.known(matrix, np.full(matrix.shape, rule.carried))
 
 
-def _known(answer: Answer, carry: int) -> Carried:
-    """What a student wrote, each number standing for one within half a unit of its last decimal when it has `carry`."""
-    values = np.array([[e.value for e in row] for row in answer.cells], dtype=np.float64)
-    half = [
-        [0.5 * 10.0**-e.decimals if e.decimals is not None and e.decimals >= carry else 0.0 for e in row]
-        for row in answer.cells
-    ]
-    return rounding.known(values, np.array(half, dtype=np.float64))
+def _known(answer: Answer, rule: Rule) -> Carried:
+    """What a student wrote in a complete answer (`_complete`), each number standing for the one they kept."""
+    entries = [[e for e in row if e is not None] for row in answer.cells]  # all of them: the answer is complete
+    values = np.array([[e.value for e in row] for row in entries], dtype=np.float64)
+    half = [[rule.kept(e) for e in row] for row in entries]
+    return interval.known(values, np.array(half, dtype=np.float64))
 
 
-def _passed_on(given: LayerAnswers, truth: LayerSteps, carry: int) -> tuple[Carried, np.ndarray | None]:
+def _passed_on(given: LayerAnswers, truth: LayerSteps, rule: Rule) -> tuple[Carried, np.ndarray | None]:
     """The stream the next layer reads as the student has it, and their numbers when they wrote all of it."""
     answer = next((a for a in given.streams if a.step == "stream"), None)
     if answer is None or not _complete(answer):
-        return _kept(truth.output, carry), None
-    known = _known(answer, carry)
+        return _kept(truth.output, rule), None
+    known = _known(answer, rule)
     return known, known.t
 
 
@@ -160,24 +175,29 @@ class _Streams:
     wrong ones.
     """
 
-    def __init__(self, truth: LayerSteps, stream: Carried, output: Carried, rule: grading._Rule, right: dict) -> None:
+    def __init__(self, truth: LayerSteps, stream: Carried, output: Carried, rule: Rule, right: dict) -> None:
         self.truth = truth
         self.rule = rule
         self.norm = truth.layer.norm
         self.place = None if self.norm is None else self.norm.place
         self.stream, self.output = stream, output
         self.right = dict(right)  # which inputs were right: x (the stream read), z (the output), residual
-        self.true = self.chain(_kept(truth.input, rule.carry), _kept(truth.attention.output, rule.carry), self.place)
+        self.true = self.chain(_kept(truth.input, rule), _kept(truth.attention.output, rule), self.place)
         self.own = self.chain(stream, output, self.place)
 
     def chain(self, x: Carried, z: Carried, place: str | None, residual: Carried | None = None) -> dict[str, Carried]:
         """normed, residual and stream from the stream x read, the attention output z (and a residual written)."""
-        total = rounding.add(x, z)
+        total = interval.add(x, z)
         summed = total if residual is None else residual
-        out = {"residual": total, "stream": normalise(summed, self.norm) if place == "post" else total}
+        out = {"residual": total, "stream": self.normed(summed) if place == "post" else total}
         if place == "pre":
-            out["normed"] = normalise(x, self.norm)
+            out["normed"] = self.normed(x)
         return out
+
+    def normed(self, rows: Carried) -> Carried:
+        """`rows` through the layer's norm (placed pre or post, wherever a chain places it: the layer has one)."""
+        assert self.norm is not None, "a norm is placed only where the layer has one"
+        return normalise(rows, self.norm)
 
     def judge(self, answers: Sequence[Answer]) -> list[StepReport]:
         """Each stream answered, in order: a residual sum written in full is what the student normalises after."""
@@ -185,7 +205,7 @@ class _Streams:
         for answer in answers:
             report = self.report(answer)
             if answer.step == "residual" and _complete(answer):
-                self.own = self.chain(self.stream, self.output, self.place, _known(answer, self.rule.carry))
+                self.own = self.chain(self.stream, self.output, self.place, _known(answer, self.rule))
                 self.right["residual"] = report.status == RIGHT
             reports.append(report)
         return reports
@@ -226,7 +246,7 @@ class _Streams:
         if answer.step == "normed" or not cells:
             return ()
         slips = {
-            "residual_forgotten": self.chain(rounding.exact(np.zeros_like(self.truth.input)), self.output, self.place)
+            "residual_forgotten": self.chain(interval.exact(np.zeros_like(self.truth.input)), self.output, self.place)
         }
         if self.norm is not None and answer.step == "stream":
             slips["norm_misplaced"] = self.chain(self.stream, self.output, "post" if self.place == "pre" else "pre")
@@ -239,24 +259,25 @@ class _Streams:
     def norm_moved(self, fed: LayerSteps) -> LayerSteps:
         """The layer with its norm placed the other way, fed what the student read."""
         other = "post" if self.place == "pre" else "pre"
-        layer = self.truth.layer
-        return layers.through(layer._replace(norm=layer.norm._replace(place=other)), fed.input)
+        layer, norm = self.truth.layer, self.norm
+        assert norm is not None, "only a layer with a norm has it placed wrong"
+        return layers.through(layer._replace(norm=norm._replace(place=other)), fed.input)
 
 
 def normalise(rows: Carried, norm: Norm) -> Carried:
     """attncli.layers.normalise on carried numbers: (x − mean)/√(var + ε) or x/√(mean(x²) + ε), then gain and bias."""
     d = rows.t.shape[1]
-    centred = rounding.matmul(rows, rounding.exact(np.eye(d) - 1 / d)) if norm.kind == "layer" else rows  # (S, d)
-    mean_square = rounding.times(rounding.row_sums(rounding.square(centred)), rounding.exact(1 / d))  # (S, 1)
-    root = rounding.sqrt(rounding.add(mean_square, rounding.exact(np.full(mean_square.t.shape, norm.eps))), 0.0)
-    wide = rounding.Carried(
+    centred = interval.matmul(rows, interval.exact(np.eye(d) - 1 / d)) if norm.kind == "layer" else rows  # (S, d)
+    mean_square = interval.times(interval.row_sums(interval.square(centred)), interval.exact(1 / d))  # (S, 1)
+    root = interval.sqrt(interval.add(mean_square, interval.exact(np.full(mean_square.t.shape, norm.eps))), 0.0)
+    wide = interval.Carried(
         np.broadcast_to(root.t, centred.t.shape),
         np.broadcast_to(root.g, (*centred.t.shape, root.g.shape[-1])),
         np.broadcast_to(root.e, centred.t.shape),
     )
-    out = rounding.quotient(centred, wide)
+    out = interval.quotient(centred, wide)
     if norm.gain is not None:
-        out = rounding.matmul(out, rounding.exact(np.diag(norm.gain)))
+        out = interval.matmul(out, interval.exact(np.diag(norm.gain)))
     if norm.shift is not None:
-        out = rounding.add(out, rounding.exact(np.broadcast_to(norm.shift, out.t.shape)))
+        out = interval.add(out, interval.exact(np.broadcast_to(norm.shift, out.t.shape)))
     return out

@@ -18,6 +18,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from attncli.grading.rule import half_unit
+
 # Numbers of g one matrix may hold (4 MiB): a replay tracks at most this over its largest matrix's cells roundings
 # apart (a homework of 12 tokens and 4 heads makes thousands); beyond them new roundings go into e, looser and still
 # rigorous. The exercises of the replayed-mistake suite stay far below (about 200 roundings, 3,000 numbers).
@@ -37,7 +39,7 @@ class Carried:
     def radius(self) -> np.ndarray:
         """|g|·1 + e, made once: every operation on a carried number asks for it (kept without a lock, unlike
         functools.cached_property in Python 3.11)."""
-        found = self.__dict__.get("_radius")
+        found: np.ndarray | None = self.__dict__.get("_radius")
         if found is None:
             found = np.abs(self.g).sum(axis=-1) + self.e if self.g.shape[-1] else self.e
             object.__setattr__(self, "_radius", found)
@@ -85,7 +87,7 @@ def carry(num: Carried, decimals: int, noise: Noise) -> Carried:
 
     Cells that are exact and have no more decimals than that are not moved.
     """
-    half = 0.5 * 10.0**-decimals
+    half = half_unit(decimals)
     finite = np.isfinite(num.t)
     if not noise.tracked:  # every finite cell moved: no tighter than the rule below, and a few calls instead of ten
         return Carried(num.t, num.g, num.e + np.where(finite, half, 0.0))
@@ -240,7 +242,8 @@ def _same(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def _sum(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     left, right = _same(a, b)
-    return left + right
+    total: np.ndarray = left + right
+    return total
 
 
 def _broadcast(g: np.ndarray, like: np.ndarray) -> np.ndarray:

@@ -11,6 +11,7 @@ given to `compute`, and its array files may be anywhere.
 
 from __future__ import annotations
 
+import functools
 import gc
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -18,15 +19,17 @@ from pathlib import Path
 
 import numpy as np
 
-from attncli import core, grading, layer_grading, pipeline, problem, yamldoc
+from attncli import core, grading, pipeline, problem, yamldoc
 from attncli.errors import AttnError, fail, listed
+from attncli.grading import layers as layer_grading
 from attncli.layers import StackSteps
 from attncli.parsing import answers
 
 RIGHT, WRONG, PROBLEM_CHANGED, NOT_GRADED = "right", "wrong", "problem_changed", "not_graded"
 STATUSES = (RIGHT, WRONG, PROBLEM_CHANGED, NOT_GRADED)
 ANSWER_FIELDS = ("exercise", "title", "notes", "answers", *answers.SETTINGS)  # what a student's file may hold
-SAME = {"rtol": 1e-9, "atol": 1e-12}  # a problem copied into a homework must have these numbers, up to float noise
+# A problem copied into a homework must have the key's numbers, up to float noise: relative, absolute
+SAME_RTOL, SAME_ATOL = 1e-9, 1e-12
 KEY_SUFFIXES = (".yaml", ".yml", ".json")
 FREEZE_EVERY = 25  # files graded between two gc.freeze() calls
 
@@ -149,18 +152,18 @@ def _graded(
     options: Options,
 ) -> Result:
     """`document`'s answers graded against `steps`, with `settings` (the key's; None: the file's own)."""
-    given = {
-        "tolerance": options.tolerance,
-        "carry": options.carry,
-        "min_decimals": options.min_decimals,
-        "require": options.require,
-        "file": file,
-    }
     if isinstance(steps, StackSteps):
         layered, counted = answers.parse_stack(document, steps, settings)
-        report = layer_grading.grade(steps, layered, counted, **given)
+        grade = functools.partial(layer_grading.grade, steps, layered, counted)
     else:
-        report = grading.grade(steps, answers.parse(document, steps, settings), **given)
+        grade = functools.partial(grading.grade, steps, answers.parse(document, steps, settings))
+    report = grade(
+        tolerance=options.tolerance,
+        carry=options.carry,
+        min_decimals=options.min_decimals,
+        require=options.require,
+        file=file,
+    )
     return Result(file, RIGHT if report.ok else WRONG, exercise, report)
 
 
@@ -190,10 +193,10 @@ def _problem_fields(document: yamldoc.Document) -> list[str]:
 def changed_fields(key: Key, given: problem.Problem | problem.Stack) -> tuple[str, ...]:
     """The fields in which a problem copied into a homework differs from the key's, numerically."""
     ours = key.steps.stack if isinstance(key.steps, StackSteps) else key.steps.problem
-    if isinstance(ours, problem.Stack) != isinstance(given, problem.Stack):
-        return ("layers",)
-    if not isinstance(ours, problem.Stack):
+    if isinstance(ours, problem.Problem) and isinstance(given, problem.Problem):
         return tuple(_problem_changes(ours, given))
+    if not (isinstance(ours, problem.Stack) and isinstance(given, problem.Stack)):
+        return ("layers",)
     if ours.tokens != given.tokens:
         return ("tokens",)
     changed = [] if _same(ours.x, given.x) else ["x"]
@@ -226,7 +229,7 @@ def _problem_changes(ours: problem.Problem, given: problem.Problem) -> list[str]
 def _same_norm(a: problem.Norm | None, b: problem.Norm | None) -> bool:
     if a is None or b is None:
         return a is None and b is None
-    same = (a.kind, a.place) == (b.kind, b.place) and np.isclose(a.eps, b.eps, **SAME)
+    same = (a.kind, a.place) == (b.kind, b.place) and np.isclose(a.eps, b.eps, rtol=SAME_RTOL, atol=SAME_ATOL)
     return bool(same) and _same(a.gain, b.gain) and _same(a.shift, b.shift)
 
 
@@ -243,7 +246,7 @@ def _head_changes(a: problem.Head, b: problem.Head) -> list[str]:
     changed = []
     if a.score.kind != b.score.kind:
         return ["score"]
-    if not np.isclose(a.score.scale, b.score.scale, **SAME):
+    if not np.isclose(a.score.scale, b.score.scale, rtol=SAME_RTOL, atol=SAME_ATOL):
         changed.append("scale")
     if not all(_same(getattr(a.score, name), getattr(b.score, name)) for name in ("w", "w_query", "w_key", "v")):
         changed.append("score")
@@ -268,7 +271,7 @@ def _same(a: np.ndarray | None, b: np.ndarray | None) -> bool:
         return a is None and b is None
     if a.shape != b.shape:
         return False
-    return bool(np.array_equal(a, b)) if a.dtype == bool else bool(np.allclose(a, b, **SAME))
+    return bool(np.array_equal(a, b)) if a.dtype == bool else bool(np.allclose(a, b, rtol=SAME_RTOL, atol=SAME_ATOL))
 
 
 def grade_files(
@@ -280,7 +283,7 @@ def grade_files(
     out of the garbage collector's scans (gc.freeze), so that each collection does not walk them all again
     (a tenth of the time of 1,000 files); it is handed back to the collector at the end.
     """
-    results = []
+    results: list[Result] = []
     try:
         for file in files:
             if len(results) % FREEZE_EVERY == 0:

@@ -26,13 +26,13 @@ from attncli.grading import (
     Report,
     StepReport,
 )
+from attncli.grading.submissions import NOT_GRADED, PROBLEM_CHANGED, Result
 from attncli.i18n import t
-from attncli.parsing.answers import HEAD_STEPS, STEPS, STREAM_STEPS
 from attncli.render import markdown as md
 from attncli.render.json_doc import dumps
 from attncli.render.layout import BLANK, Line, line, table
 from attncli.render.long_table import text_cell
-from attncli.submissions import NOT_GRADED, PROBLEM_CHANGED, Result
+from attncli.steps import BY_NAME, TOKENS, position
 from attncli.written import fixed
 
 MARKS = {
@@ -48,7 +48,6 @@ CSV_HEADER = (
     "file", "exercise", "status", *STEP_STATUSES, "first_mistake", "codes", "cells_right", "cells", "error",
 )  # fmt: skip
 NEAR = 10  # a wrong number within this many times the rule's allowance shows the rule's arithmetic
-TOKEN_ROWS = ("keys", "values")  # steps whose rows are the key tokens; the others' rows are the queries
 
 
 def human(report: Report, precision: int, width: int, rule: bool = True) -> list[Line]:
@@ -264,16 +263,7 @@ def _columns(results: Sequence[Result]) -> dict[Column, StepReport]:
         for step in result.report.steps if result.report is not None else ():
             seen.setdefault(_column(step), step)
 
-    def position(key: Column) -> tuple[int, float, int]:
-        """Layer by layer: the normed stream, each head's steps, concat and final, then the residual and the stream."""
-        layer, step, head = key
-        if head is not None:
-            return layer or 0, head, HEAD_STEPS.index(step)
-        if step == "normed":
-            return layer or 0, -math.inf, 0
-        return layer or 0, math.inf, (*STEPS, *STREAM_STEPS).index(step)
-
-    return {key: seen[key] for key in sorted(seen, key=position)}
+    return {key: seen[key] for key in sorted(seen, key=lambda key: position(key[1], key[2], key[0]))}
 
 
 def _md_step(step: StepReport | None) -> str:
@@ -321,7 +311,7 @@ def _table(step: StepReport, title: str, precision: int, width: int) -> list[Lin
     grid: list[list[str | Line]] = [[name, *([""] * len(step.columns))] for name in step.rows]
     for cell in step.cells:
         grid[cell.row][cell.column + 1] = _cell(cell, precision)
-    corner = t("render.token") if step.step in TOKEN_ROWS else t("render.query")
+    corner = t("render.token") if BY_NAME[step.step].rows == TOKENS else t("render.query")
     return table(title, [corner, *step.columns], grid, width, right=range(1, len(step.columns) + 1))
 
 

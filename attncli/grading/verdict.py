@@ -1,0 +1,160 @@
+"""The verdict on a file's answers: which answered cells are right, which step first goes wrong, and why.
+
+Each answered cell is judged by the rounding rule (attncli.grading.rule) against the true value
+and, where it is not right, against what the student's own earlier numbers give (error carried
+forward, attncli.grading.replay), so a correct softmax of wrong scores counts as "right method,
+wrong inputs". A wrong step is diagnosed by attncli.grading.diagnose. Pure functions of the
+calculation and the answers: no I/O.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Collection, Sequence
+from dataclasses import replace
+
+from attncli.core import Steps
+from attncli.grading.diagnose import Diagnosis
+from attncli.grading.mistakes import NO_MISTAKE, ordered
+from attncli.grading.replay import Listed, Replays, StepReplays
+from attncli.grading.report import (
+    CARRIED,
+    MISSING,
+    NOT_ANSWERED,
+    RIGHT,
+    TOO_FEW_DECIMALS,
+    WRONG,
+    Cell,
+    Report,
+    StepReport,
+)
+from attncli.grading.rule import Rule
+from attncli.parsing.answers import Answer, Answers
+from attncli.steps import Key, depends, order, present
+
+
+def grade(
+    steps: Steps,
+    answers: Answers,
+    *,
+    tolerance: float | None = None,
+    carry: int | None = None,
+    min_decimals: int | None = None,
+    require: Sequence[str] | None = None,
+    file: str = "-",
+    diagnose: Collection[Key] | None = None,
+) -> Report:
+    """The report on `answers` to the problem whose calculation is `steps`.
+
+    Keyword values (from the command line) win over the file's own `tolerance:`, `carry:`, `min_decimals:`
+    and `require:`. `diagnose` names the (step, head) whose mistakes are looked for (default: every
+    step's); the tutor asks about one step, and the search is most of the cost of grading.
+    """
+    rule = Rule.chosen(tolerance, carry, min_decimals, answers)
+    # a grading that looks for no mistake is of a problem made for one file (grading.layers'): not kept for the next
+    kept = diagnose is None or bool(diagnose)
+    replays = Replays(steps, [a for a in answers.steps if a.written is None], rule, kept)
+    reports: dict[Key, StepReport] = {}
+    coarse_steps: dict[Key, bool] = {}
+    for answer in answers.steps:
+        key = (answer.step, answer.head)
+        upstream = [dep for dep in depends(key, len(steps.heads)) if dep in reports]
+        wrong = any(reports[dep].status in (WRONG, CARRIED) for dep in upstream)
+        coarse = any(coarse_steps[dep] for dep in upstream)
+        explain = diagnose is None or key in diagnose
+        reports[key] = _Grader(steps, replays, rule, answer).report(wrong, coarse, explain)
+        coarse_steps[key] = _coarse(reports[key], rule.carry)
+    required = require if require is not None else answers.require
+    for key in _required(steps, required):
+        if key not in reports:
+            reports[key] = StepReport(key[0], key[1], _head_name(steps, key[1]), (), (), (), MISSING, ())
+    return Report(file, tuple(reports[key] for key in order(steps) if key in reports))
+
+
+def _coarse(report: StepReport, carry: int) -> bool:
+    """Whether a step holds a number written with fewer decimals than the carry precision."""
+    return any(c.entry is not None and c.entry.decimals is not None and c.entry.decimals < carry for c in report.cells)
+
+
+def _head_name(steps: Steps, head: int | None) -> str | None:
+    return steps.heads[head].spec.label if head is not None and len(steps.heads) > 1 else None
+
+
+def _required(steps: Steps, names: Sequence[str]) -> list[Key]:
+    """The steps `names` asks for that this problem has (every head's; no dot for given scores, no lone concat)."""
+    return [(step, head) for step, head in order(steps) if step in names and present(steps, step, head)]
+
+
+class _Grader:
+    """One answered step: its cells, its status and, when it is wrong, what explains it."""
+
+    def __init__(self, steps: Steps, replays: Replays, rule: Rule, answer: Answer) -> None:
+        self.steps = steps
+        self.rule = rule
+        self.answer = answer
+        self.view = StepReplays(replays, (answer.step, answer.head))
+        self.diagnosis = Diagnosis(steps, self.view, rule, answer)
+
+    def report(self, upstream_wrong: bool, upstream_coarse: bool, explain: bool = True) -> StepReport:
+        """The step's report; `upstream_wrong`: an earlier step it uses is wrong or carried; `upstream_coarse`:
+        one has numbers with fewer decimals than the carry precision; without `explain`, a wrong step's
+        diagnosis is not looked for."""
+        answer = self.answer
+        name = _head_name(self.steps, answer.head)
+        if answer.written is not None:
+            shaped = self.diagnosis.shaped()
+            return StepReport(answer.step, answer.head, name, answer.rows, answer.columns, (), WRONG, shaped)
+        cells = self.cells()
+        triples = [(c.row, c.column, c.entry) for c in cells if c.entry is not None]
+        statuses = {cell.status for cell in cells} - {NOT_ANSWERED}
+
+        def step(status: str, diagnosis: tuple[str, ...] = ()) -> StepReport:
+            return StepReport(
+                answer.step, answer.head, name, answer.rows, answer.columns, tuple(cells), status, diagnosis
+            )
+
+        if not statuses:
+            return step(NOT_ANSWERED)
+        if answer.transposed:
+            cells = [replace(c, status=WRONG) if c.entry is not None else c for c in cells]
+            return step(WRONG, ordered(["transposed", *(self.diagnosis.diagnose(triples, True) if explain else ())]))
+        if statuses == {RIGHT}:
+            return step(RIGHT)
+        if statuses <= {RIGHT, CARRIED}:
+            if upstream_wrong:
+                return step(CARRIED)
+            if upstream_coarse:
+                return step(WRONG, ("rounded_early",))  # right only from inputs rounded to fewer decimals
+            cells = [replace(c, status=RIGHT) if c.status == CARRIED else c for c in cells]
+            return step(RIGHT)  # right from the student's own right inputs, as precise as the carry
+        return step(WRONG, self.diagnosis.diagnose(triples, transposed=False) if explain else ())
+
+    def cells(self) -> list[Cell]:
+        """Every answered cell and every unanswered one the mask lets through, judged against the truth and, only
+        where it is not right, against the student's own inputs."""
+        view = self.view
+        t, r, excluded = view.listed(view.truth)
+        own: Listed | None = None
+        rule = self.rule
+        fewest, fixed = rule.min_decimals, rule.tolerance is not None
+        cells = []
+        for i, row in enumerate(self.answer.cells):
+            values, radii, out = t[i], r[i], excluded[i]
+            for j, entry in enumerate(row):
+                if entry is None:
+                    if out[j]:
+                        continue
+                    status, half = NOT_ANSWERED, 0.0
+                else:
+                    if fewest is not None and entry.decimals is not None and entry.decimals < fewest:
+                        status = TOO_FEW_DECIMALS
+                    elif rule.agrees(entry, values[j], radii[j], out[j]):
+                        status = RIGHT
+                    else:
+                        own = own or view.listed(view.reference(NO_MISTAKE, True))
+                        status = CARRIED if rule.agrees(entry, own[0][i][j], own[1][i][j], own[2][i][j]) else WRONG
+                    half = rule.own(entry)
+                radius = radii[j]
+                carried_in = 0.0 if fixed or not math.isfinite(radius) else radius
+                cells.append(Cell(i, j, entry, values[j], out[j], status, half, carried_in))
+        return cells

@@ -1,0 +1,208 @@
+"""The steps of the calculation, once: what each is called, where its numbers are kept, what its rows and columns are.
+
+Every part of attncli that goes step by step loops over CALCULATION: the `answers:` a student
+writes (attncli.parsing.answers), templates and keys, grading and its reports, the tutor, and the
+JSON, CSV and npz writers. A step has one name everywhere; the record keeps its numbers in the
+field of that name (HeadSteps.dot, .scores, ...), and the documents (JSON, CSV, npz) name them by
+the field. The one step whose field is not its name is `final`: the record's, and the documents',
+`output`, which `answers:` calls `final` to tell it from a head's `output`.
+
+Adding a step is one row of CALCULATION, in its place in the order: e^s, the sums of e^s, RoPE's
+turned queries and keys, x + PE, the biased scores, a norm's mean and root (issue 25) are rows
+answered=True whose field the record holds (or gains); the backward pass's steps (issue 28) are
+rows of a place that reads the record's `backward`. Pure data and lookups: importing it imports no numpy.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from attncli.core import HeadSteps, Steps
+    from attncli.layers import LayerSteps
+    from attncli.problem import Problem
+
+HEAD, SHARED, LAYER = (
+    "head",
+    "shared",
+    "layer",
+)  # where a step's numbers are: a head's, the problem's, a stacked layer's
+QUERIES, TOKENS = "queries", "tokens"  # what a step's rows are: the query tokens, or every token (keys and values)
+KEYS, COORDINATES = "keys", "coordinates"  # what its columns are: the key tokens, or the coordinates 1, 2, ...
+NONE = ""  # a step without rows or columns: the tutor's scale is one number, each sum one per query
+
+Key = tuple[str, int | None]  # (step, head); head None for the steps of the problem or of a layer
+
+
+class Step(NamedTuple):
+    """One step of the calculation."""
+
+    name: str  # as answers:, check's reports and the tutor call it
+    field: str  # the record's attribute holding its numbers; "" for the tutor's own numbers, which no record keeps
+    rows: str  # QUERIES or TOKENS (or NONE)
+    columns: str  # KEYS or COORDINATES (or NONE)
+    maskable: bool  # its cells are (query, key) pairs the mask can leave out: `masked` may be written there
+    needs: tuple[str, ...]  # the steps it is computed from, directly; a head's step, for a shared one: every head's
+    place: str = HEAD  # HEAD: HeadSteps; SHARED: Steps; LAYER: LayerSteps
+    answered: bool = True  # a field of `answers:`: graded by check, written in templates and keys, JSON and CSV
+    saved: bool = True  # npz holds it (with the steps answered, a head's bias)
+    tutored: bool = True  # the tutor asks it
+    given_in: str = ""  # the head's field in the problem (attncli.problem.Head) that may give it instead
+    applies: Callable[[Any], bool] | None = None  # whether a record has it; None: when its field holds a matrix
+
+
+def _scored(head: HeadSteps) -> bool:
+    """Whether the head computes q·k (its scores are not given)."""
+    return head.queries is not None
+
+
+def _post_norm(layer: LayerSteps) -> bool:
+    """Whether the layer normalises its residual sum (a student writes the sum, then the norm of it)."""
+    return layer.layer.norm is not None and layer.layer.norm.place == "post"
+
+
+# fmt: off
+CALCULATION = (
+    Step("normed", "normed", QUERIES, COORDINATES, False, (), LAYER, saved=False, tutored=False),
+    Step("queries", "queries", QUERIES, COORDINATES, False, (), given_in="queries"),
+    Step("keys", "keys", TOKENS, COORDINATES, False, (), given_in="keys"),
+    Step("values", "values", TOKENS, COORDINATES, False, (), given_in="values"),
+    Step("dot", "dot", QUERIES, KEYS, True, ("queries", "keys"), applies=_scored),
+    Step("scale", "", NONE, NONE, False, (), answered=False, saved=False, applies=_scored),
+    Step("scores", "scores", QUERIES, KEYS, True, ("dot", "scale"), given_in="scores"),
+    Step("bias", "bias", QUERIES, KEYS, False, (), answered=False, tutored=False),
+    Step("exp", "exp", QUERIES, KEYS, True, ("scores",), answered=False, saved=False),
+    Step("sum", "", QUERIES, NONE, False, ("exp",), answered=False, saved=False),
+    Step("weights", "weights", QUERIES, KEYS, True, ("exp", "sum")),
+    Step("product", "", QUERIES, COORDINATES, False, ("weights", "values"), answered=False, saved=False),
+    Step("output", "output", QUERIES, COORDINATES, False, ("weights", "values")),
+    Step("concat", "concat", QUERIES, COORDINATES, False, ("output",), SHARED),
+    Step("final", "output", QUERIES, COORDINATES, False, ("concat", "output"), SHARED),
+    Step("residual", "residual", QUERIES, COORDINATES, False, ("final",), LAYER, saved=False, tutored=False,
+         applies=_post_norm),
+    Step("stream", "output", QUERIES, COORDINATES, False, ("residual",), LAYER, saved=False, tutored=False),
+)
+# fmt: on
+# A stack attends to itself: the rows of a layer's streams (normed, residual, stream) are its tokens, its queries.
+BY_NAME = {step.name: step for step in CALCULATION}
+INDEX = {step.name: index for index, step in enumerate(CALCULATION)}
+
+
+def names(place: str, **wanted: bool) -> tuple[str, ...]:
+    """The names of the steps at `place` in the order of the calculation, those with the flags `wanted` only
+    (`answered=True`, `saved=True`, ...)."""
+    return tuple(
+        step.name
+        for step in CALCULATION
+        if step.place == place and all(getattr(step, flag) == value for flag, value in wanted.items())
+    )
+
+
+HEAD_STEPS = names(HEAD, answered=True)  # a head's steps in answers: queries, keys, values, dot, scores, ...
+SHARED_STEPS = names(SHARED, answered=True)  # concat, final
+ANSWERED = (*HEAD_STEPS, *SHARED_STEPS)  # every step answers: may hold for a problem of one layer
+STREAM_STEPS = names(LAYER, answered=True)  # a stacked layer's streams: normed, residual, stream
+SAVED_HEAD_STEPS = names(HEAD, saved=True)  # a head's steps in npz: those answered, and its bias
+MASKABLE = tuple(name for name in ANSWERED if BY_NAME[name].maskable)  # where `masked` may be written
+TUTORED = tuple(step.name for step in CALCULATION if step.tutored)  # what the tutor asks, in order
+
+
+def order(steps: Steps) -> list[Key]:
+    """Every step answers: may hold for `steps`, in the order of the calculation: each head's, then concat, final."""
+    heads = range(len(steps.heads))
+    return [*((name, h) for h in heads for name in HEAD_STEPS), *((name, None) for name in SHARED_STEPS)]
+
+
+@functools.lru_cache(maxsize=1024)
+def depends(key: Key, heads: int) -> tuple[Key, ...]:
+    """The answered steps whose numbers flow into step `key` of a problem of `heads` heads, however indirectly
+    (asked for every step of every file graded: kept)."""
+    found: list[Key] = []
+    waiting = [(need, key[1]) for need in BY_NAME[key[0]].needs]
+    while waiting:
+        name, head = waiting.pop()
+        step = BY_NAME[name]
+        every = [head] if step.place != HEAD else [head] if head is not None else list(range(heads))
+        for h in every:
+            if (name, h) not in found:
+                found.append((name, h))
+                waiting += [(need, h) for need in step.needs]
+    return tuple((name, head) for name, head in sorted(found, key=lambda k: position(k[0], k[1])) if name in ANSWERED)
+
+
+def position(name: str, head: int | None, layer: int | None = None) -> tuple[int, float, int]:
+    """Where step `name` (of `head`, of `layer`) comes in the calculation, as a key to sort reports by: layer by
+    layer, the steps before the heads (a normed stream), each head's, then the rest (concat, final, the streams)."""
+    index = INDEX[name]
+    if head is not None:
+        return layer or 0, head, index
+    return layer or 0, -math.inf if index < INDEX["queries"] else math.inf, index
+
+
+def _record(steps: Any, step: Step, head: int | None) -> Any:
+    """The record holding `step`'s numbers: a head's (HeadSteps of `steps`, a Steps), the problem's (a Steps), or
+    the layer's (`steps` is then a LayerSteps)."""
+    if step.place == HEAD:
+        assert head is not None, step.name
+        return steps.heads[head]
+    return steps
+
+
+def each(steps: Steps, wanted: tuple[str, ...], head: int | None = None) -> Iterator[tuple[Step, np.ndarray]]:
+    """The steps `wanted` of `head` (None: the problem's own) that `steps` has, in order, each with its numbers."""
+    for name in wanted:
+        found = matrix(steps, name, head)
+        if found is not None:
+            yield BY_NAME[name], found
+
+
+def present(steps: Steps | LayerSteps, name: str, head: int | None = None) -> bool:
+    """Whether this problem (or layer) has step `name` for `head`: no q·k when the scores are given, no concat with
+    one head and no W_O, no residual step unless the norm is placed post, ..."""
+    step = BY_NAME[name]
+    record = _record(steps, step, head)
+    if step.applies is not None:
+        return step.applies(record)
+    return getattr(record, step.field) is not None
+
+
+def computed(steps: Steps, name: str, head: int | None = None) -> bool:
+    """Whether a student computes step `name`: the problem has it and does not give it (queries, keys and values
+    are computed from x and W, not copied; given scores are not computed)."""
+    if not present(steps, name, head):
+        return False
+    given_in = BY_NAME[name].given_in
+    if not given_in or head is None:
+        return True
+    from attncli.problem import Projection  # numpy's: not at import, as `--help` lists formats without numpy
+
+    given = getattr(steps.heads[head].spec, given_in)
+    return given is None or isinstance(given, Projection)
+
+
+def matrix(steps: Steps | LayerSteps, name: str, head: int | None = None) -> np.ndarray | None:
+    """Step `name`'s numbers (of `head`), None where the problem does not have it."""
+    step = BY_NAME[name]
+    if not step.field or not present(steps, name, head):
+        return None
+    found: np.ndarray = getattr(_record(steps, step, head), step.field)
+    return found
+
+
+def labels(problem: Problem, name: str, width: int) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The names of step `name`'s rows and columns, as answers: and check's reports give them: query tokens or every
+    token, key tokens or the coordinates "1", "2", ... of a step `width` numbers wide."""
+    step = BY_NAME[name]
+    rows = problem.query_tokens if step.rows == QUERIES else problem.tokens
+    columns = problem.tokens if step.columns == KEYS else coordinates(width)
+    return rows, columns
+
+
+def coordinates(width: int) -> tuple[str, ...]:
+    """The names of a vector's coordinates, from 1."""
+    return tuple(str(j + 1) for j in range(width))

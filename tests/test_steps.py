@@ -1,0 +1,156 @@
+"""attncli.steps, the one table of the calculation's steps, against the records it names and the article's order.
+
+What each step needs and where each problem has it are written here by hand from the article's formulas
+(Q, K, V; q·k; s = q·k/√d_k (+ b); w = softmax(s); z = Σ w·v; concat; W_O), not read from the table.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from attncli import core, layers, pipeline
+from attncli.steps import (
+    ANSWERED,
+    BY_NAME,
+    CALCULATION,
+    HEAD,
+    HEAD_STEPS,
+    KEYS,
+    LAYER,
+    QUERIES,
+    SHARED,
+    SHARED_STEPS,
+    STREAM_STEPS,
+    TOKENS,
+    computed,
+    depends,
+    labels,
+    matrix,
+    order,
+    position,
+    present,
+)
+from tests.paths import ONE_LAYER_SAMPLES, SAMPLES, STACK_SAMPLES
+
+RECORD_FIELDS = {
+    HEAD: set(core.HeadSteps._fields),
+    SHARED: set(core.Steps._fields),
+    LAYER: {field.name for field in dataclasses.fields(layers.LayerSteps)},
+}
+# What flows into each step a student answers, from the article's formulas (transitively)
+FLOWS_INTO = {
+    "queries": set(),
+    "keys": set(),
+    "values": set(),
+    "dot": {"queries", "keys"},
+    "scores": {"queries", "keys", "dot"},
+    "weights": {"queries", "keys", "dot", "scores"},
+    "output": {"queries", "keys", "values", "dot", "scores", "weights"},
+}
+
+
+def solved(name: str) -> core.Steps:
+    steps = pipeline.solve(pipeline.load(str(SAMPLES / name)))
+    assert isinstance(steps, core.Steps)
+    return steps
+
+
+def test_every_step_names_a_field_its_record_has() -> None:
+    """A renamed field of HeadSteps, Steps or LayerSteps cannot leave the table pointing at nothing."""
+    for step in CALCULATION:
+        assert step.field == "" or step.field in RECORD_FIELDS[step.place], step
+        assert set(step.needs) <= set(BY_NAME), step
+        assert CALCULATION.index(step) > max((CALCULATION.index(BY_NAME[need]) for need in step.needs), default=-1)
+
+
+def test_answers_lists_the_steps_in_the_order_of_the_calculation() -> None:
+    assert HEAD_STEPS == ("queries", "keys", "values", "dot", "scores", "weights", "output")
+    assert SHARED_STEPS == ("concat", "final")
+    assert STREAM_STEPS == ("normed", "residual", "stream")
+    assert [BY_NAME[name].maskable for name in HEAD_STEPS] == [False, False, False, True, True, True, False]
+
+
+@pytest.mark.parametrize("heads", [1, 2, 3])
+def test_a_step_depends_on_what_flows_into_it(heads: int) -> None:
+    for h in range(heads):
+        for name, inputs in FLOWS_INTO.items():
+            assert set(depends((name, h), heads)) == {(need, h) for need in inputs}, name
+    every_head = {(name, h) for h in range(heads) for name in HEAD_STEPS}
+    assert set(depends(("concat", None), heads)) == every_head
+    assert set(depends(("final", None), heads)) == every_head | {("concat", None)}
+
+
+@pytest.mark.parametrize("name", ONE_LAYER_SAMPLES)
+def test_every_step_a_problem_has_is_shaped_as_its_labels_say(name: str) -> None:
+    steps = solved(name)
+    problem = steps.problem
+    queries, keys = len(problem.query_tokens), len(problem.tokens)
+    for step, head in order(steps):
+        found = matrix(steps, step, head)
+        if found is None:
+            assert not present(steps, step, head)
+            continue
+        rows, columns = labels(problem, step, found.shape[1])
+        assert found.shape == (len(rows), len(columns)), (step, head)
+        assert len(rows) == (queries if BY_NAME[step].rows == QUERIES else keys)
+        if BY_NAME[step].columns == KEYS:
+            assert columns == problem.tokens
+        else:
+            assert columns == tuple(str(j) for j in range(1, found.shape[1] + 1))
+        assert BY_NAME[step].rows in (QUERIES, TOKENS)
+
+
+def test_given_scores_have_no_queries_keys_or_dot_and_are_not_computed() -> None:
+    text = "tokens: [a, b]\nscores: [[1, 2], [3, 4]]\nvalues: [[1, 0], [0, 1]]\n"
+    steps = pipeline.solve(pipeline.load(text=text, name="given.yaml"))
+    assert [name for name in ANSWERED if present(steps, name, 0 if name in HEAD_STEPS else None)] == [
+        "values",
+        "scores",
+        "weights",
+        "output",
+        "final",
+    ]
+    assert not computed(steps, "scores", 0) and not computed(steps, "values", 0)
+    assert computed(steps, "weights", 0) and computed(steps, "final")
+
+
+def test_a_student_computes_the_projections_only_from_x_and_w() -> None:
+    given = solved("bank.yaml")  # queries, keys and values written out
+    projected = solved("projections.yaml")  # x and W_Q, W_K, W_V
+    for name in ("queries", "keys", "values"):
+        assert present(given, name, 0) and not computed(given, name, 0)
+        assert computed(projected, name, 0)
+
+
+def test_concat_only_with_several_heads_or_w_o() -> None:
+    assert not present(solved("bank.yaml"), "concat")
+    assert present(solved("two_heads.yaml"), "concat")
+
+
+@pytest.mark.parametrize("name", sorted(STACK_SAMPLES))
+def test_a_layer_has_normed_when_its_norm_is_pre_and_residual_when_post(name: str) -> None:
+    stack = pipeline.solve(pipeline.load(str(SAMPLES / name)))
+    assert isinstance(stack, layers.StackSteps)
+    for layer in stack.layers:
+        place = None if layer.layer.norm is None else layer.layer.norm.place
+        assert present(layer, "normed") == (place == "pre")
+        assert present(layer, "residual") == (place == "post")
+        assert matrix(layer, "stream") is layer.output
+
+
+def test_reports_sort_layer_by_layer_normed_first_then_heads_then_the_rest() -> None:
+    keys = [(1, "stream", None), (0, "final", None), (0, "dot", 1), (0, "weights", 0), (1, "normed", None)]
+    keys += [(0, "queries", 1), (0, "concat", None), (1, "dot", 0)]
+    ordered = sorted(keys, key=lambda key: position(key[1], key[2], key[0]))
+    assert ordered == [
+        (0, "weights", 0),
+        (0, "queries", 1),
+        (0, "dot", 1),
+        (0, "concat", None),
+        (0, "final", None),
+        (1, "normed", None),
+        (1, "dot", 0),
+        (1, "stream", None),
+    ]
