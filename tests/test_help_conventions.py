@@ -14,7 +14,7 @@ import pytest
 from typer.testing import CliRunner
 
 from attncli import exercises, positions
-from attncli.cli import app, compare, compute, cost, generate, softmax
+from attncli.cli import app, compare, compute, cost, exercise_options, softmax
 from attncli.i18n import LANGUAGES
 from tests.paths import ROOT, SAMPLES
 
@@ -77,9 +77,9 @@ def test_completion_offers_the_values_of_every_choice(command: str, option: str)
 
 
 def test_the_values_offered_are_the_ones_the_library_takes() -> None:
-    """generate's --norm and --rope complete from their own tuples (the library's need numpy to import)."""
-    assert generate.NORMS == exercises.NORMS
-    assert generate.ROPES == positions.STYLES
+    """generate's and practice's --norm and --rope complete from one tuple each (the library's need numpy)."""
+    assert exercise_options.NORMS == exercises.NORMS
+    assert exercise_options.ROPES == positions.STYLES
 
 
 def test_completion_still_offers_commands_and_options() -> None:

@@ -5,9 +5,10 @@ from __future__ import annotations
 import contextlib
 import random
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, NamedTuple, Optional
 
-from attncli.cli.common import SCORES, Debug, Lang, boundary, choose, command, completion, epilog, located
+from attncli.cli import exercise_options as shaping
+from attncli.cli.common import Debug, Lang, boundary, choose, command, completion, epilog
 from attncli.cli.ending import say
 from attncli.cli.environment import Environment
 from attncli.cli.lean import option
@@ -17,13 +18,10 @@ from attncli.i18n import t
 from attncli.render.formats import implied_by
 
 if TYPE_CHECKING:
-    from attncli.exercises import Options
+    from attncli import exercises
 
 SEED_LIMIT = 1_000_000  # random seeds stay short enough to copy by hand
 SHEETS = {"markdown": ".md", "latex": ".tex"}  # --sheet: the exercise to hand out, and its file's suffix
-# The values --norm and --rope complete to (exercises.NORMS and positions.STYLES, which need numpy to import).
-NORMS = ("none", "layer", "rms", "layer:post", "rms:post")
-ROPES = ("half", "interleaved")
 EXERCISE_SUFFIXES = (".yaml", ".yml")  # -o FILE.yaml without --count: one exercise in that file
 EXAMPLES = epilog(
     "  attncli generate > exercise.yaml",
@@ -38,90 +36,66 @@ EXAMPLES = epilog(
 )
 
 
-@command(t("help.generate"), EXAMPLES)
-@boundary
-def generate(
-    env: Environment,
-    tokens: Annotated[Optional[str], option(metavar=t("help.metavar.tokens"), help=t("help.generate.tokens"))] = None,
-    dk: Annotated[int, option("--dk", min=1, max=8, help=t("help.generate.dk"))] = 2,
-    dv: Annotated[Optional[int], option("--dv", min=1, max=8, help=t("help.generate.dv"))] = None,
-    heads: Annotated[int, option(min=1, max=4, help=t("help.generate.heads"))] = 1,
-    mask: Annotated[
-        str,
-        option(
-            metavar=t("help.metavar.mask"), autocompletion=completion("none", "causal"), help=t("help.generate.mask")
-        ),
-    ] = "none",
-    score: Annotated[
-        str, option(metavar=t("help.metavar.name"), autocompletion=completion(*SCORES), help=t("help.score"))
-    ] = "scaled_dot",
-    projections: Annotated[bool, option(help=t("help.generate.projections"))] = False,
-    layers: Annotated[int, option(min=1, max=4, help=t("help.generate.layers"))] = 1,
-    norm: Annotated[
-        str,
-        option(metavar=t("help.metavar.norm"), autocompletion=completion(*NORMS), help=t("help.generate.norm")),
-    ] = "none",
-    rope: Annotated[
-        Optional[str],
-        option(metavar=t("help.metavar.style"), autocompletion=completion(*ROPES), help=t("help.generate.rope")),
-    ] = None,
-    gqa: Annotated[bool, option(help=t("help.generate.gqa"))] = False,
-    seed: Annotated[Optional[int], option(min=0, help=t("help.generate.seed"))] = None,
-    answers: Annotated[bool, option(help=t("help.generate.answers"))] = False,
-    count: Annotated[Optional[int], option(min=1, max=1000, help=t("help.generate.count"))] = None,
+class Options(NamedTuple):
+    """The options of `generate`, as the command line gives them (the exercise's own: attncli.cli.exercise_options)."""
+
+    tokens: Annotated[Optional[str], shaping.TOKENS] = None
+    dk: Annotated[int, shaping.DK] = 2
+    dv: Annotated[Optional[int], shaping.DV] = None
+    heads: Annotated[int, shaping.HEADS] = 1
+    mask: Annotated[str, shaping.MASK] = "none"
+    score: Annotated[str, shaping.SCORE] = "scaled_dot"
+    projections: Annotated[bool, shaping.PROJECTIONS] = False
+    layers: Annotated[int, shaping.LAYERS] = 1
+    norm: Annotated[str, shaping.NORM] = "none"
+    rope: Annotated[Optional[str], shaping.ROPE] = None
+    gqa: Annotated[bool, shaping.GQA] = False
+    seed: Annotated[Optional[int], shaping.SEED] = None
+    answers: Annotated[bool, option(help=t("help.generate.answers"))] = False
+    how_many: Annotated[Optional[int], option("--count", min=1, max=1000, help=t("help.generate.count"))] = (
+        None  # not `count`: tuple.count
+    )
     output: Annotated[
         Optional[Path], option("--output", "-o", metavar=t("help.metavar.path"), help=t("help.generate.output"))
-    ] = None,
-    force: Annotated[bool, option("--force", help=t("help.generate.force"))] = False,
+    ] = None
+    force: Annotated[bool, option("--force", help=t("help.generate.force"))] = False
     sheet: Annotated[
         Optional[str],
         option("--sheet", metavar="markdown|latex", autocompletion=completion(*SHEETS), help=t("help.generate.sheet")),
-    ] = None,
-    lang: Lang = None,
-    debug: Debug = False,
-) -> ExitCode:
+    ] = None
+    lang: Lang = None
+    debug: Debug = False
+
+
+@command(t("help.generate"), EXAMPLES)
+@boundary
+def generate(env: Environment, given: Options) -> ExitCode:
+    """One exercise on stdout or in -o (or its sheet), or `--count` of them with their keys into a folder."""
     from attncli import exercises
 
-    with located("--tokens"):
-        parsed = exercises.parse_tokens(tokens) if tokens is not None else None
-    options = exercises.Options(
-        tokens=parsed,
-        d_k=dk,
-        d_v=dv,
-        heads=2 if gqa and heads == 1 else heads,  # --gqa alone: two query heads sharing one kv head
-        mask=mask,
-        score=score,
-        projections=projections,
-        answers=answers,
-        layers=layers,
-        norm=norm,
-        rope=rope,
-        gqa=gqa,
-    )
-    with located():
-        exercises.validate(options)
+    options = shaping.exercise_options(given, answers=given.answers)
+    sheet, output = given.sheet, given.output
     if sheet is not None:
         choose(sheet, tuple(SHEETS), "--sheet", "generate.bad_sheet")
-    if sheet is not None and layers > 1:
+    if sheet is not None and given.layers > 1:
         raise fail("generate.sheet_no_layers").at(source="--sheet")
-    if seed is None:
-        seed = random.SystemRandom().randrange(SEED_LIMIT)
+    seed = random.SystemRandom().randrange(SEED_LIMIT) if given.seed is None else given.seed
     one_file = EXERCISE_SUFFIXES if sheet is None else (SHEETS[sheet],)  # -o FILE.yaml, or FILE.tex for a sheet
     if output is not None and implied_by(output.suffix) and output.suffix.lower() not in one_file:  # json, csv...
         raise fail("generate.bad_suffix", path=str(output), suffix=output.suffix, one=one_file[0]).at(source="-o")
-    if count is None and (output is None or output.suffix.lower() in one_file):
-        if output is not None and output.exists() and not force:
+    if given.how_many is None and (output is None or output.suffix.lower() in one_file):
+        if output is not None and output.exists() and not given.force:
             raise fail("generate.exists", path=str(output)).at(source="-o")
         check_targets(("-o", output))
         text = exercises.exercise(options, seed)
         write(text if sheet is None else _sheet(text, sheet), output, env)
         return ExitCode.OK
-    _worksheet(options, seed, count, output, sheet, force, env)
+    _worksheet(options, seed, given.how_many, output, sheet, given.force, env)
     return ExitCode.OK
 
 
 def _worksheet(
-    options: Options,
+    options: exercises.Options,
     seed: int,
     count: int | None,
     output: Path | None,
