@@ -72,6 +72,37 @@ class HeadSteps(NamedTuple):
         assert self.keys is not None, f"{self.spec.name}: scores given, no keys"
         return self.keys
 
+    # The numbers a student writes on the way that the record holds inside others (attncli.steps reads them)
+
+    @property
+    def turned_queries(self) -> np.ndarray | None:
+        """(L, d_q) the queries turned by RoPE, what q·k multiplies; None without RoPE."""
+        return None if self.rotation is None else self.rotation.queries
+
+    @property
+    def turned_keys(self) -> np.ndarray | None:
+        """(S, d_k) the keys turned by RoPE; None without RoPE."""
+        return None if self.rotation is None else self.rotation.keys
+
+    @property
+    def scaled_scores(self) -> np.ndarray:
+        """(L, S) the scores before any bias, -inf where masked: `scores` itself without a bias."""
+        if self.scaled is None:
+            return self.scores
+        before: np.ndarray = np.where(np.isneginf(self.scores), -np.inf, self.scaled)  # (L, S)
+        return before
+
+    @property
+    def biased_scores(self) -> np.ndarray | None:
+        """(L, S) the scores plus the bias, -inf where masked (what softmax reads); None without a bias."""
+        return None if self.bias is None else self.scores
+
+    @property
+    def sums(self) -> np.ndarray:
+        """(L, 1) each query's Σ e^s, what its e^s are divided by."""
+        total: np.ndarray = self.exp.sum(axis=1, keepdims=True)  # (L, 1)
+        return total
+
 
 class Steps(NamedTuple):
     """The whole calculation of a problem: the record every output format renders."""
@@ -81,6 +112,15 @@ class Steps(NamedTuple):
     concat: np.ndarray | None  # (L, Σ d_v) with several heads or W_O; else None
     output: np.ndarray  # (L, d_out) the final result
     backward: Gradients | None = None  # every gradient, when the problem asks for them (attncli.backward)
+
+    @property
+    def positioned(self) -> np.ndarray | None:
+        """(S, d) x + PE, what the projections multiply with sinusoidal positions; None without them."""
+        encoding = self.problem.positions
+        if encoding is None or encoding.x is None or encoding.encoding is None:
+            return None
+        total: np.ndarray = encoding.x + encoding.encoding  # (S, d)
+        return total
 
 
 class HeadOverview(NamedTuple):

@@ -34,6 +34,27 @@ class LayerSteps:
     residual: np.ndarray  # (S, d) input + attention.output
     output: np.ndarray  # (S, d) the residual sum, normalised when the norm is placed post
 
+    @property
+    def normalised(self) -> np.ndarray | None:
+        """(S, d) the rows the norm divides: the stream read (placed pre) or the residual sum (post); None without."""
+        norm = self.layer.norm
+        return None if norm is None else self.input if norm.place == "pre" else self.residual
+
+    @property
+    def mean(self) -> np.ndarray | None:
+        """(S, 1) each normalised row's mean, which LayerNorm subtracts; None for RMSNorm or without a norm."""
+        rows, norm = self.normalised, self.layer.norm
+        if rows is None or norm is None or norm.kind != "layer":
+            return None
+        found: np.ndarray = rows.mean(axis=1, keepdims=True)  # (S, 1)
+        return found
+
+    @property
+    def root(self) -> np.ndarray | None:
+        """(S, 1) what each normalised row is divided by: √(var + eps), or √(mean(x²) + eps); None without a norm."""
+        rows, norm = self.normalised, self.layer.norm
+        return None if rows is None or norm is None else norm_parts(rows, norm)[1]
+
 
 @dataclass(frozen=True)
 class StackSteps:

@@ -9,8 +9,14 @@ the field. The one step whose field is not its name is `final`: the record's, an
 
 Adding a step is one row of CALCULATION, in its place in the order: e^s, the sums of e^s, RoPE's
 turned queries and keys, x + PE, the biased scores, a norm's mean and root (issue 25) are rows
-answered=True whose field the record holds (or gains); the backward pass's steps (issue 28) are
-rows of a place that reads the record's `backward`. Pure data and lookups: importing it imports no numpy.
+answered=True whose field the record holds (as a property where it is made of others); the backward
+pass's steps (issue 28) are rows of a place that reads the record's `backward`. Pure data and lookups:
+importing it imports no numpy.
+
+What a document (JSON, CSV, npz) holds of a step is its field (`documented`); what an answer of it holds
+is the same numbers but for `scores` with a bias: there the record's and the documents' `scores` are
+s + b (what the softmax reads), while `answers:` asks s before the bias and s + b as `biased_scores`
+(`answered`; attncli.parsing.answers reads a file that answers `scores` alone as before, as s + b).
 """
 
 from __future__ import annotations
@@ -54,11 +60,27 @@ class Step(NamedTuple):
     tutored: bool = True  # the tutor asks it
     given_in: str = ""  # the head's field in the problem (attncli.problem.Head) that may give it instead
     applies: Callable[[Any], bool] | None = None  # whether a record has it; None: when its field holds a matrix
+    truth: str = ""  # the record's attribute an answer of it holds, when not `field` (scores before a bias)
 
 
 def _scored(head: HeadSteps) -> bool:
     """Whether the head computes q·k (its scores are not given)."""
     return head.queries is not None
+
+
+def _turned(head: HeadSteps) -> bool:
+    """Whether the head turns its queries and keys with RoPE (a student writes them turned, then q·k)."""
+    return head.rotation is not None
+
+
+def _normalised(layer: LayerSteps) -> bool:
+    """Whether the layer has a norm: a student finds each row's root (and, for LayerNorm, its mean) first."""
+    return layer.layer.norm is not None
+
+
+def _centred(layer: LayerSteps) -> bool:
+    """Whether the layer's norm is LayerNorm, which subtracts each row's mean (RMSNorm divides by the root alone)."""
+    return layer.layer.norm is not None and layer.layer.norm.kind == "layer"
 
 
 def _post_norm(layer: LayerSteps) -> bool:
@@ -68,24 +90,34 @@ def _post_norm(layer: LayerSteps) -> bool:
 
 # fmt: off
 CALCULATION = (
-    Step("normed", "normed", QUERIES, COORDINATES, False, (), LAYER, saved=False, tutored=False),
-    Step("queries", "queries", QUERIES, COORDINATES, False, (), given_in="queries"),
-    Step("keys", "keys", TOKENS, COORDINATES, False, (), given_in="keys"),
-    Step("values", "values", TOKENS, COORDINATES, False, (), given_in="values"),
-    Step("dot", "dot", QUERIES, KEYS, True, ("queries", "keys"), applies=_scored),
+    Step("positioned", "positioned", TOKENS, COORDINATES, False, (), SHARED, saved=False, tutored=False),
+    Step("mean", "mean", QUERIES, NONE, False, (), LAYER, saved=False, tutored=False, applies=_centred),
+    Step("root", "root", QUERIES, NONE, False, ("mean",), LAYER, saved=False, tutored=False, applies=_normalised),
+    Step("normed", "normed", QUERIES, COORDINATES, False, ("mean", "root"), LAYER, saved=False, tutored=False),
+    Step("queries", "queries", QUERIES, COORDINATES, False, ("positioned",), given_in="queries"),
+    Step("keys", "keys", TOKENS, COORDINATES, False, ("positioned",), given_in="keys"),
+    Step("values", "values", TOKENS, COORDINATES, False, ("positioned",), given_in="values"),
+    Step("turned_queries", "turned_queries", QUERIES, COORDINATES, False, ("queries",), saved=False, tutored=False,
+         applies=_turned),
+    Step("turned_keys", "turned_keys", TOKENS, COORDINATES, False, ("keys",), saved=False, tutored=False,
+         applies=_turned),
+    Step("dot", "dot", QUERIES, KEYS, True, ("queries", "keys", "turned_queries", "turned_keys"), applies=_scored),
     Step("scale", "", NONE, NONE, False, (), answered=False, saved=False, applies=_scored),
-    Step("scores", "scores", QUERIES, KEYS, True, ("dot", "scale"), given_in="scores"),
+    Step("scores", "scores", QUERIES, KEYS, True, ("dot", "scale"), given_in="scores", truth="scaled_scores"),
     Step("bias", "bias", QUERIES, KEYS, False, (), answered=False, tutored=False),
-    Step("exp", "exp", QUERIES, KEYS, True, ("scores",), answered=False, saved=False),
-    Step("sum", "", QUERIES, NONE, False, ("exp",), answered=False, saved=False),
-    Step("weights", "weights", QUERIES, KEYS, True, ("exp", "sum")),
+    Step("biased_scores", "biased_scores", QUERIES, KEYS, True, ("scores", "bias"), saved=False, tutored=False),
+    Step("exp", "exp", QUERIES, KEYS, True, ("biased_scores",), saved=False),
+    Step("sum", "", QUERIES, NONE, False, ("exp",), answered=False, saved=False),  # the tutor's, a query at a time
+    Step("sums", "sums", QUERIES, NONE, False, ("exp",), saved=False, tutored=False),
+    Step("weights", "weights", QUERIES, KEYS, True, ("exp", "sum", "sums")),
     Step("product", "", QUERIES, COORDINATES, False, ("weights", "values"), answered=False, saved=False),
     Step("output", "output", QUERIES, COORDINATES, False, ("weights", "values")),
     Step("concat", "concat", QUERIES, COORDINATES, False, ("output",), SHARED),
     Step("final", "output", QUERIES, COORDINATES, False, ("concat", "output"), SHARED),
     Step("residual", "residual", QUERIES, COORDINATES, False, ("final",), LAYER, saved=False, tutored=False,
          applies=_post_norm),
-    Step("stream", "output", QUERIES, COORDINATES, False, ("residual",), LAYER, saved=False, tutored=False),
+    Step("stream", "output", QUERIES, COORDINATES, False, ("residual", "mean", "root"), LAYER, saved=False,
+         tutored=False),
 )
 # fmt: on
 # A stack attends to itself: the rows of a layer's streams (normed, residual, stream) are its tokens, its queries.
@@ -104,18 +136,22 @@ def names(place: str, **wanted: bool) -> tuple[str, ...]:
 
 
 HEAD_STEPS = names(HEAD, answered=True)  # a head's steps in answers: queries, keys, values, dot, scores, ...
-SHARED_STEPS = names(SHARED, answered=True)  # concat, final
+SHARED_STEPS = names(SHARED, answered=True)  # positioned (x + PE, before any head), concat, final
 ANSWERED = (*HEAD_STEPS, *SHARED_STEPS)  # every step answers: may hold for a problem of one layer
-STREAM_STEPS = names(LAYER, answered=True)  # a stacked layer's streams: normed, residual, stream
-SAVED_HEAD_STEPS = names(HEAD, saved=True)  # a head's steps in npz: those answered, and its bias
+STREAM_STEPS = names(LAYER, answered=True)  # a stacked layer's streams: mean, root, normed, residual, stream
+DOCUMENTED_HEAD_STEPS = names(HEAD, answered=True, saved=True)  # a head's steps in JSON and CSV
+DOCUMENTED_SHARED_STEPS = names(SHARED, answered=True, saved=True)  # concat, final: in JSON, CSV and npz
+SAVED_HEAD_STEPS = names(HEAD, saved=True)  # a head's steps in npz: those documented, and its bias
 MASKABLE = tuple(name for name in ANSWERED if BY_NAME[name].maskable)  # where `masked` may be written
 TUTORED = tuple(step.name for step in CALCULATION if step.tutored)  # what the tutor asks, in order
 
 
 def order(steps: Steps) -> list[Key]:
-    """Every step answers: may hold for `steps`, in the order of the calculation: each head's, then concat, final."""
+    """Every step answers: may hold for `steps`, in the order of the calculation: x + PE, each head's, then concat,
+    final."""
     heads = range(len(steps.heads))
-    return [*((name, h) for h in heads for name in HEAD_STEPS), *((name, None) for name in SHARED_STEPS)]
+    keys = [*((name, h) for h in heads for name in HEAD_STEPS), *((name, None) for name in SHARED_STEPS)]
+    return sorted(keys, key=lambda key: position(*key))
 
 
 @functools.lru_cache(maxsize=1024)
@@ -127,7 +163,7 @@ def depends(key: Key, heads: int) -> tuple[Key, ...]:
     while waiting:
         name, head = waiting.pop()
         step = BY_NAME[name]
-        every = [head] if step.place != HEAD else [head] if head is not None else list(range(heads))
+        every = [None] if step.place != HEAD else [head] if head is not None else list(range(heads))
         for h in every:
             if (name, h) not in found:
                 found.append((name, h))
@@ -154,7 +190,8 @@ def _record(steps: Any, step: Step, head: int | None) -> Any:
 
 
 def each(steps: Steps, wanted: tuple[str, ...], head: int | None = None) -> Iterator[tuple[Step, np.ndarray]]:
-    """The steps `wanted` of `head` (None: the problem's own) that `steps` has, in order, each with its numbers."""
+    """The steps `wanted` of `head` (None: the problem's own) that `steps` has, in order, each with its numbers as
+    the documents hold them (its field)."""
     for name in wanted:
         found = matrix(steps, name, head)
         if found is not None:
@@ -186,11 +223,22 @@ def computed(steps: Steps, name: str, head: int | None = None) -> bool:
 
 
 def matrix(steps: Steps | LayerSteps, name: str, head: int | None = None) -> np.ndarray | None:
-    """Step `name`'s numbers (of `head`), None where the problem does not have it."""
+    """Step `name`'s numbers (of `head`) as the record and the documents keep them, None where the problem does not
+    have it."""
     step = BY_NAME[name]
     if not step.field or not present(steps, name, head):
         return None
     found: np.ndarray = getattr(_record(steps, step, head), step.field)
+    return found
+
+
+def answered(steps: Steps | LayerSteps, name: str, head: int | None = None) -> np.ndarray | None:
+    """Step `name`'s numbers (of `head`) as an answer of it holds them (templates, keys, the shape answers: read),
+    None where the problem does not have it: the record's, but the scores before a bias (see the module's note)."""
+    step = BY_NAME[name]
+    if not step.truth or not present(steps, name, head):
+        return matrix(steps, name, head)
+    found: np.ndarray = getattr(_record(steps, step, head), step.truth)
     return found
 
 

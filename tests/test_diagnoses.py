@@ -369,4 +369,6 @@ def test_every_code_is_named_by_a_replayed_mistake() -> None:
     named = {code for slip in [*SLIPS, *PAIRS] for code in slip.code.split("+")}
     replayed_in_positions = {"causal_upper_left", "rope_reversed", "rope_pairing"}  # tests/test_positions.py
     alone = {"additive_no_tanh", "bias_forgotten", "too_few_decimals"}  # each replayed by a test of its own here
-    assert named | alone | replayed_in_positions == set(grading.CODES)
+    in_depth = {"bias_after_softmax", "alibi_sign_flipped", "alibi_wrong_slope", "rope_forgotten"}  # test_depth.py
+    in_depth |= {"rope_positions_shifted", "sinusoidal_from_one", "sinusoidal_sin_cos_swapped", "gqa_kv_tiled"}
+    assert named | alone | replayed_in_positions | in_depth == set(grading.CODES)

@@ -59,6 +59,9 @@ def test_students_read_every_exercise_as_generate_means_it(suite: replays.Suite)
             continue
         truth = Work(exercise.problem, digits=None)
         for key, given in _key_answers(exercise.key, exercise.problem.tokens).items():
+            if key not in truth.steps:  # a step the simulator works inside another (e^s and their sums: weights)
+                assert key[1] in ("turned_queries", "turned_keys", "biased_scores", "exp", "sums"), (exercise.id, key)
+                continue
             mine = truth.steps[key].values
             shown = ~np.isnan(given)
             assert np.array_equal(np.isnan(mine), np.isnan(given) & (key[1] != "dot")), (exercise.id, key)

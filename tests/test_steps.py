@@ -34,20 +34,33 @@ from attncli.steps import (
 )
 from tests.paths import ONE_LAYER_SAMPLES, SAMPLES, STACK_SAMPLES
 
+
+def _properties(record: type) -> set[str]:
+    """The numbers a record holds inside others (e^s's sums, RoPE's turned vectors, ...), read as properties."""
+    return {name for name, value in vars(record).items() if isinstance(value, property)}
+
+
 RECORD_FIELDS = {
-    HEAD: set(core.HeadSteps._fields),
-    SHARED: set(core.Steps._fields),
-    LAYER: {field.name for field in dataclasses.fields(layers.LayerSteps)},
+    HEAD: set(core.HeadSteps._fields) | _properties(core.HeadSteps),
+    SHARED: set(core.Steps._fields) | _properties(core.Steps),
+    LAYER: {field.name for field in dataclasses.fields(layers.LayerSteps)} | _properties(layers.LayerSteps),
 }
-# What flows into each step a student answers, from the article's formulas (transitively)
+# What flows into each step a student answers, from the article's formulas (transitively): x + PE before every
+# projection; RoPE turns q and k before q·k; s = q·k/√d_k, then s + b; e^s, their sums Σ e^s, w = e^s/Σ e^s
+TURNED = {"queries", "keys", "turned_queries", "turned_keys"}
 FLOWS_INTO = {
     "queries": set(),
     "keys": set(),
     "values": set(),
-    "dot": {"queries", "keys"},
-    "scores": {"queries", "keys", "dot"},
-    "weights": {"queries", "keys", "dot", "scores"},
-    "output": {"queries", "keys", "values", "dot", "scores", "weights"},
+    "turned_queries": {"queries"},
+    "turned_keys": {"keys"},
+    "dot": TURNED,
+    "scores": TURNED | {"dot"},
+    "biased_scores": TURNED | {"dot", "scores"},
+    "exp": TURNED | {"dot", "scores", "biased_scores"},
+    "sums": TURNED | {"dot", "scores", "biased_scores", "exp"},
+    "weights": TURNED | {"dot", "scores", "biased_scores", "exp", "sums"},
+    "output": TURNED | {"values", "dot", "scores", "biased_scores", "exp", "sums", "weights"},
 }
 
 
@@ -66,18 +79,20 @@ def test_every_step_names_a_field_its_record_has() -> None:
 
 
 def test_answers_lists_the_steps_in_the_order_of_the_calculation() -> None:
-    assert HEAD_STEPS == ("queries", "keys", "values", "dot", "scores", "weights", "output")
-    assert SHARED_STEPS == ("concat", "final")
-    assert STREAM_STEPS == ("normed", "residual", "stream")
-    assert [BY_NAME[name].maskable for name in HEAD_STEPS] == [False, False, False, True, True, True, False]
+    every = ("queries", "keys", "values", "turned_queries", "turned_keys", "dot", "scores", "biased_scores", "exp")
+    assert (*every, "sums", "weights", "output") == HEAD_STEPS
+    assert SHARED_STEPS == ("positioned", "concat", "final")
+    assert STREAM_STEPS == ("mean", "root", "normed", "residual", "stream")
+    maskable = {name for name in HEAD_STEPS if BY_NAME[name].maskable}
+    assert maskable == {"dot", "scores", "biased_scores", "exp", "weights"}
 
 
 @pytest.mark.parametrize("heads", [1, 2, 3])
 def test_a_step_depends_on_what_flows_into_it(heads: int) -> None:
     for h in range(heads):
         for name, inputs in FLOWS_INTO.items():
-            assert set(depends((name, h), heads)) == {(need, h) for need in inputs}, name
-    every_head = {(name, h) for h in range(heads) for name in HEAD_STEPS}
+            assert set(depends((name, h), heads)) == {(need, h) for need in inputs} | {("positioned", None)}, name
+    every_head = {(name, h) for h in range(heads) for name in HEAD_STEPS} | {("positioned", None)}
     assert set(depends(("concat", None), heads)) == every_head
     assert set(depends(("final", None), heads)) == every_head | {("concat", None)}
 
@@ -108,6 +123,8 @@ def test_given_scores_have_no_queries_keys_or_dot_and_are_not_computed() -> None
     assert [name for name in ANSWERED if present(steps, name, 0 if name in HEAD_STEPS else None)] == [
         "values",
         "scores",
+        "exp",
+        "sums",
         "weights",
         "output",
         "final",

@@ -54,9 +54,10 @@ def test_template_has_every_step_in_its_shape_with_a_question_mark_in_every_cell
     result = run("template", str(SAMPLES / "bank.yaml"))
     assert result.exit_code == 0, result.output
     section = yaml.safe_load(result.stdout)["answers"]
-    assert list(section) == ["dot", "scores", "weights", "output"]
-    for step in ("dot", "scores", "weights"):
+    assert list(section) == ["dot", "scores", "exp", "sums", "weights", "output"]
+    for step in ("dot", "scores", "exp", "weights"):
         assert section[step] == {"bank": ["?", "?", "?"]}  # one query, three keys
+    assert section["sums"] == {"bank": ["?"]}  # one Σ e^s per query
     assert section["output"] == {"bank": ["?", "?"]}  # d_v = 2
     assert "# Rows are queries" in result.stdout and "a column per key: fisherman, net, bank" in result.stdout
 
@@ -64,8 +65,8 @@ def test_template_has_every_step_in_its_shape_with_a_question_mark_in_every_cell
 def test_template_of_two_heads_lists_each_head_and_leaves_out_what_is_given() -> None:
     section = yaml.safe_load(run("template", str(SAMPLES / "two_heads.yaml")).stdout)["answers"]
     first, second = section["heads"]
-    assert list(first) == ["dot", "scores", "weights", "output"]
-    assert list(second) == ["weights", "output"]  # head 2's scores are given
+    assert list(first) == ["dot", "scores", "exp", "sums", "weights", "output"]
+    assert list(second) == ["exp", "sums", "weights", "output"]  # head 2's scores are given
     assert section["concat"] == {"bank": ["?"] * 4} and section["final"] == {"bank": ["?"] * 2}
 
 
@@ -87,7 +88,7 @@ def test_a_blank_template_is_not_answered_never_wrong() -> None:
     template = run("template", str(SAMPLES / "bank.yaml")).stdout
     steps, given = parsed(BANK + template)
     report = grading.grade(steps, given)
-    assert [step.status for step in report.steps] == ["not_answered"] * 4
+    assert [step.status for step in report.steps] == ["not_answered"] * 6
     assert all(step.total == 0 for step in report.steps)
 
 

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 import numpy as np
 
 from attncli.core import Steps
-from attncli.grading.mistakes import CARRIED_STEPS, EARLY_DECIMALS, NO_MISTAKE, Mistake, ordered
+from attncli.grading.mistakes import CARRIED_STEPS, EARLY_DECIMALS, NO_MISTAKE, Mistake, ordered, shown
 from attncli.grading.replay import Listed, Reference, StepReplays
 from attncli.grading.rule import Rule, allowed
 from attncli.parsing.answers import Answer, Entry
@@ -163,7 +163,9 @@ class Diagnosis:
         found: list[str] = []
         for own, clean in self.departures(triples):
             for mistake in self.replays.solved.single_mistakes():
-                if not set(mistake.codes) <= set(found) and self.reproduces(triples, mistake, own, clean):
+                if set(mistake.codes) <= set(found) or not shown(mistake, self.key[0]):
+                    continue
+                if self.reproduces(triples, mistake, own, clean):
                     found += mistake.codes
             if transposed:
                 continue
@@ -181,12 +183,14 @@ class Diagnosis:
         found: list[str] = []
         for own, clean in self.departures(triples):
             for pair in solved.pairs:
-                if not set(pair.codes) <= set(found) and self.reproduces(triples, pair, own, clean):
+                if set(pair.codes) <= set(found) or not shown(pair, self.key[0]):
+                    continue
+                if self.reproduces(triples, pair, own, clean):
                     found += pair.codes
             if self.square() and not transposed:
                 for mistake in solved.pairable:
                     codes = ["transposed", *mistake.codes]
-                    if set(codes) <= set(found):
+                    if set(codes) <= set(found) or not shown(mistake, self.key[0]):
                         continue
                     if self.misses(triples, _transpose(self.reference(mistake, own, tracked=False))):
                         continue

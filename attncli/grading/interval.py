@@ -211,6 +211,18 @@ def normalise(e: Carried) -> Carried:
     )
 
 
+def divide_rows(e: Carried, total: Carried) -> Carried:
+    """Each row of e divided by the row's number in `total` (L, 1), a sum carried apart (the student's own)."""
+    return quotient(
+        e, Carried(np.broadcast_to(total.t, e.t.shape), _broadcast(total.g, e.g), np.broadcast_to(total.e, e.t.shape))
+    )
+
+
+def scale_rows(a: Carried, factor: np.ndarray) -> Carried:
+    """Each row of `a` times an exact positive factor (L, 1)."""
+    return Carried(a.t * factor, a.g * factor[..., None], a.e * factor)
+
+
 def square(a: Carried) -> Carried:
     """a² cell by cell: linear part 2a·Δ, the rest at most 2|a|·(the untracked part) + r²."""
     return Carried(a.t**2, 2 * a.t[..., None] * a.g, 2 * np.abs(a.t) * a.e + a.radius**2)

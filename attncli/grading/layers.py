@@ -1,14 +1,15 @@
 """Grading a stack's homework layer by layer: each layer's attention by attncli.grading, its streams here.
 
 A layer is graded as the one-layer problem it is, fed the stream the student reached it with:
-the true one, or, when the student wrote the previous layer's stream in full and it is not
-right, their own, so that a layer worked correctly from a wrong stream counts as carried
-(right method, wrong inputs). The streams (N(X_l) placed pre, X_l + Attn placed post, and
-X_{l+1}) are judged by the grader's rule: half a unit of the last decimal written, widened by
-what the inputs carry in (the stream before, and the layer's output, as the student wrote
-them or carried at the carry precision), propagated with attncli.grading.interval. A wrong stream is
-replayed under the slips of a stack: the residual forgotten (the attention output alone
-passed on) and the norm placed wrong (pre for post, or post for pre).
+the true one, or their own, so that a layer worked correctly from a wrong stream counts as carried
+(right method, wrong inputs): the normalised input they wrote in full (norm placed pre), else the
+previous layer's stream they wrote in full. The streams (a norm's mean and root, N(X_l) placed pre,
+X_l + Attn placed post, and X_{l+1}) are judged by the grader's rule: half a unit of the last
+decimal written, widened by what the inputs carry in (the stream before, the layer's output, the
+norm's mean and root, as the student wrote them or carried at the carry precision), propagated with
+attncli.grading.interval. A wrong stream is replayed under the slips of a stack: the residual
+forgotten (the attention output alone passed on), the norm placed wrong (pre for post, or post for
+pre), and the norm's own slips (attncli.grading.norms), alone or with the residual forgotten.
 """
 
 from __future__ import annotations
@@ -18,17 +19,17 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from attncli import layers
+from attncli import core, layers
 from attncli.core import Steps
-from attncli.grading import interval, verdict
+from attncli.grading import interval, norms, verdict
 from attncli.grading.interval import Carried
 from attncli.grading.report import CARRIED, NOT_ANSWERED, RIGHT, WRONG, Cell, Report, StepReport
 from attncli.grading.rule import Rule
 from attncli.layers import LayerSteps, StackSteps
-from attncli.parsing.answers import Answer, Answers, Entry, LayerAnswers, Settings
-from attncli.problem import Norm
+from attncli.parsing.answers import Answer, Answers, Entry, LayerAnswers, Settings, before_attention
 
-CODES = ("residual_forgotten", "norm_misplaced")  # a stack's slips, beside attncli.grading.CODES
+CODES = ("residual_forgotten", "norm_misplaced", *norms.CODES)  # a stack's slips, beside attncli.grading.CODES
+Graded = Callable[[Steps, Answers, bool, Carried | None], Report]
 
 
 def grade(
@@ -48,9 +49,10 @@ def grade(
     """
     rule = Rule.chosen(tolerance, carry, min_decimals, settings)
 
-    def graded(attention: Steps, given: Answers, explain: bool) -> Report:
-        """A layer's attention graded as the one-layer problem it is, with this run's options; without `explain`,
-        no mistake is looked for (a grading of a problem made for one file, whose replays are not kept)."""
+    def graded(attention: Steps, given: Answers, explain: bool, inputs: Carried | None = None) -> Report:
+        """A layer's attention graded as the one-layer problem it is, with this run's options (`inputs`: the rows
+        its projections multiply as a careful student has them); without `explain`, no mistake is looked for (a
+        grading of a problem made for one file, whose replays are not kept)."""
         return verdict.grade(
             attention,
             given,
@@ -60,6 +62,7 @@ def grade(
             require=require,
             file=file,
             diagnose=None if explain else (),
+            inputs=inputs,
         )
 
     reports: list[StepReport] = []
@@ -67,42 +70,55 @@ def grade(
     stream = interval.exact(steps.stack.x)  # (S, d) X_l as the student has it
     stream_right = True  # ... and whether it was right
     for index, (truth, given) in enumerate(zip(steps.layers, answers)):
-        fed = truth if written is None else layers.through(truth.layer, written)
-        attention = given.attention
-        found = _attention(truth, fed, attention, not stream_right, graded) if attention is not None else []
-        output, output_right = _output(given, truth, found, rule)
-        streams = _Streams(truth, stream, output, rule, {"x": stream_right, "z": output_right})
-        judged = streams.judge(given.streams)
-        if attention is not None and truth.layer.norm is not None and any(r.status == WRONG for r in found):
-            moved = graded(streams.norm_moved(fed).attention, attention, False)  # only its statuses are read
-            again = {(step.step, step.head): step.status for step in moved.steps}
-            found = [_named(report, again) for report in found]
-        normed = [report for report in judged if report.step == "normed"]  # before the attention that reads it
-        later = [report for report in judged if report.step != "normed"]
-        reports += [_tagged(report, index, truth.layer.label) for report in (*normed, *found, *later)]
-        passed = next((report for report in judged if report.step == "stream"), None)
+        streams = _Streams(truth, stream, rule, stream_right)
+        early = streams.judge([a for a in given.streams if before_attention(truth, a.step)])
+        found = _layer_attention(truth, given.attention, streams, written, graded)
+        streams.attended(*_output(given, truth, found, rule))
+        later = streams.judge([a for a in given.streams if not before_attention(truth, a.step)])
+        reports += [_tagged(report, index, truth.layer.label) for report in (*early, *found, *later)]
+        passed = next((report for report in later if report.step == "stream"), None)
         stream, written = _passed_on(given, truth, rule)
         stream_right = written is None or (passed is not None and passed.status == RIGHT)
     return Report(file, tuple(reports))
 
 
-def _attention(
-    truth: LayerSteps,
-    fed: LayerSteps,
-    given: Answers,
-    inherited: bool,
-    graded: Callable[[Steps, Answers, bool], Report],
+def _layer_attention(
+    truth: LayerSteps, given: Answers | None, streams: _Streams, written: np.ndarray | None, graded: Graded
 ) -> list[StepReport]:
-    """The layer's attention against the truth, and against what the student's own stream gives (`fed`): a step
-    right only from their stream is right when that stream was (their rounding), carried when it was not. Only
-    the statuses of the second grading are read (a right step has no diagnosis): it looks for none."""
-    report = graded(truth.attention, given, True)
-    if fed is truth:
+    """A layer's attention steps: against the truth, and against what the student's own input gives (their normed
+    rows written in full, else their stream), each wrong step right with the norm placed the other way named
+    norm_misplaced."""
+    if given is None:
+        return []
+    normed = streams.written.get("normed")
+    if normed is not None:  # Q, K and V multiply the student's own normalised rows
+        own: Steps | None = core.compute(layers.feed(truth.layer.attention, normed.t))
+        inherited = not (streams.right["x"] and streams.right.get("normed", True))
+    else:
+        own = None if written is None else layers.through(truth.layer, written).attention
+        inherited = not streams.right["x"]
+    found = _attention(truth.attention, own, given, inherited, graded, streams.read())
+    if truth.layer.norm is not None and any(r.status == WRONG for r in found):
+        moved = graded(streams.norm_moved(truth.input if written is None else written), given, False, None)
+        again = {(step.step, step.head): step.status for step in moved.steps}  # only its statuses are read
+        found = [_named(report, again) for report in found]
+    return found
+
+
+def _attention(
+    truth: Steps, own: Steps | None, given: Answers, inherited: bool, graded: Graded, inputs: Carried | None
+) -> list[StepReport]:
+    """The layer's attention against the truth (its projections reading `inputs`, the rows as a careful student has
+    them), and against what the student's own input gives (`own`): a step right only from their input is right when
+    that input was (their rounding), carried when it was not. Only the statuses of the second grading are read (a
+    right step has no diagnosis): it looks for none."""
+    report = graded(truth, given, True, inputs)
+    if own is None:
         return list(report.steps)
-    own = {(step.step, step.head): step for step in graded(fed.attention, given, False).steps}
+    mine = {(step.step, step.head): step for step in graded(own, given, False, None).steps}
     return [
-        (_carried(own[(step.step, step.head)]) if inherited else own[(step.step, step.head)])
-        if _better(step, own.get((step.step, step.head)))
+        (_carried(mine[(step.step, step.head)]) if inherited else mine[(step.step, step.head)])
+        if _better(step, mine.get((step.step, step.head)))
         else step
         for step in report.steps
     ]
@@ -168,57 +184,79 @@ def _passed_on(given: LayerAnswers, truth: LayerSteps, rule: Rule) -> tuple[Carr
 
 
 class _Streams:
-    """A layer's streams: the student's own (from the stream and output they have), the true ones, the slips.
+    """A layer's streams: the student's own (from the stream, output and earlier streams they have), the true ones,
+    the slips.
 
     A stream is right when it follows from right inputs (the stream read, the attention output, the
-    residual sum) by the rule, or lies within the rule of the truth; carried when it follows from
-    wrong ones.
+    residual sum, the norm's mean and root) by the rule, or lies within the rule of the truth; carried
+    when it follows from wrong ones.
     """
 
-    def __init__(self, truth: LayerSteps, stream: Carried, output: Carried, rule: Rule, right: dict) -> None:
+    def __init__(self, truth: LayerSteps, stream: Carried, rule: Rule, stream_right: bool) -> None:
         self.truth = truth
         self.rule = rule
         self.norm = truth.layer.norm
         self.place = None if self.norm is None else self.norm.place
-        self.stream, self.output = stream, output
-        self.right = dict(right)  # which inputs were right: x (the stream read), z (the output), residual
-        self.true = self.chain(_kept(truth.input, rule), _kept(truth.attention.output, rule), self.place)
-        self.own = self.chain(stream, output, self.place)
+        self.stream = stream
+        self.output = _kept(truth.attention.output, rule)  # the attention output, until the student's is known
+        self.right = {"x": stream_right, "z": True}  # which inputs were right: x (the stream read), z, and each stream
+        self.written: dict[str, Carried] = {}  # the streams the student wrote in full, as they have them
 
-    def chain(self, x: Carried, z: Carried, place: str | None, residual: Carried | None = None) -> dict[str, Carried]:
-        """normed, residual and stream from the stream x read, the attention output z (and a residual written)."""
-        total = interval.add(x, z)
-        summed = total if residual is None else residual
-        out = {"residual": total, "stream": self.normed(summed) if place == "post" else total}
+    def attended(self, output: Carried, right: bool) -> None:
+        """The layer's attention output as the student has it, and whether it was right."""
+        self.output, self.right["z"] = output, right
+
+    def chain(
+        self, x: Carried, z: Carried, written: dict[str, Carried], slip: norms.Slip = norms.NONE, **change: object
+    ) -> dict[str, Carried]:
+        """Every stream from the stream x read and the attention output z, each from the student's own earlier
+        streams where `written` holds them; under `slip` (a norm's) and `change` (residual_forgotten: the output
+        alone passed on; place: the norm placed the other way)."""
+        place = change.get("place", self.place)
+        total = z if change.get("forgotten") else interval.add(x, z)
+        out = {"residual": total, "stream": total}
+        if self.norm is None or place is None:
+            return out
+        rows = x if place == "pre" else written.get("residual", total)
+        parts = norms.worked(rows, self.norm, self.rule.carry, written, slip)
         if place == "pre":
-            out["normed"] = self.normed(x)
-        return out
+            return out | parts
+        return out | {name: parts[name] for name in ("mean", "root") if name in parts} | {"stream": parts["normed"]}
 
-    def normed(self, rows: Carried) -> Carried:
-        """`rows` through the layer's norm (placed pre or post, wherever a chain places it: the layer has one)."""
-        assert self.norm is not None, "a norm is placed only where the layer has one"
-        return normalise(rows, self.norm)
+    def true(self) -> dict[str, Carried]:
+        return self.chain(_kept(self.truth.input, self.rule), _kept(self.truth.attention.output, self.rule), {})
+
+    def own(self) -> dict[str, Carried]:
+        return self.chain(self.stream, self.output, self.written)
+
+    def read(self) -> Carried:
+        """The rows the layer's projections multiply as a careful student has them: the normed stream (its mean and
+        root carried in) with a norm placed pre, else the stream read."""
+        return self.true()["normed"] if self.place == "pre" else _kept(self.truth.input, self.rule)
 
     def judge(self, answers: Sequence[Answer]) -> list[StepReport]:
-        """Each stream answered, in order: a residual sum written in full is what the student normalises after."""
+        """Each stream answered, in order: one written in full is what the student works the next ones from."""
         reports = []
         for answer in answers:
             report = self.report(answer)
-            if answer.step == "residual" and _complete(answer):
-                self.own = self.chain(self.stream, self.output, self.place, _known(answer, self.rule))
-                self.right["residual"] = report.status == RIGHT
+            if _complete(answer):
+                self.written[answer.step] = _known(answer, self.rule)
+                self.right[answer.step] = report.status == RIGHT
             reports.append(report)
         return reports
 
     def inputs_right(self, step: str) -> bool:
-        needs = {"normed": ("x",), "residual": ("x", "z"), "stream": ("x", "z", "residual")}[step]
-        return all(self.right.get(name, True) for name in needs)
+        """Whether what `step` is worked from was right: the stream read, the output, and the streams before it."""
+        order = ("mean", "root", "normed") if self.place == "pre" else ("residual", "mean", "root")
+        before = order[: order.index(step)] if step in order else order
+        needs = ("x",) if step in ("mean", "root", "normed") and self.place == "pre" else ("x", "z")
+        return all(self.right.get(name, True) for name in (*needs, *before))
 
     def report(self, answer: Answer) -> StepReport:
         rows, columns = self.truth.attention.problem.tokens, answer.columns
         if answer.written is not None:
             return StepReport(answer.step, None, None, rows, columns, (), WRONG, ())
-        true, own = self.true[answer.step], self.own[answer.step]
+        true, own = self.true()[answer.step], self.own()[answer.step]
         follows = RIGHT if self.inputs_right(answer.step) else CARRIED
         cells = []
         for i, j, entry in self.every(answer):
@@ -227,8 +265,10 @@ class _Streams:
                 cells.append(Cell(i, j, None, expected, False, NOT_ANSWERED))
                 continue
             status = follows if self.agrees(entry, own, i, j) else RIGHT if self.agrees(entry, true, i, j) else WRONG
-            radius = float((own if status == follows else true).radius[i, j])
-            cells.append(Cell(i, j, entry, expected, False, status, self.rule.own(entry), radius))
+            decided = own if status == follows else true
+            against = float(decided.t[i, j]) if decided is own else None
+            radius = float(decided.radius[i, j])
+            cells.append(Cell(i, j, entry, expected, False, status, self.rule.own(entry), radius, against))
         statuses = {cell.status for cell in cells}
         status = next((s for s in (WRONG, CARRIED, RIGHT) if s in statuses), NOT_ANSWERED)
         diagnosis = self.diagnose(answer) if status == WRONG else ()
@@ -241,43 +281,46 @@ class _Streams:
         return self.rule.agrees(entry, float(num.t[i, j]), float(num.radius[i, j]), False)
 
     def diagnose(self, answer: Answer) -> tuple[str, ...]:
-        """The slips whose replay, from the student's own numbers, gives every answered number of this stream."""
+        """The slips whose replay, from the student's own numbers, gives every answered number of this stream:
+        single slips first, then the residual forgotten with one of the norm's."""
         cells = [(i, j, e) for i, j, e in self.every(answer) if e is not None]
-        if answer.step == "normed" or not cells:
+        if not cells:
             return ()
-        slips = {
-            "residual_forgotten": self.chain(interval.exact(np.zeros_like(self.truth.input)), self.output, self.place)
-        }
-        if self.norm is not None and answer.step == "stream":
-            slips["norm_misplaced"] = self.chain(self.stream, self.output, "post" if self.place == "pre" else "pre")
-        return tuple(
-            code
-            for code, replay in slips.items()
-            if all(self.agrees(e, replay[answer.step], i, j) for i, j, e in cells)
-        )
+        for candidates in (self.singles(), self.pairs()):
+            found = [
+                code
+                for codes, replay in candidates
+                if answer.step in replay and all(self.agrees(e, replay[answer.step], i, j) for i, j, e in cells)
+                for code in codes
+            ]
+            if found:
+                return tuple(code for code in CODES if code in found)
+        return ()
 
-    def norm_moved(self, fed: LayerSteps) -> LayerSteps:
-        """The layer with its norm placed the other way, fed what the student read."""
+    def singles(self) -> list[tuple[tuple[str, ...], dict[str, Carried]]]:
+        """Each slip of a stack replayed from the student's own numbers: (its code, every stream it gives)."""
+        x, z, written = self.stream, self.output, self.written
+        found = [(("residual_forgotten",), self.chain(interval.exact(np.zeros_like(x.t)), z, written))]
+        if self.norm is None:
+            return found
+        other = "post" if self.place == "pre" else "pre"
+        found.append((("norm_misplaced",), {"stream": self.chain(x, z, written, place=other)["stream"]}))
+        found += [((slip.code,), self.chain(x, z, written, slip)) for slip in norms.slips(self.norm)]
+        return found
+
+    def pairs(self) -> list[tuple[tuple[str, ...], dict[str, Carried]]]:
+        """The residual forgotten and a slip of the norm after it (placed post) in one stream."""
+        if self.norm is None or self.place != "post":
+            return []
+        zero = interval.exact(np.zeros_like(self.stream.t))
+        return [
+            (("residual_forgotten", slip.code), self.chain(zero, self.output, self.written, slip, forgotten=True))
+            for slip in norms.slips(self.norm)
+        ]
+
+    def norm_moved(self, read: np.ndarray) -> Steps:
+        """The layer's attention with its norm placed the other way, fed the stream the student read."""
         other = "post" if self.place == "pre" else "pre"
         layer, norm = self.truth.layer, self.norm
         assert norm is not None, "only a layer with a norm has it placed wrong"
-        return layers.through(layer._replace(norm=norm._replace(place=other)), fed.input)
-
-
-def normalise(rows: Carried, norm: Norm) -> Carried:
-    """attncli.layers.normalise on carried numbers: (x − mean)/√(var + ε) or x/√(mean(x²) + ε), then gain and bias."""
-    d = rows.t.shape[1]
-    centred = interval.matmul(rows, interval.exact(np.eye(d) - 1 / d)) if norm.kind == "layer" else rows  # (S, d)
-    mean_square = interval.times(interval.row_sums(interval.square(centred)), interval.exact(1 / d))  # (S, 1)
-    root = interval.sqrt(interval.add(mean_square, interval.exact(np.full(mean_square.t.shape, norm.eps))), 0.0)
-    wide = interval.Carried(
-        np.broadcast_to(root.t, centred.t.shape),
-        np.broadcast_to(root.g, (*centred.t.shape, root.g.shape[-1])),
-        np.broadcast_to(root.e, centred.t.shape),
-    )
-    out = interval.quotient(centred, wide)
-    if norm.gain is not None:
-        out = interval.matmul(out, interval.exact(np.diag(norm.gain)))
-    if norm.shift is not None:
-        out = interval.add(out, interval.exact(np.broadcast_to(norm.shift, out.t.shape)))
-    return out
+        return layers.through(layer._replace(norm=norm._replace(place=other)), read).attention

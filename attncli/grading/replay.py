@@ -30,9 +30,17 @@ from attncli.parsing.answers import Answer
 from attncli.problem import Projection
 from attncli.steps import Key
 
-HEAD_STAGES = STAGES[:4]
+HEAD_STAGES = STAGES[1:5]  # inputs, dot, scores, weights: each head's, before any head's output
 STAGE_INDEX = {kind: i for i, kind in enumerate(STAGES)}
-SCREENS = ("dot", "scores", "weights")  # a step that, answered in full, hands on the student's numbers alone
+SCREENS = ("dot", "scores", "weights")  # stages whose last step, answered in full, hands on the student's numbers alone
+# The steps computed in another's stage (attncli.grading.stages): its name in STAGES; and the steps read in their own
+STAGE_OF = {
+    **dict.fromkeys(("queries", "keys", "values"), "inputs"),
+    **dict.fromkeys(("turned_queries", "turned_keys"), "dot"),
+    "biased_scores": "scores",
+    **dict.fromkeys(("exp", "sums"), "weights"),
+}
+READ_IN_STAGE = ("queries", "keys", "values", "turned_queries", "turned_keys", "scores", "exp", "sums")
 Reference = tuple[np.ndarray, np.ndarray, np.ndarray]  # values, radii, excluded
 Listed = tuple[list, list, list]  # a Reference as nested lists
 
@@ -61,10 +69,12 @@ class Solved:
     KEPT = 8  # problems remembered: a key per exercise of a class (each holds every replay it needed)
     cache: ClassVar[dict[tuple[int, int], Solved]] = {}
 
-    def __init__(self, steps: Steps, carry: int) -> None:
+    def __init__(self, steps: Steps, carry: int, inputs: Carried | None = None) -> None:
         self.steps = steps
         self.carry = carry
-        self.stages: list[Stage] = [*((kind, h) for h in range(len(steps.heads)) for kind in HEAD_STAGES)]
+        self.inputs = inputs  # the rows every projection multiplies, as a careful student has them (a layer's)
+        self.stages: list[Stage] = [("positioned", None)] * (steps.positioned is not None)
+        self.stages += [(kind, h) for h in range(len(steps.heads)) for kind in HEAD_STAGES]
         self.stages += [("output", h) for h in range(len(steps.heads))]
         self.stages += [("concat", None)] * (steps.concat is not None) + [("final", None)]
         self.first = {kind: min(i for i, (k, _) in enumerate(self.stages) if k == kind) for kind, _ in self.stages}
@@ -83,15 +93,16 @@ class Solved:
         self.applicable: list[Mistake] | None = None
 
     @classmethod
-    def of(cls, steps: Steps, carry: int, kept: bool = True) -> Solved:
+    def of(cls, steps: Steps, carry: int, kept: bool = True, inputs: Carried | None = None) -> Solved:
         """The one for `steps` (it is held, so its id cannot be another's while cached); a new one is cached when
-        `kept`."""
-        found = cls.cache.get((id(steps), carry))
+        `kept`. `inputs` are made from the truth alone (attncli.grading.layers), so a key's are always the same."""
+        key = (id(steps), carry, inputs is not None)
+        found = cls.cache.get(key)
         if found is not None and found.steps is steps:
             return found
-        found = cls(steps, carry)
+        found = cls(steps, carry, inputs)
         if kept:
-            cls.cache[(id(steps), carry)] = found
+            cls.cache[key] = found
             while len(cls.cache) > cls.KEPT:
                 del cls.cache[next(iter(cls.cache))]
         return found
@@ -101,8 +112,7 @@ class Solved:
         found = self.stage_of.get(key)
         if found is None:
             step, head = key
-            kind = "inputs" if step in ("queries", "keys", "values") else step
-            found = self.stage_of[key] = self.stages.index((kind, head))
+            found = self.stage_of[key] = self.stages.index((STAGE_OF.get(step, step), head))
         return found
 
     def prefix(self, mistake: Mistake, index: int) -> Mistake:
@@ -134,7 +144,8 @@ class Solved:
         found = memo.get(key)
         if found is None:
             before = self.run(mistake, index - 1, given, memo, tracked, prints) if index else Pass({}, {}, {}, 0)
-            found = advance(self.steps, mistake, given, self.carry, before, self.stages[index], tracked, self.largest)
+            stage = self.stages[index]
+            found = advance(self.steps, mistake, given, self.carry, before, stage, tracked, self.largest, self.inputs)
             memo[key] = found
         return found
 
@@ -146,9 +157,10 @@ class Solved:
         return found
 
     def read_at(self, key: Key) -> int:
-        """The first stage whose replay reads the student's numbers of step `key` (an input is read in its own
-        stage, by the projection after it; any other step when the next stage starts)."""
-        return self.stage(key) + (key[0] not in ("queries", "keys", "values"))
+        """The first stage whose replay reads the student's numbers of step `key`: a step followed by another in its
+        own stage (queries, RoPE's turned vectors, the scores before a bias, e^s and their sums) is read there, by
+        the step after it; any other step when the next stage starts."""
+        return self.stage(key) + (key[0] not in READ_IN_STAGE)
 
     def before(self, mistake: Mistake, at: int, cut: int) -> Mistake:
         """`mistake` without the slips that act at stage `at` (one of STAGES) only through stages up to `cut`."""
@@ -192,8 +204,10 @@ class Replays:
 
     SHARED = 20_000  # untracked replays fed students' numbers a problem keeps for the files after
 
-    def __init__(self, steps: Steps, answered: Sequence[Answer], rule: Rule, kept: bool = True) -> None:
-        self.solved = Solved.of(steps, rule.carry, kept)
+    def __init__(
+        self, steps: Steps, answered: Sequence[Answer], rule: Rule, kept: bool = True, inputs: Carried | None = None
+    ) -> None:
+        self.solved = Solved.of(steps, rule.carry, kept, inputs)
         if len(self.solved.shared) > self.SHARED:
             self.solved.shared.clear()
             self.solved.prints.clear()
@@ -272,7 +286,9 @@ class Replays:
             outputs = all(("output", h) in self.full for h in range(len(self.solved.steps.heads)))
             written = [STAGES.index("output")] * outputs + [STAGES.index("concat")] * (("concat", None) in self.full)
         else:
-            written = [STAGES.index(s) for s in SCREENS if (s, head) in self.full]
+            biased = self.solved.steps.problem.bias is not None  # the scores' stage then ends with the biased ones
+            last = {"scores": "biased_scores"} if biased else {}
+            written = [STAGES.index(s) for s in SCREENS if (last.get(s, s), head) in self.full]
         written = [w for w in written if w < STAGES.index(step)]
         return max(written) if written else None
 

@@ -23,6 +23,7 @@ class Cell:
     status: str  # RIGHT, CARRIED (follows from the student's own wrong inputs), WRONG, NOT_ANSWERED, TOO_FEW_DECIMALS
     own: float = 0.0  # half a unit of the last decimal written (0 for exact entries; the tolerance when one is set)
     carried_in: float = 0.0  # the widening from the rounding the inputs carry in
+    against: float | None = None  # what the rule compared with when not `expected`: the student's own inputs give it
 
 
 @dataclass(frozen=True)

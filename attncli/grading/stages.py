@@ -1,9 +1,10 @@
 """One stage of a replay: each step as a careful student computes it, under no mistake or under one, carried.
 
-A stage (attncli.grading.mistakes.STAGES) computes a head's inputs, its dot products, its scores, its
-weights or its output, or the concatenation or the final output, from what the stages before it hand on:
-their numbers rounded to the carry, or the student's own where they wrote some. Every number comes with
-how far a careful student may be from it (attncli.grading.interval). Pure numpy, no I/O.
+A stage (attncli.grading.mistakes.STAGES) computes x + PE, a head's inputs, its dot products (RoPE's turned
+queries and keys first), its scores (and the biased ones), its weights (e^s and their sums first) or its
+output, or the concatenation or the final output, from what the steps before it hand on: their numbers
+rounded to the carry, or the student's own where they wrote some. Every number comes with how far a careful
+student may be from it (attncli.grading.interval). Pure numpy, no I/O.
 """
 
 from __future__ import annotations
@@ -13,11 +14,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from attncli import positions
-from attncli.core import COSINE_EPS, HeadSteps, Steps
-from attncli.grading import interval
+from attncli.core import COSINE_EPS, Steps
+from attncli.grading import interval, positional
 from attncli.grading.interval import Carried
-from attncli.grading.mistakes import Mistake, mask_of, scale_of
+from attncli.grading.mistakes import Mistake, mask_of, scale_of, tiled_groups
 from attncli.problem import Projection, Score
 from attncli.steps import Key
 
@@ -49,14 +49,18 @@ def advance(
     stage: Stage,
     tracked: bool = True,
     largest: int = 1,
+    inputs: Carried | None = None,
 ) -> Pass:
     """The calculation under `mistake` one stage further, each step fed the student's numbers (`given`) where written.
 
     Every number comes with how far a student who carries `carry` decimals may be from it: each rounding
     apart (`tracked`, as many as `largest`, the cells of the largest matrix, leaves room for), or all of them in
-    one looser bound (interval.Noise).
+    one looser bound (interval.Noise). `inputs`: the rows every projection multiplies as a careful student has
+    them, when they carry more than their own rounding (a layer's normalised stream, its mean and root rounded).
     """
     work = _Stage(steps, mistake, given, carry, before, interval.Noise(before.count, tracked, largest))
+    if inputs is not None:
+        work.fed = interval.known(inputs.t, inputs.radius)
     for key in work.pending:
         work.carry_on(key)
     work.pending.clear()
@@ -84,6 +88,7 @@ class _Stage:
         self.noise = noise  # the roundings made so far, before.count of them
         self.computed, self.excluded, self.passed = dict(before.computed), dict(before.excluded), dict(before.passed)
         self.pending: list[Key] = [before.pending] if before.pending is not None else []
+        self.fed: Carried | None = None  # the rows every projection multiplies, when given as carried (advance)
 
     def keep(self, step: str, num: Carried) -> Carried:
         """The number a student carries on from `step`: rounded to `carry` decimals, or early to fewer."""
@@ -92,63 +97,141 @@ class _Stage:
             return interval.round_to(num, mistake.decimals)
         return interval.carry(num, self.carry, self.noise)
 
-    def carry_on(self, key: Key) -> None:
-        """What the student hands on from step `key`: its numbers carried, their own where they wrote some."""
+    def carry_on(self, key: Key, kept: Carried | None = None) -> None:
+        """What the student hands on from step `key`: its numbers carried (or `kept`, how a student who did not
+        write them may have them), their own where they wrote some."""
         num = self.computed[key]
         student = self.given.get(key)
         if student is None or student.t.shape != num.t.shape:
-            self.passed[key] = self.keep(key[0], num)
+            self.passed[key] = self.keep(key[0], num) if kept is None else kept
             return
         answered = ~np.isnan(student.t)
         written = interval.written(student.t, np.where(answered, student.e, 0.0), self.noise)
-        self.passed[key] = written if answered.all() else interval.where(answered, written, self.keep(key[0], num))
+        if not answered.all():
+            written = interval.where(answered, written, self.keep(key[0], num) if kept is None else kept)
+        self.passed[key] = written
 
-    def settle(self, key: Key, num: Carried, out: np.ndarray | None = None, last: bool = True) -> None:
+    def settle(
+        self, key: Key, num: Carried, out: np.ndarray | None = None, last: bool = True, kept: Carried | None = None
+    ) -> None:
         """Step `key` comes to `num`; the stage's last step is carried on when the next stage starts (the rounding
-        in the same order), so a replay wanted only for this step's numbers stops here."""
+        in the same order), so a replay wanted only for this step's numbers stops here; the others at once, as
+        `kept` where the student did not write them (see carry_on)."""
         self.computed[key] = num
         self.excluded[key] = np.zeros(num.t.shape, dtype=bool) if out is None else out
         self.pending.append(key)
         if not last:
-            self.carry_on(self.pending.pop())
+            self.carry_on(self.pending.pop(), kept)
 
     def mask(self) -> np.ndarray:
         """The mask as the mistake applies it."""
         return mask_of(self.mistake.mask, self.problem.mask, self.problem)
 
 
+def _positioned(work: _Stage) -> None:
+    """x + PE, every head's projections multiply it (sinusoidal positions)."""
+    encoding = work.problem.positions
+    assert encoding is not None, "a problem with x + PE has positions"
+    work.settle(("positioned", None), positional.positioned(encoding, work.mistake.sinusoidal, work.keep))
+
+
 def _inputs(work: _Stage, h: int) -> None:
-    head = work.steps.heads[h]
-    work.settle(("values", h), _operand(head.spec.values, head.values, work.keep), last=head.queries is None)
+    """A head's values, queries and keys: X·W from X (or x + PE as the student has it) and W, or as given; under
+    gqa_kv_tiled, the keys and values of kv head h mod G."""
+    steps, mistake = work.steps, work.mistake
+    head = steps.heads[h]
+    tiled = tiled_groups(work.problem) if mistake.kv == "tiled" else None
+    shared = steps.heads[tiled[h]] if tiled is not None else head  # the head whose keys and values are read
+    positioned = work.passed.get(("positioned", None), work.fed)
+    stream = None if positioned is None else positional.query_inputs(work.problem, mistake.sinusoidal, work.keep,
+                                                                     positioned)  # fmt: skip
+    last = head.queries is None
+    work.settle(("values", h), _operand(shared.spec.values, shared.values, work.keep, positioned), last=last)
     if head.queries is not None:
-        work.settle(("queries", h), _operand(head.spec.queries, head.q, work.keep), last=False)
-        work.settle(("keys", h), _operand(head.spec.keys, head.k, work.keep))
+        work.settle(("queries", h), _operand(head.spec.queries, head.q, work.keep, stream), last=False)
+        work.settle(("keys", h), _operand(shared.spec.keys, shared.k, work.keep, positioned))
 
 
 def _dot(work: _Stage, h: int) -> None:
+    """q·k (or the score's compatibility), from RoPE's turned queries and keys where the problem turns them."""
     head = work.steps.heads[h]
     if head.queries is None:
-        compat = interval.exact(head.dot)
-    else:
-        queries, keys, values = (work.passed[(step, h)] for step in ("queries", "keys", "values"))
-        queries, keys = _turned(head, work.mistake.rope, queries, keys, work.keep)
-        compat = compatibility(head.spec.score, work.mistake.compat, queries, keys, values, work.keep)
+        work.settle(("dot", h), interval.exact(head.dot), ~work.mask())
+        return
+    queries, keys, values = (work.passed[(step, h)] for step in ("queries", "keys", "values"))
+    rope = work.problem.rope
+    if rope is not None and head.rotation is not None:
+        turned = positional.turned(head, work.mistake, rope, queries, keys, work.carry)
+        work.settle(("turned_queries", h), turned[0], last=False)
+        work.settle(("turned_keys", h), turned[1], last=False)
+        queries, keys = work.passed[("turned_queries", h)], work.passed[("turned_keys", h)]
+    compat = compatibility(head.spec.score, work.mistake.compat, queries, keys, values, work.keep)
     work.settle(("dot", h), compat, ~work.mask())
 
 
 def _scores(work: _Stage, h: int) -> None:
-    mistake, problem, mask = work.mistake, work.problem, work.mask()
+    """The scaled scores, masked; with a bias, then the scores plus b (or without it: bias_forgotten, and
+    bias_after_softmax, which adds it to the weights instead)."""
+    mistake, mask = work.mistake, work.mask()
     scale = _scale_carried(scale_of(mistake, work.steps, h), mistake, work.carry, work.noise)
-    scores = interval.times(work.passed[("dot", h)], scale)
-    if problem.bias is not None and mistake.bias:  # added to the scaled scores before the mask, as in the core
-        scores = interval.add(scores, interval.exact(problem.bias.of(h)))
-    scores = interval.where(mask, scores, interval.exact(np.full(mask.shape, -np.inf)))
-    work.settle(("scores", h), scores, ~mask)
+    minus_infinity = interval.exact(np.full(mask.shape, -np.inf))
+    scores = interval.where(mask, interval.times(work.passed[("dot", h)], scale), minus_infinity)
+    b = positional.bias(work.problem, h, mistake, work.keep)
+    work.settle(("scores", h), scores, ~mask, last=b is None)
+    if b is None:
+        return
+    biased = work.passed[("scores", h)]
+    if mistake.bias and mistake.bias_at == "scores":  # added to the scaled scores before the mask, as in the core
+        biased = interval.where(mask, interval.add(biased, b), minus_infinity)
+    work.settle(("biased_scores", h), biased, ~mask)
 
 
 def _weights(work: _Stage, h: int) -> None:
-    scores = work.passed[("scores", h)]
-    work.settle(("weights", h), _normalise(scores, work.mistake, work.keep), np.isneginf(scores.t))
+    """e^s of the scores softmax reads, their sum, and each e^s over it; or a slip of the softmax."""
+    mistake = work.mistake
+    read = ("biased_scores", h) if ("biased_scores", h) in work.passed else ("scores", h)
+    scores = work.passed[read]
+    out = np.isneginf(scores.t)
+    if not mistake.exp:  # no_exp: the scores themselves, normalised
+        e = interval.where(out, interval.exact(np.zeros(scores.t.shape)), scores)
+        work.settle(("exp", h), e, out, last=False, kept=e)
+    else:
+        _exp_kept(work, h, scores, out)
+    e = work.passed[("exp", h)]
+    total = interval.row_sums(e)  # (L, 1) a sum of the numbers kept is on their grid: no rounding of its own
+    work.settle(("sums", h), total, last=False, kept=total)
+    if mistake.axis == "none":
+        weights = e
+    elif mistake.axis == "queries":
+        weights = interval.transpose(interval.normalise(interval.transpose(e)))
+    else:
+        weights = interval.divide_rows(e, work.passed[("sums", h)])
+    if mistake.bias_at == "weights":
+        b = positional.bias(work.problem, h, mistake, work.keep)
+        assert b is not None, "bias_after_softmax is tried where the problem has a bias"
+        weights = interval.where(out, weights, interval.add(weights, b))
+    work.settle(("weights", h), weights, out)
+
+
+def _exp_kept(work: _Stage, h: int, scores: Carried, out: np.ndarray) -> None:
+    """e^s as the tool shows it (e^(s − shift), the shift 0 unless e^s would overflow), and as a student who does not
+    write it may have it: e^(s − m) for m the row's largest positive score, rounded, covers both the student who
+    shifts and the one who does not (e^(s − m) ≤ 1 has the larger relative rounding), taken back to e^s's scale."""
+    display = work.steps.heads[h].shift[:, None]  # (L, 1)
+    shown = _exp(scores, display)
+    mistake = work.mistake
+    if mistake.axis == "none":  # unnormalized: the weights are e^s as they come out
+        work.settle(("exp", h), shown, out, last=False, kept=shown)
+        return
+    if not mistake.shift or mistake.axis != "keys":  # rounded early, or normalised down the columns: e^s rounded
+        work.settle(("exp", h), shown, out, last=False)
+        return
+    largest = np.where(np.isfinite(scores.t), scores.t, -np.inf).max(axis=1, keepdims=True, initial=-np.inf)
+    m = np.maximum(np.where(np.isfinite(largest), largest, 0.0), display)  # (L, 1)
+    with np.errstate(over="ignore"):
+        back = np.exp(m - display)  # (L, 1) at most e^(0.8·709) past the display's shift
+    kept = interval.scale_rows(work.keep("exp", _exp(scores, m)), back)
+    work.settle(("exp", h), shown, out, last=False, kept=kept)
 
 
 def _output(work: _Stage, h: int) -> None:
@@ -190,13 +273,17 @@ _HEAD_WORK: dict[str, Callable[[_Stage, int], None]] = {
     "weights": _weights,
     "output": _output,
 }
-_SHARED_WORK: dict[str, Callable[[_Stage], None]] = {"concat": _concat, "final": _final}
+_SHARED_WORK: dict[str, Callable[[_Stage], None]] = {"positioned": _positioned, "concat": _concat, "final": _final}
 
 
-def _operand(spec: object, matrix: np.ndarray, keep: Callable[[str, Carried], Carried]) -> Carried:
-    """Queries, keys or values as the student has them: X·W from X and W as they carry them, or as given."""
+def _operand(
+    spec: object, matrix: np.ndarray, keep: Callable[[str, Carried], Carried], stream: Carried | None = None
+) -> Carried:
+    """Queries, keys or values as the student has them: X·W from X (or `stream`, x + PE as they have it) and W as
+    they carry them, or as given."""
     if isinstance(spec, Projection):
-        return interval.matmul(keep("inputs", interval.exact(spec.x)), keep("inputs", interval.exact(spec.w)))
+        x = keep("inputs", interval.exact(spec.x)) if stream is None or stream.t.shape != spec.x.shape else stream
+        return interval.matmul(x, keep("inputs", interval.exact(spec.w)))
     return interval.exact(matrix)
 
 
@@ -248,61 +335,9 @@ def _norms(vectors: Carried) -> Carried:
     return interval.sqrt(interval.row_sums(interval.square(vectors)), COSINE_EPS)
 
 
-def _normalise(scores: Carried, mistake: Mistake, keep: Callable[[str, Carried], Carried]) -> Carried:
-    """Scores to weights: softmax over each query's keys, or one of the slips students make there.
-
-    A student who rounds early rounds e^s itself (`shift` False); the others are covered by the shifted e^(s − m).
-    """
-    shift = mistake.shift
-    if not mistake.exp:
-        e = interval.where(np.isneginf(scores.t), interval.exact(np.zeros(scores.t.shape)), scores)
-    elif mistake.axis == "none":
-        return _exp(scores, shift=False)
-    else:
-        e = keep("exp", _exp(scores, shift and mistake.axis == "keys"))
-    if mistake.axis == "none":
-        return e
-    if mistake.axis == "queries":
-        return interval.transpose(interval.normalise(interval.transpose(e)))
-    return interval.normalise(e)
-
-
-def _exp(scores: Carried, shift: bool) -> Carried:
-    """e^s for each score; with `shift`, e^(s − m) for a row's m, which a student may take to keep e^s small.
-
-    m is the row's largest score when it is positive (e^(s − m) ≤ 1 then has the larger relative
-    rounding, so it covers a student who does not shift), else 0. Weights do not change with m.
-    """
-    m = np.zeros((scores.t.shape[0], 1))
-    if shift:
-        finite = np.where(np.isfinite(scores.t), scores.t, -np.inf)
-        m = np.maximum(finite.max(axis=1, keepdims=True), 0.0)
-        m = np.where(np.isfinite(m), m, 0.0)
+def _exp(scores: Carried, m: np.ndarray) -> Carried:
+    """e^(s − m) for each score, m (L, 1) a shift per row (0: e^s itself)."""
     return interval.apply(np.exp, np.exp, interval.Carried(scores.t - m, scores.g, scores.e))
-
-
-def _turned(head: HeadSteps, slip: str, queries: Carried, keys: Carried, keep: Callable) -> tuple[Carried, Carried]:
-    """RoPE's turn of the queries and keys as the student carries them (each rounded once turned), or its slip."""
-    rotation = head.rotation
-    if rotation is None:
-        return queries, keys
-    sign = -1.0 if slip == "reversed" else 1.0
-    style = rotation.style
-    if slip == "pairing":
-        style = next(other for other in positions.STYLES if other != style)
-    q = keep("queries", _turn(queries, sign * rotation.query_angles, style))
-    return q, keep("keys", _turn(keys, sign * rotation.key_angles, style))
-
-
-def _turn(num: Carried, angles: np.ndarray, style: str) -> Carried:
-    """A carried matrix turned pair by pair: linear in it with exact cos and sin, so its parts turn alike and
-    the bound on the rest mixes by |cos| and |sin|."""
-    first, second = positions.pairs(num.t.shape[1], style)
-    cos, sin = np.abs(np.cos(angles)), np.abs(np.sin(angles))
-    rest = np.empty_like(num.e)
-    rest[:, first] = cos * num.e[:, first] + sin * num.e[:, second]
-    rest[:, second] = cos * num.e[:, second] + sin * num.e[:, first]
-    return Carried(positions.rotate(num.t, angles, style), positions.rotate(num.g, angles, style), rest)
 
 
 def _scale_carried(scale: float, mistake: Mistake, carry: int, noise: interval.Noise) -> Carried:

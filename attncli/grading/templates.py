@@ -15,8 +15,8 @@ import numpy as np
 from attncli.core import Steps
 from attncli.i18n import t
 from attncli.layers import StackSteps
-from attncli.parsing.answers import NOT_ANSWERED, stream_steps
-from attncli.steps import BY_NAME, HEAD_STEPS, KEYS, QUERIES, SHARED_STEPS, computed, labels, matrix
+from attncli.parsing.answers import NOT_ANSWERED, before_attention, stream_steps
+from attncli.steps import BY_NAME, HEAD_STEPS, INDEX, KEYS, NONE, QUERIES, SHARED_STEPS, answered, computed, labels
 from attncli.yamldoc import comment, flow, scalar
 
 Cell = Callable[[float, bool], str]  # (true value, masked) -> the text written in the cell
@@ -51,11 +51,12 @@ def answer_lines(steps: Steps | StackSteps, cell: Cell, comments: bool = False) 
     for layer in steps.layers:
         tokens = layer.attention.problem.tokens
         streams = [
-            _Block(name, tokens, matrix, None, _coordinates(False, matrix))
-            for name, matrix in stream_steps(layer).items()
+            _Block(name, tokens, numbers, None, _columns(name, False, numbers))
+            for name, numbers in stream_steps(layer).items()
         ]
-        before = [line for block in streams if block.step == "normed" for line in _block(block, cell, 6, comments)]
-        after = [line for block in streams if block.step != "normed" for line in _block(block, cell, 6, comments)]
+        first = [block for block in streams if before_attention(layer, block.step)]
+        before = [line for block in first for line in _block(block, cell, 6, comments)]
+        after = [line for block in streams if block not in first for line in _block(block, cell, 6, comments)]
         layer_lines = [*before, *_step_lines(layer.attention, cell, comments, 6), *after]
         lines += [f"    - {layer_lines[0].lstrip()}", *layer_lines[1:]]
     return lines
@@ -64,15 +65,23 @@ def answer_lines(steps: Steps | StackSteps, cell: Cell, comments: bool = False) 
 def _step_lines(steps: Steps, cell: Cell, comments: bool, indent: int) -> list[str]:
     """One layer's attention, `indent` spaces in: its one head's steps, or each head's under `heads:`, concat, final."""
     per_head = [_head_blocks(steps, h) for h in range(len(steps.heads))]
+    shared = [name for name in SHARED_STEPS if computed(steps, name)]
+    lines = [
+        line
+        for name in shared
+        if INDEX[name] < INDEX["queries"]  # x + PE, before every head
+        for line in _block(_step_block(steps, name, None), cell, indent, comments)
+    ]
     if steps.concat is None:
-        return [line for block in per_head[0] for line in _block(block, cell, indent, comments)]
+        return lines + [line for block in per_head[0] for line in _block(block, cell, indent, comments)]
     pad = " " * indent
-    lines = [f"{pad}heads:"]
+    lines.append(f"{pad}heads:")
     for blocks in per_head:
         head_lines = [line for block in blocks for line in _block(block, cell, indent + 4, comments)]
         lines += [f"{pad}  - {head_lines[0].lstrip()}", *head_lines[1:]]
-    for name in SHARED_STEPS:
-        lines += _block(_step_block(steps, name, None), cell, indent, comments)
+    for name in shared:
+        if INDEX[name] > INDEX["queries"]:
+            lines += _block(_step_block(steps, name, None), cell, indent, comments)
     return lines
 
 
@@ -84,17 +93,21 @@ def _head_blocks(steps: Steps, h: int) -> list[_Block]:
 
 def _step_block(steps: Steps, name: str, head: int | None) -> _Block:
     """Step `name` (of `head`) as a block: its rows, its true numbers, its masked cells, what its columns are."""
-    step, problem, found = BY_NAME[name], steps.problem, matrix(steps, name, head)
+    step, problem, found = BY_NAME[name], steps.problem, answered(steps, name, head)
     assert found is not None, name
     rows, _ = labels(problem, name, found.shape[1])
     if step.columns == KEYS:
         columns = t("template.keys", names=", ".join(problem.tokens))
     else:
-        columns = _coordinates(step.rows == QUERIES, found)
+        columns = _columns(name, step.rows == QUERIES, found)
     return _Block(name, rows, found, ~problem.mask if step.maskable else None, columns)
 
 
-def _coordinates(per_query: bool, matrix: np.ndarray) -> str:
+def _columns(name: str, per_query: bool, matrix: np.ndarray) -> str:
+    """What a step's columns are, for the template's comment: its coordinates, or one number a row (Σ e^s, a norm's
+    mean and root)."""
+    if BY_NAME[name].columns == NONE:
+        return t("template.per_query" if per_query else "template.per_token")
     key = "template.query_coordinates" if per_query else "template.token_coordinates"
     return t(key, count=matrix.shape[1])
 

@@ -15,6 +15,7 @@ from dataclasses import replace
 
 from attncli.core import Steps
 from attncli.grading.diagnose import Diagnosis
+from attncli.grading.interval import Carried
 from attncli.grading.mistakes import NO_MISTAKE, ordered
 from attncli.grading.replay import Listed, Replays, StepReplays
 from attncli.grading.report import (
@@ -30,7 +31,7 @@ from attncli.grading.report import (
 )
 from attncli.grading.rule import Rule
 from attncli.parsing.answers import Answer, Answers
-from attncli.steps import Key, depends, order, present
+from attncli.steps import Key, depends, order, position, present
 
 
 def grade(
@@ -43,22 +44,25 @@ def grade(
     require: Sequence[str] | None = None,
     file: str = "-",
     diagnose: Collection[Key] | None = None,
+    inputs: Carried | None = None,
 ) -> Report:
     """The report on `answers` to the problem whose calculation is `steps`.
 
     Keyword values (from the command line) win over the file's own `tolerance:`, `carry:`, `min_decimals:`
     and `require:`. `diagnose` names the (step, head) whose mistakes are looked for (default: every
-    step's); the tutor asks about one step, and the search is most of the cost of grading.
+    step's); the tutor asks about one step, and the search is most of the cost of grading. `inputs`: the rows
+    every projection multiplies as a careful student has them (a stacked layer's normalised stream).
     """
     rule = Rule.chosen(tolerance, carry, min_decimals, answers)
     # a grading that looks for no mistake is of a problem made for one file (grading.layers'): not kept for the next
     kept = diagnose is None or bool(diagnose)
-    replays = Replays(steps, [a for a in answers.steps if a.written is None], rule, kept)
-    reports: dict[Key, StepReport] = {}
+    answered = sorted(as_before(steps, answers.steps), key=lambda a: position(a.step, a.head))
+    replays = Replays(steps, [a for a in answered if a.written is None], rule, kept, inputs)
+    reports: dict[Key, StepReport] = {}  # by the step as the file names it
     coarse_steps: dict[Key, bool] = {}
-    for answer in answers.steps:
-        key = (answer.step, answer.head)
-        upstream = [dep for dep in depends(key, len(steps.heads)) if dep in reports]
+    for answer in answered:
+        key = (answer.called or answer.step, answer.head)
+        upstream = [dep for dep in depends((answer.step, answer.head), len(steps.heads)) if dep in reports]
         wrong = any(reports[dep].status in (WRONG, CARRIED) for dep in upstream)
         coarse = any(coarse_steps[dep] for dep in upstream)
         explain = diagnose is None or key in diagnose
@@ -69,6 +73,19 @@ def grade(
         if key not in reports:
             reports[key] = StepReport(key[0], key[1], _head_name(steps, key[1]), (), (), (), MISSING, ())
     return Report(file, tuple(reports[key] for key in order(steps) if key in reports))
+
+
+def as_before(steps: Steps, answers: Sequence[Answer]) -> list[Answer]:
+    """The answers as graded: a head of a problem with a bias whose `scores` are answered without `biased_scores`
+    beside them wrote what the softmax reads, s + b, as every file did before the two were told apart; those are
+    graded as its biased scores, and reported as the file named them."""
+    if steps.problem.bias is None:
+        return list(answers)
+    biased = {a.head for a in answers if a.step == "biased_scores"}
+    return [
+        replace(a, step="biased_scores", called="scores") if a.step == "scores" and a.head not in biased else a
+        for a in answers
+    ]
 
 
 def _coarse(report: StepReport, carry: int) -> bool:
@@ -101,17 +118,16 @@ class _Grader:
         diagnosis is not looked for."""
         answer = self.answer
         name = _head_name(self.steps, answer.head)
+        called = answer.called or answer.step
         if answer.written is not None:
             shaped = self.diagnosis.shaped()
-            return StepReport(answer.step, answer.head, name, answer.rows, answer.columns, (), WRONG, shaped)
+            return StepReport(called, answer.head, name, answer.rows, answer.columns, (), WRONG, shaped)
         cells = self.cells()
         triples = [(c.row, c.column, c.entry) for c in cells if c.entry is not None]
         statuses = {cell.status for cell in cells} - {NOT_ANSWERED}
 
         def step(status: str, diagnosis: tuple[str, ...] = ()) -> StepReport:
-            return StepReport(
-                answer.step, answer.head, name, answer.rows, answer.columns, tuple(cells), status, diagnosis
-            )
+            return StepReport(called, answer.head, name, answer.rows, answer.columns, tuple(cells), status, diagnosis)
 
         if not statuses:
             return step(NOT_ANSWERED)
@@ -154,7 +170,9 @@ class _Grader:
                         own = own or view.listed(view.reference(NO_MISTAKE, True))
                         status = CARRIED if rule.agrees(entry, own[0][i][j], own[1][i][j], own[2][i][j]) else WRONG
                     half = rule.own(entry)
-                radius = radii[j]
+                radius, against = radii[j], None
+                if status == CARRIED and own is not None:  # decided by the student's own inputs: their bound
+                    radius, against = own[1][i][j], own[0][i][j]
                 carried_in = 0.0 if fixed or not math.isfinite(radius) else radius
-                cells.append(Cell(i, j, entry, values[j], out[j], status, half, carried_in))
+                cells.append(Cell(i, j, entry, values[j], out[j], status, half, carried_in, against))
         return cells

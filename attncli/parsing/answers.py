@@ -23,13 +23,22 @@ from attncli.expr import WHOLE_DIGITS, whole_number
 from attncli.i18n import current_language
 from attncli.layers import LayerSteps, StackSteps
 from attncli.parsing.fields import FieldReader, row_label
-from attncli.steps import ANSWERED, HEAD_STEPS, MASKABLE, SHARED_STEPS, STREAM_STEPS, labels, matrix, present
+from attncli.steps import ANSWERED, HEAD_STEPS, MASKABLE, SHARED_STEPS, STREAM_STEPS, answered, labels, present
 from attncli.yamldoc import Document, FieldPath, did_you_mean, kind_of
 
 MASK_WORDS = ("masked", "-inf", "-∞", "-infinity")
 NOT_ANSWERED = "?"  # what a template holds in every cell; left there (or empty), the cell is not answered
 SETTINGS = ("tolerance", "carry", "min_decimals", "require")  # how the file asks to be graded
 MAX_DECIMALS = 17
+# Why a problem has no such step, for the steps a problem may lack (the others: its scores are given)
+ABSENT = {
+    "concat": "check.no_concat",
+    "final": "check.no_concat",
+    "positioned": "check.no_positions",
+    "turned_queries": "check.no_rope",
+    "turned_keys": "check.no_rope",
+    "biased_scores": "check.no_bias",
+}
 _DECIMAL = re.compile(
     r"[+-]?\d*\.(?P<fraction>\d*)(?:[eE](?P<exponent>[+-]?\d+))?|[+-]?\d+[eE](?P<power>[+-]?\d+)", re.ASCII
 )
@@ -61,6 +70,7 @@ class Answer:
     cells: tuple[tuple[Entry | None, ...], ...]
     transposed: bool = False  # written with rows and columns swapped (a shape that only fits transposed)
     written: Written | None = None  # the rows as written when the shape fits neither way; `cells` is then all None
+    called: str = ""  # the field it was answered under when that is not `step` (attncli.grading.verdict.as_before)
 
 
 @dataclass(frozen=True)
@@ -133,8 +143,18 @@ def parse_stack(
 
 
 def stream_steps(layer: LayerSteps) -> dict[str, np.ndarray]:
-    """The streams of `layer` a student computes, by name: normed (placed pre), residual (placed post), stream."""
-    return {name: found for name in STREAM_STEPS if (found := matrix(layer, name)) is not None}
+    """The streams of `layer` a student computes, by name, in the order they are worked: with a norm placed pre
+    its mean (LayerNorm), root and normed before the attention, then the stream; placed post the residual sum, then
+    its mean and root, then the stream."""
+    found = {name: numbers for name in STREAM_STEPS if (numbers := answered(layer, name)) is not None}
+    if "residual" in found:  # placed post: the norm's mean and root are of the residual sum
+        found = {name: found[name] for name in ("residual", *(n for n in found if n != "residual"))}
+    return found
+
+
+def before_attention(layer: LayerSteps, name: str) -> bool:
+    """Whether stream step `name` of `layer` is worked before its attention (a norm placed pre)."""
+    return name in ("mean", "root", "normed") and layer.normed is not None
 
 
 def read_settings(document: Document) -> Settings:
@@ -302,12 +322,10 @@ class _Reader(FieldReader):
         problem = self.steps.problem
         if step in STREAM_STEPS:
             truth: np.ndarray | None = self.streams[step]
-        elif head is None and not present(self.steps, step):
-            raise self.error(path, "check.no_concat")
         elif not present(self.steps, step, head):
-            raise self.error(path, "check.scores_given", step=step)
+            raise self.error(path, ABSENT.get(step, "check.scores_given"), step=step)
         else:
-            truth = matrix(self.steps, step, head)
+            truth = answered(self.steps, step, head)
         assert truth is not None, step  # a step the problem has
         rows, columns = labels(problem, step, truth.shape[1])
         maskable = step in MASKABLE

@@ -283,20 +283,22 @@ def _shape_slip() -> str:
 
 def _arithmetic(step: StepReport) -> list[str]:
     """The rounding rule at work where it decided: a number right only thanks to the rounding its inputs carry in,
-    or one wrong by less than ten times what the rule allows (a rounding slip, not a method's)."""
+    or one wrong by less than ten times what the rule allows (a rounding slip, not a method's). Each line shows
+    the number and the bound that decided (the student's own inputs' where they did), its sign the verdict's."""
     out = []
     for cell in step.cells:
         entry = cell.entry
-        if entry is None or entry.value is None or entry.decimals is None or not math.isfinite(cell.expected):
+        expected = cell.expected if cell.against is None else cell.against
+        if entry is None or entry.value is None or entry.decimals is None or not math.isfinite(expected):
             continue
-        difference, allowed = abs(entry.value - cell.expected), cell.own + cell.carried_in
+        difference, allowed = abs(entry.value - expected), cell.own + cell.carried_in
         near = cell.status == WRONG and difference <= NEAR * allowed
-        if not (near or (cell.status == RIGHT and difference > cell.own)):
+        if not (near or (cell.status in (RIGHT, CARRIED) and difference > cell.own)):
             continue
         digits = entry.decimals + 2
-        numbers = {name: _plain(value, digits) for name, value in (("expected", cell.expected), ("difference",
+        numbers = {name: _plain(value, digits) for name, value in (("expected", expected), ("difference",
             difference), ("own", cell.own), ("carried", cell.carried_in))}  # fmt: skip
-        relation = "≤" if difference <= allowed else ">"
+        relation = ">" if cell.status == WRONG else "≤"  # the rule's verdict; the bound adds the last bits' margin
         cell_name = f"{step.rows[cell.row]}, {step.columns[cell.column]}"
         out.append(t("check.arithmetic", cell=cell_name, given=printable(entry.text), relation=relation, **numbers))
     return [t("check.arithmetic_rule"), *out] if out else []

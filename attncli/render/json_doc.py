@@ -12,7 +12,7 @@ from attncli import __version__
 from attncli.core import Steps
 from attncli.errors import quoted_escapes
 from attncli.problem import PositionEncoding
-from attncli.steps import BY_NAME, HEAD_STEPS, SHARED_STEPS, each
+from attncli.steps import BY_NAME, DOCUMENTED_HEAD_STEPS, DOCUMENTED_SHARED_STEPS, each
 
 if TYPE_CHECKING:
     from attncli.backward import Gradients, StackGradients
@@ -94,7 +94,8 @@ def document(steps: Steps) -> dict:
 
         for head, record in zip(steps.heads, doc["heads"]):
             record |= tiles.json_fields(head, problem.tokens)
-    doc |= {step.field: found.tolist() for step, found in each(steps, SHARED_STEPS)}  # concat, and the final output
+    shared = each(steps, DOCUMENTED_SHARED_STEPS)  # concat, and the final output
+    doc |= {step.field: found.tolist() for step, found in shared}
     if steps.backward is not None:
         doc["backward"] = _backward(steps.backward)
     return doc
@@ -159,8 +160,8 @@ def _head(steps: Steps, number: int) -> dict:
     """A head's record: its name and score, then every step answers: holds, null where it has none (given scores)."""
     spec = steps.heads[number].spec
     record: dict = {"name": spec.name, "score": spec.score.kind, "scale": spec.score.scale}
-    record |= dict.fromkeys(BY_NAME[name].field for name in HEAD_STEPS)
-    for step, found in each(steps, HEAD_STEPS, number):
+    record |= dict.fromkeys(BY_NAME[name].field for name in DOCUMENTED_HEAD_STEPS)
+    for step, found in each(steps, DOCUMENTED_HEAD_STEPS, number):
         record[step.field] = _masked(found) if step.name == "scores" else found.tolist()  # only scores hold -inf
     return record
 

@@ -19,7 +19,7 @@ import numpy as np
 
 from attncli.core import Steps
 from attncli.errors import printable
-from attncli.steps import HEAD_STEPS, KEYS, QUERIES, SHARED_STEPS, Step, each, labels
+from attncli.steps import DOCUMENTED_HEAD_STEPS, DOCUMENTED_SHARED_STEPS, KEYS, QUERIES, Step, each, labels
 
 if TYPE_CHECKING:
     from attncli.layers import LayerSteps, StackSteps
@@ -166,8 +166,8 @@ def _written(steps: Steps) -> Iterator[tuple[Step, int | None, np.ndarray]]:
     """Every step a table holds, in order: each head's that answers: may hold (those it has), then concat and the
     final output; a step is named by the record's field, as in JSON (the final output is `output`)."""
     for number in range(len(steps.heads)):
-        yield from ((step, number, found) for step, found in each(steps, HEAD_STEPS, number))
-    yield from ((step, None, found) for step, found in each(steps, SHARED_STEPS))
+        yield from ((step, number, found) for step, found in each(steps, DOCUMENTED_HEAD_STEPS, number))
+    yield from ((step, None, found) for step, found in each(steps, DOCUMENTED_SHARED_STEPS))
 
 
 def _by(step: Step) -> str:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, BinaryIO
 
-from attncli.steps import SAVED_HEAD_STEPS, SHARED_STEPS, each
+from attncli.steps import DOCUMENTED_SHARED_STEPS, SAVED_HEAD_STEPS, each
 
 if TYPE_CHECKING:
     import numpy as np
@@ -28,7 +28,7 @@ def npz_arrays(steps: Steps) -> dict[str, np.ndarray]:
             from attncli.render import tiles
 
             arrays |= tiles.npz_arrays(head, number)
-    arrays |= {step.field: found for step, found in each(steps, SHARED_STEPS)}
+    arrays |= {step.field: found for step, found in each(steps, DOCUMENTED_SHARED_STEPS)}
     if steps.backward is not None:  # every gradient under backward/...
         from attncli.render import backward_doc
 
