@@ -28,6 +28,7 @@ COLUMNS = (
     ("false alarms", (replays.FALSE_ALARM,)),
     ("missed", (replays.MISSED,)),
     ("unnamed", (replays.UNNAMED, replays.MISNAMED)),
+    ("misleading", (replays.MISLEADING,)),
     ("not carried", (replays.NOT_CARRIED,)),
     ("not graded", (replays.NOT_GRADED,)),
     ("skipped", ("skipped",)),
@@ -66,7 +67,8 @@ def main() -> int:
     wrong = len(suite.cases) - careful
     print(
         f"\n{len(suite.exercises)} exercises; {careful} right files, {wrong} wrong ones; "
-        f"false alarms {totals['false alarms']}, missed {totals['missed']}, unnamed {totals['unnamed']}; "
+        f"false alarms {totals['false alarms']}, missed {totals['missed']}, unnamed {totals['unnamed']}, "
+        f"misleading {totals['misleading']}; "
         f"built and graded in {seconds:.1f} s"
     )
     if args.details:

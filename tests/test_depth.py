@@ -367,3 +367,38 @@ def test_a_slip_of_the_norm_is_named_where_it_shows_and_q_k_v_are_carried(
 ) -> None:
     report = graded(tmp_path, NORMED, norm_student(**slip))
     assert_named_then_carried(report, code, [(step, None) for step in at])
+
+
+# --- Explanations that agree with verdicts ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("problem", "student"),
+    [
+        (NORMED, lambda: norm_student()),
+        (NORMED, lambda: norm_student(count=2)),
+        (ALIBI, lambda: alibi_student(lambda h: SLOPES[h] * DISTANCE)),
+        (ROPE, lambda: rope_student(np.arange(3.0) + 1, np.arange(3.0) + 1)),
+    ],
+)
+def test_each_rule_line_shows_the_bound_that_decided_and_the_verdicts_sign(
+    tmp_path: Path, problem: str, student: Callable[[], str]
+) -> None:
+    """|written − compared| recomputed from the line's own numbers: ≤ own + carried beside ✓ and ↷, > beside ✗."""
+    from attncli.render.grading import _arithmetic
+
+    report = graded(tmp_path, problem, student())
+    shown = 0
+    for step in report.steps:
+        by_name = {f"{step.rows[c.row]}, {step.columns[c.column]}": c for c in step.cells}
+        for line in _arithmetic(step)[1:]:
+            name, rest = line.split(": |", 1)
+            cell = by_name[name]
+            relation = "≤" if " ≤ " in rest else ">"
+            assert relation == (">" if cell.status == WRONG else "≤"), (step.step, line, cell.status)
+            compared = cell.expected if cell.against is None else cell.against
+            assert cell.entry is not None and cell.entry.value is not None
+            within = abs(cell.entry.value - compared) <= (cell.own + cell.carried_in) * (1 + 1e-9) + 1e-12
+            assert within == (relation == "≤"), (step.step, line)
+            shown += 1
+    assert shown or report.ok

@@ -110,3 +110,11 @@ def test_each_mistake_is_named_where_it_is_made(suite: replays.Suite, row: str) 
 def test_wrong_roundings_fail(suite: replays.Suite, row: str) -> None:
     _assert_all_good(suite, row)
     assert all(code == 1 for name, code in suite.returncodes.items() if name.startswith("mistakes:"))
+
+
+def test_no_code_is_named_where_no_slip_with_it_writes_the_numbers(suite: replays.Suite) -> None:
+    """The misleading-cause property over the whole suite: every code named at a slipped step beside the slip's
+    own is one that some slip of the catalogue carrying it, made at that step of that exercise, writes (a cause
+    that is not what happened is worse than none); a wrong rounding is given no method code."""
+    misleading = [f"{c.id}: {v[1]}" for c in suite.cases for v in [replays.verdict(c)] if v[0] == replays.MISLEADING]
+    assert not misleading, "\n".join(misleading[:8])

@@ -19,7 +19,7 @@ from attncli.grading.mistakes import CARRIED_STEPS, EARLY_DECIMALS, NO_MISTAKE, 
 from attncli.grading.replay import Listed, Reference, StepReplays
 from attncli.grading.rule import Rule, allowed
 from attncli.parsing.answers import Answer, Entry
-from attncli.steps import Key
+from attncli.steps import BY_NAME, KEYS, Key
 
 Triple = tuple[int, int, Entry]  # an answered cell: row, column, what was written
 ROUGH_MARGIN = 1e-6  # relative: an untracked radius may come out below the tracked one by rounding in its last bits
@@ -122,6 +122,8 @@ class Diagnosis:
         Weights that do not add up to 1 are named not_normalized only when no mistake reproduces them.
         """
         found = self.facts(triples)
+        if not transposed and self.rounding_slip(triples):
+            return ordered(found)  # a wrong rounding: no slip of method, whatever replay comes that close
         singles = self.single_codes(triples, transposed)
         found += singles
         if not singles:
@@ -142,6 +144,20 @@ class Diagnosis:
         if self.answer.step == "weights" and self.unnormalized_row(triples):
             found.append("not_normalized")
         return found
+
+    def rounding_slip(self, triples: list[Triple]) -> bool:
+        """Whether every answered number is within one and a half units of its last decimal (three of the rule's half
+        units: the right rounding moved by one unit, or a number cut) of the truth, widened as the rule widens it: a
+        wrong rounding, not a method's slip (a replay that lands that close names a cause only by coincidence)."""
+        t, r, out = self.listed(self.truth)
+        for i, j, entry in triples:
+            if out[i][j] and entry.value is None:
+                continue  # a masked cell marked masked
+            if entry.value is None or entry.decimals is None or out[i][j] or not math.isfinite(t[i][j]):
+                return False
+            if abs(entry.value - t[i][j]) > allowed(3 * self.rule.own(entry), r[i][j], t[i][j]):
+                return False
+        return True
 
     def unnormalized_row(self, triples: list[Triple]) -> bool:
         """Whether a row with every cell answered sums further from 1 than its cells' allowances add up to."""
@@ -213,9 +229,10 @@ class Diagnosis:
         return t.shape[0] == t.shape[1]
 
     def permuted(self, triples: list[Triple], clean: Reference) -> bool:
-        """wrong_row: each answered row (or column) is some row (column) of `clean`, at least one another token's."""
+        """wrong_row: each answered row (or column) is some row (column) of `clean`, at least one another token's;
+        columns only where they are tokens (keys): a concatenation's or an output's columns are coordinates."""
         size = clean[0].shape
-        for axis in (0, 1):
+        for axis in (0, 1) if BY_NAME[self.key[0]].columns == KEYS else (0,):
             lines: dict[int, list[Triple]] = {}
             for triple in triples:
                 lines.setdefault(triple[0] if axis == 0 else triple[1], []).append(triple)

@@ -300,7 +300,8 @@ class _Streams:
     def singles(self) -> list[tuple[tuple[str, ...], dict[str, Carried]]]:
         """Each slip of a stack replayed from the student's own numbers: (its code, every stream it gives)."""
         x, z, written = self.stream, self.output, self.written
-        found = [(("residual_forgotten",), self.chain(interval.exact(np.zeros_like(x.t)), z, written))]
+        forgotten: tuple[str, ...] = ("residual_forgotten",)
+        found = [(forgotten, self.chain(interval.exact(np.zeros_like(x.t)), z, written))]
         if self.norm is None:
             return found
         other = "post" if self.place == "pre" else "pre"

@@ -67,7 +67,7 @@ class Solved:
     """
 
     KEPT = 8  # problems remembered: a key per exercise of a class (each holds every replay it needed)
-    cache: ClassVar[dict[tuple[int, int], Solved]] = {}
+    cache: ClassVar[dict[tuple[int, int, bool], Solved]] = {}
 
     def __init__(self, steps: Steps, carry: int, inputs: Carried | None = None) -> None:
         self.steps = steps

@@ -461,6 +461,8 @@ FALSE_ALARM = "false_alarm"  # a right step failed (a careful file, or a step th
 MISSED = "missed"  # the file passed, or the step with the mistake was not failed
 UNNAMED = "unnamed"  # wrong at the right step, the code not named (nothing named)
 MISNAMED = "misnamed"  # wrong at the right step, other codes named
+MISLEADING = "misleading"  # a code named beside the right one that no slip of the catalogue reproduces there
+FACTS = ("too_few_decimals", "not_normalized", "rounded_early")  # what the numbers show, not a method's slip
 NOT_CARRIED = "not_carried"  # a later step computed right from the slipped numbers was failed
 NOT_GRADED = "not_graded"
 
@@ -506,6 +508,9 @@ def verdict(case: Case) -> tuple[str, str]:
     diagnosis = list(here.get("diagnosis") or [])
     if case.mistake is not None and not set(case.mistake.codes) <= set(diagnosis):
         return (MISNAMED if diagnosis else UNNAMED), f"named {diagnosis}"
+    misleading = _misleading(case, diagnosis)
+    if misleading:
+        return MISLEADING, f"named {misleading} at {case.step[1]}@{case.step[0]}"
     truth = Work(case.exercise.problem, digits=None)
     for key, written in case.work.steps.items():
         if key == case.step:
@@ -520,6 +525,33 @@ def verdict(case: Case) -> tuple[str, str]:
         ):
             return NOT_CARRIED, f"{key[1]}@{key[0]} is {status}"
     return GOOD, ""
+
+
+def _misleading(case: Case, diagnosis: list[str]) -> list[str]:
+    """The codes named at the case's step beyond its own that no slip of the catalogue with that code, made at that
+    step of this exercise, writes (within this suite's rounding): a cause that is not what happened. A wrong
+    rounding is no slip of method: any method code named for it is misleading."""
+    assert case.step is not None and case.work is not None
+    own = set(case.mistake.codes) if case.mistake is not None else set()
+    extra = [code for code in diagnosis if code not in own and code not in FACTS]
+    if case.kind == "rounding":
+        return extra
+    problem = case.exercise.problem
+    written = case.work.steps[case.step]
+    limit = clear_limit(problem, case.step)
+    return [code for code in extra if not any(_writes(m, problem, case.step, written, limit) for m in CATALOGUE
+                                              if code in m.codes)]  # fmt: skip
+
+
+def _writes(mistake: Mistake, problem: Problem, key: Key, written: Written, limit: float) -> bool:
+    """Whether `mistake`, made at step `key` of `problem` by a careful student, writes `written` there."""
+    if mistake.step != key[1] or not mistake.applies(problem):
+        return False
+    try:
+        other = Work(problem, slips={key: mistake.slip}).steps[key]
+    except NotApplicable:
+        return False
+    return differs(written, other.values, limit) <= 1
 
 
 def _stack_verdict(case: Case, result: dict) -> tuple[str, str]:
