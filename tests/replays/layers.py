@@ -32,6 +32,30 @@ def norm_of(rows: np.ndarray, kind: str, eps: float) -> np.ndarray:
     return centred / np.sqrt((centred**2).mean(axis=1, keepdims=True) + eps)
 
 
+OTHER_NORM = {"layer": "rms", "rms": "layer"}
+NORM_SLIPS = ("layernorm_unbiased", "norm_swapped")  # the norm's own slips this suite makes (no gain or bias here)
+
+
+def worked_norm(rows: np.ndarray, layer: Layer, slip: str | None, every: bool) -> tuple[dict, np.ndarray]:
+    """The layer's norm of `rows` kept to CARRY decimals, and (`every`) its mean and root written down first and
+    divided by as written; under `slip` the variance over d − 1 or the other norm."""
+    norm = layer.norm
+    assert norm is not None
+    kind = OTHER_NORM[norm.kind] if slip == "norm_swapped" else norm.kind
+    if not every and slip is None:
+        return {}, kept(norm_of(rows, kind, norm.eps))
+    parts = {}
+    centred = rows
+    if kind == "layer":
+        parts["mean"] = kept(rows.mean(axis=1, keepdims=True)) if every else rows.mean(axis=1, keepdims=True)
+        centred = rows - parts["mean"]
+    count = rows.shape[1] - (slip == "layernorm_unbiased")
+    root = np.sqrt((centred**2).sum(axis=1, keepdims=True) / count + norm.eps)
+    parts["root"] = kept(root) if every else root
+    written = {name: parts[name] for name in ("mean", "root") if name in parts and (name, norm.kind) != ("mean", "rms")}
+    return (written if every else {}), kept(centred / parts["root"])  # an RMSNorm layer asks for no mean
+
+
 def attend(layer: Layer, x: np.ndarray) -> dict:
     """One layer's attention from the stream x, every step kept to CARRY decimals: the answers of that layer."""
     problem = layer.attention
@@ -74,10 +98,12 @@ class Work:
     layers: list[dict]
     slip: str | None
     at: int | None  # the layer of the slip, counting from 0
+    every: bool = False  # the norm's mean and root written down
 
 
-def work(stack: Stack, slip: str | None = None, at: int | None = None, norm_moved: bool = False) -> Work:
-    """Every layer's answers; `slip` at layer `at`: residual_forgotten, or norm_misplaced (pre worked as post)."""
+def work(stack: Stack, slip: str | None = None, at: int | None = None, every: bool = False) -> Work:
+    """Every layer's answers; `slip` at layer `at`: residual_forgotten, norm_misplaced (pre worked as post), or one
+    of the norm's own (NORM_SLIPS); with `every`, each norm's mean and root written down too."""
     stream = stack.x
     out = []
     for index, layer in enumerate(stack.layers):
@@ -85,23 +111,27 @@ def work(stack: Stack, slip: str | None = None, at: int | None = None, norm_move
         place = None if norm is None else norm.place
         if slip == "norm_misplaced" and index == at:
             place = "post" if place == "pre" else "pre"
+        own = slip if index == at and slip in NORM_SLIPS else None
         answers: dict = {}
         fed = stream
         if place == "pre":
-            fed = kept(norm_of(stream, norm.kind, norm.eps))
+            parts, fed = worked_norm(stream, layer, own, every and norm.place == "pre")
             if norm.place == "pre":
-                answers["normed"] = fed
+                answers |= parts | {"normed": fed}
         steps = attend(layer, fed)
         total = stream + steps["z"]
         if slip == "residual_forgotten" and index == at:
             total = steps["z"]
-        passed = kept(norm_of(total, norm.kind, norm.eps) if place == "post" else total)
+        passed = kept(total)
+        if place == "post":
+            parts, passed = worked_norm(kept(total), layer, own, every and norm.place == "post")
         if norm is not None and norm.place == "post" and place == "post":
             answers["residual"] = kept(total)
+            answers |= parts
         answers |= {"steps": steps, "stream": passed}
         out.append(answers)
         stream = passed
-    return Work(out, slip, at)
+    return Work(out, slip, at, every)
 
 
 def text(value: float, masked: bool = False) -> str:
@@ -127,7 +157,9 @@ def answers_yaml(stack: Stack, student: Work) -> str:
     tokens = stack.tokens
     for layer, answers in zip(stack.layers, student.layers):
         mask = layer.attention.mask
-        body = block("normed", tokens, answers["normed"], 6) if "normed" in answers else []
+        body = [line for name in ("mean", "root") if "normed" in answers and name in answers
+                for line in block(name, tokens, answers[name], 6)]  # fmt: skip
+        body += block("normed", tokens, answers["normed"], 6) if "normed" in answers else []
         heads = answers["steps"]["heads"]
         several = "concat" in answers["steps"]
         indent = 10 if several else 6
@@ -147,6 +179,9 @@ def answers_yaml(stack: Stack, student: Work) -> str:
             body += head_lines[0]
         if "residual" in answers:
             body += block("residual", tokens, answers["residual"], 6)
+            body += [
+                line for name in ("mean", "root") if name in answers for line in block(name, tokens, answers[name], 6)
+            ]
         body += block("stream", tokens, answers["stream"], 6)
         lines += [f"    - {body[0].lstrip()}", *body[1:]]
     return "\n".join(lines) + "\n"
@@ -156,9 +191,12 @@ def students(key: str) -> list[tuple[str, Work, str]]:
     """(name, work, answers file text) for a careful student and each slip at each layer but the last but one."""
     stack = pipeline.load(key)
     assert isinstance(stack, Stack)
-    cases = [("careful", work(stack))]
+    cases = [("careful", work(stack)), ("careful-every", work(stack, every=True))]
     for at in range(len(stack.layers)):
         cases.append((f"residual_forgotten@{at}", work(stack, "residual_forgotten", at)))
-        if stack.layers[at].norm is not None:
+        norm = stack.layers[at].norm
+        if norm is not None:
             cases.append((f"norm_misplaced@{at}", work(stack, "norm_misplaced", at)))
+            for slip in NORM_SLIPS[norm.kind != "layer" :]:  # RMSNorm has no mean: no unbiased variance
+                cases += [(f"{slip}@{at}{'-every' * every}", work(stack, slip, at, every)) for every in (False, True)]
     return [(name, done, answers_yaml(stack, done)) for name, done in cases]

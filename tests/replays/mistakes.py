@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tests.replays.student import Context, Problem, Slip, Written, text_of
+from tests.replays.student import Context, Problem, Slip, Written, encoding, text_of
 
 
 class NotApplicable(Exception):
@@ -78,6 +78,53 @@ def _rope_slip(sign: float, other_pairing: bool) -> Slip:
 
 def _any(p: Problem) -> bool:
     return True
+
+
+def _tiled_differs(p: Problem) -> bool:
+    """Grouped-query heads where head 2 reads another kv head by h mod G than by h // (H/G)."""
+    return len(p.kv) > 1 and len(p.heads) > 2 and 1 % len(p.kv) != 1 // (len(p.heads) // len(p.kv))
+
+
+def _kv_tiled(c: Context) -> np.ndarray:
+    """Head h's dot products with the keys of kv head h mod G."""
+    p = c.work.problem
+    keys = p.kv[(c.head or 0) % len(p.kv)][0]
+    return c.work.compatibility(p.heads[c.head or 0], *c.work.turned(c.own["queries"], keys))
+
+
+def _alibi(p: Problem) -> bool:
+    return len(p.slopes) > 1
+
+
+def _alibi_slope(slope_of: Callable[[Problem, int], float]) -> Slip:
+    """The scores with ALiBi's b made from another slope (`slope_of(problem, head)`; its sign flipped if negative)."""
+
+    def slip(c: Context) -> np.ndarray:
+        p, h = c.work.problem, c.head or 0
+        head = p.heads[h]
+        assert head.bias is not None
+        bias = head.bias * (slope_of(p, h) / p.slopes[h])
+        scaled = c.work.scale(head, c.own["dot"], _d_k(c))
+        return c.work.masked(c.work.r(scaled + bias), p.allowed)
+
+    return slip
+
+
+def _from_zero(p: Problem, h: int) -> float:
+    """Press et al.'s slope for heads counted from 0: 2^(−8h/n) with h one less (n a power of two here)."""
+    return 2.0 ** (-8 * h / len(p.slopes))
+
+
+def _positioned(first: float, swapped: bool) -> Slip:
+    """x + PE with the positions counted from `first`, or sin and cos swapped."""
+
+    def slip(c: Context) -> np.ndarray:
+        x = c.work.problem.x
+        assert x is not None
+        pe = encoding(np.arange(len(x), dtype=float), x.shape[1], first, swapped)
+        return c.work.r(x + c.work.r(pe))
+
+    return slip
 
 
 def _d_k(c: Context) -> int:
@@ -299,6 +346,56 @@ CATALOGUE: tuple[Mistake, ...] = (
         _rope_slip(1.0, True),
         _pairings_differ,
         what="the other pairing (half for interleaved, or the reverse)",
+    ),
+    Mistake(
+        "rope_forgotten",
+        ("rope_forgotten",),
+        "dot",
+        lambda c: c.work.compatibility(c.work.problem.heads[c.head or 0], c.own["queries"], c.own["keys"]),
+        _rope,
+        what="q·k not turned",
+    ),
+    Mistake(
+        "rope_positions_shifted",
+        ("rope_positions_shifted",),
+        "dot",
+        lambda c: c.work.compatibility(
+            c.work.problem.heads[c.head or 0], *c.work.turned(c.own["queries"], c.own["keys"], keys_from=1.0)
+        ),
+        _rope,
+        what="the keys' positions counted from 1",
+    ),
+    Mistake("gqa_kv_tiled", ("gqa_kv_tiled",), "dot", _kv_tiled, _tiled_differs, head=1, what="kv head h mod G"),
+    Mistake(
+        "alibi_sign_flipped",
+        ("alibi_sign_flipped",),
+        "scores",
+        _alibi_slope(lambda p, h: -p.slopes[h]),
+        _alibi,
+        what="+m_h·|i − j|",
+    ),
+    Mistake(
+        "alibi_wrong_slope",
+        ("alibi_wrong_slope",),
+        "scores",
+        _alibi_slope(lambda p, h: p.slopes[1 - h]),
+        _alibi,
+        what="head 1 with head 2's slope",
+    ),
+    Mistake(
+        "alibi_wrong_slope:from_zero",
+        ("alibi_wrong_slope",),
+        "scores",
+        _alibi_slope(_from_zero),
+        _alibi,
+        what="slopes counted from h = 0",
+    ),
+    *(
+        Mistake(code, (code,), "positioned", _positioned(first, swapped), lambda p: p.x is not None, None, what)
+        for code, first, swapped, what in (
+            ("sinusoidal_from_one", 1.0, False, "positions 1..n"),
+            ("sinusoidal_sin_cos_swapped", 0.0, True, "cos in the even coordinates, sin in the odd"),
+        )
     ),
     Mistake("keys_as_values", ("keys_as_values",), "output", _keys_as_values, _same_width),
     Mistake(

@@ -103,6 +103,9 @@ class Problem:
     query_tokens: tuple[str, ...] = ()  # decoding: the tokens that ask, the last ones (empty: every token)
     lower_right: bool = False  # mask: causal_lower_right, query i sees keys j ≤ i + n − L
     rope: Rope | None = None
+    kv: tuple[tuple[np.ndarray, np.ndarray], ...] = ()  # grouped-query heads: each kv head's keys and values
+    slopes: tuple[float, ...] = ()  # ALiBi: each head's slope m_h (its bias is −m_h·|i − j|)
+    x: np.ndarray | None = None  # sinusoidal positions: the token vectors PE is added to (every head's x)
 
     @property
     def n(self) -> int:
@@ -159,17 +162,37 @@ def read(text: str) -> Problem:
         )
 
     heads = tuple(head(h) for h in data["heads"]) if "heads" in data else (head({}),)
+    kv = tuple((matrix(k["keys"], tokens), matrix(k["values"], tokens)) for k in data.get("kv_heads", ()))
+    if kv:  # query head h reads kv head h // (H/G): each kv head's queries side by side
+        group = len(heads) // len(kv)
+        heads = tuple(replace(h, keys=kv[i // group][0], values=kv[i // group][1]) for i, h in enumerate(heads))
+    slopes: tuple[float, ...] = ()
     if data.get("bias") is not None:
         heads = tuple(replace(h, bias=b) for h, b in zip(heads, _biases(data["bias"], tokens, rows, len(heads))))
+        slopes = tuple(press_get_slopes(len(heads))) if data["bias"] == "alibi" else ()
     w_o = matrix(data["w_o"], ()) if "w_o" in data else None
     rope = None
     positions = data.get("positions")
+    if positions == "sinusoidal":
+        assert heads[0].x is not None, "sinusoidal positions are added to x"
+        return Problem(tokens, mask == "causal", heads, w_o, "heads" in data, asking, x=heads[0].x)
     if positions is not None:
         if not isinstance(positions, Mapping) or positions.get("type") != "rope":
             raise ValueError(f"positions {positions!r} are not ones the student knows")
         at = np.array([number(x) for x in data.get("position_ids", range(len(tokens)))], dtype=float)
         rope = Rope(number(positions.get("base", 10000)), str(positions.get("style", "half")), at)
-    return Problem(tokens, mask == "causal", heads, w_o, "heads" in data, asking, mask == "causal_lower_right", rope)
+    lower_right = mask == "causal_lower_right"
+    return Problem(tokens, mask == "causal", heads, w_o, "heads" in data, asking, lower_right, rope, kv, slopes)
+
+
+def encoding(at: np.ndarray, width: int, first: float = 0.0, swapped: bool = False) -> np.ndarray:
+    """Vaswani et al. §3.5: PE(pos, 2i) = sin(pos/10000^(2i/d)), PE(pos, 2i + 1) = cos(...), positions counted
+    from `first` (0 right), sin and cos in each other's place when `swapped`."""
+    angles = (at + first)[:, None] / 10000.0 ** (np.arange(0, width, 2) / width)[None, :]
+    sin, cos = np.sin(angles), np.cos(angles)
+    out = np.empty((len(at), width))
+    out[:, 0::2], out[:, 1::2] = (cos, sin[:, : width // 2]) if swapped else (sin, cos[:, : width // 2])
+    return out
 
 
 def _biases(written: object, tokens: tuple[str, ...], rows: tuple[str, ...], heads: int) -> list[np.ndarray]:
@@ -198,9 +221,10 @@ def rotate(vectors: np.ndarray, at: np.ndarray, base: float, style: str) -> np.n
 # --- the work -------------------------------------------------------------------------------------
 
 Key = tuple[int | None, str]  # (head index, step); None for concat and final
-HEAD_ORDER = ("queries", "keys", "values", "dot", "scores", "weights", "output")
-SHARED = ("concat", "final")
-MASKABLE = ("dot", "scores", "weights")
+HEAD_ORDER = ("queries", "keys", "values", "turned_queries", "turned_keys", "dot", "scores", "biased_scores", "exp")
+HEAD_ORDER += ("sums", "weights", "output")
+SHARED = ("positioned", "concat", "final")  # x + PE comes before every head's steps
+MASKABLE = ("dot", "scores", "biased_scores", "exp", "weights")
 
 
 @dataclass
@@ -232,6 +256,7 @@ class Work:
     problem: Problem
     digits: int | None = 4
     slips: Mapping[Key, Slip] = field(default_factory=dict)
+    every: bool = False  # also write RoPE's turned vectors, s + b apart from s, e^s and Σ e^s (issue 25's fields)
     steps: dict[Key, Written] = field(default_factory=dict)
     careful_alternative: dict[Key, np.ndarray] = field(default_factory=dict)  # slipped step, done right
 
@@ -244,17 +269,18 @@ class Work:
 
     # the single operations, reused by the slips
     def turned(
-        self, q: np.ndarray, k: np.ndarray, sign: float = 1.0, style: str | None = None
+        self, q: np.ndarray, k: np.ndarray, sign: float = 1.0, style: str | None = None, keys_from: float = 0.0
     ) -> tuple[np.ndarray, np.ndarray]:
         """RoPE's turn of the queries and keys, each kept to `digits` (the queries are the last tokens); as they
-        are without RoPE. `sign` −1 turns them the wrong way round; `style` another pairing."""
+        are without RoPE. `sign` −1 turns them the wrong way round; `style` another pairing; `keys_from` 1 counts
+        the keys' positions from 1."""
         rope = self.problem.rope
         if rope is None:
             return q, k
         used = style or rope.style
         return (
             self.r(rotate(q, sign * rope.at[len(rope.at) - len(q) :], rope.base, used)),
-            self.r(rotate(k, sign * rope.at, rope.base, used)),
+            self.r(rotate(k, sign * (rope.at + keys_from), rope.base, used)),
         )
 
     def compatibility(self, head: Head, q: np.ndarray, k: np.ndarray) -> np.ndarray:
@@ -322,6 +348,11 @@ class Work:
     def _run(self) -> None:
         p = self.problem
         outputs: list[np.ndarray] = []
+        fed = None  # x + PE as the student wrote it (sinusoidal positions)
+        if p.x is not None:
+            x = p.x
+            pe = lambda: self.r(x + self.r(encoding(np.arange(p.n, dtype=float), x.shape[1])))  # noqa: E731
+            fed = self._step((None, "positioned"), {}, pe)
         for h, head in enumerate(p.heads):
             own: dict[str, np.ndarray] = {}
             exact = {"queries": head.queries, "keys": head.keys, "values": head.values}
@@ -329,32 +360,50 @@ class Work:
                 for name, w in (("queries", head.w_q), ("keys", head.w_k), ("values", head.w_v)):
                     if exact[name] is None:
                         assert head.x is not None and w is not None
-                        self._step((h, name), own, lambda w=w, x=head.x: self.r(x @ w))
+                        x = head.x if fed is None else fed
+                        self._step((h, name), own, lambda w=w, x=x: self.r(x @ w))
             for name, given in exact.items():
                 own.setdefault(name, given)  # type: ignore[arg-type]
             if head.given is not None:
                 self._step((h, "scores"), own, lambda head=head: self.masked(head.given, p.allowed))
             else:
-                self._step(
-                    (h, "dot"),
-                    own,
-                    lambda head=head, own=own: self.compatibility(head, *self.turned(own["queries"], own["keys"])),
-                )
-                d_k = own["queries"].shape[1]
-                self._step(
-                    (h, "scores"),
-                    own,
-                    lambda head=head, own=own, d_k=d_k: self.masked(
-                        self.biased(head, self.scale(head, own["dot"], d_k)), p.allowed
-                    ),
-                )
-            self._step((h, "weights"), own, lambda own=own: self.softmax(own["scores"]))
+                self._scores(h, head, own)
+            read = own["scores"]
+            if self.every and head.bias is not None:
+                bias = self.r(head.bias)  # b as the tool shows it, to 4 decimals
+                read = self._step((h, "biased_scores"), own, lambda own=own, b=bias: self.r(own["scores"] + b))
+            if self.every:
+                e = self._step((h, "exp"), own, lambda s=read: np.where(np.isnan(s), MASKED, self.exp(s, shift=True)))
+                self._step((h, "sums"), own, lambda e=e: np.nansum(e, axis=1, keepdims=True))
+                self._step((h, "weights"), own, lambda e=e, s=read: self.normalize(np.nan_to_num(e), s))
+            else:
+                self._step((h, "weights"), own, lambda own=own: self.softmax(own["scores"]))
             outputs.append(self._step((h, "output"), own, lambda own=own: self.weighted(own["weights"], own["values"])))
         if p.several or p.w_o is not None:
             shared: dict[str, np.ndarray] = {"outputs": outputs}  # type: ignore[dict-item]
             concat = self._step((None, "concat"), shared, lambda: np.hstack(outputs))
             if p.w_o is not None:
                 self._step((None, "final"), shared, lambda: self.r(concat @ p.w_o))
+
+    def _scores(self, h: int, head: Head, own: dict[str, np.ndarray]) -> None:
+        """q·k (from RoPE's turned vectors, written when the student writes every field), then the scores: with a
+        bias s + b (s alone when the student writes s + b apart)."""
+        p = self.problem
+        q_k = lambda own=own: self.turned(own["queries"], own["keys"])  # noqa: E731
+        if self.every and p.rope is not None:
+            self._step((h, "turned_queries"), own, lambda: q_k()[0])
+            self._step((h, "turned_keys"), own, lambda: q_k()[1])
+            turned = lambda own=own: (own["turned_queries"], own["turned_keys"])  # noqa: E731
+        else:
+            turned = q_k
+        self._step((h, "dot"), own, lambda head=head: self.compatibility(head, *turned()))
+        d_k = own["queries"].shape[1]
+        plain = replace(head, bias=None) if self.every else head  # s + b then comes as its own step
+        self._step(
+            (h, "scores"),
+            own,
+            lambda: self.masked(self.biased(plain, self.scale(head, own["dot"], d_k)), p.allowed),
+        )
 
 
 # --- writing the answers -------------------------------------------------------------------------
@@ -375,7 +424,7 @@ def _rows(problem: Problem, key: Key, written: Written, digits: int) -> str:
     """
     unknown = "masked" if key[1] in MASKABLE else '"?"'
     text = written.text or [[text_of(x, digits, unknown) for x in row] for row in written.values]
-    names = problem.tokens if key[1] in ("keys", "values") else problem.queries
+    names = problem.tokens if key[1] in ("keys", "values", "turned_keys", "positioned") else problem.queries
     if len(text) != len(names):
         return "\n".join(f"  - [{', '.join(row)}]" for row in text)
     return "\n".join(f"  {_name(token)}: [{', '.join(row)}]" for token, row in zip(names, text))
