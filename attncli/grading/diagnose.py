@@ -122,11 +122,10 @@ class Diagnosis:
         Weights that do not add up to 1 are named not_normalized only when no mistake reproduces them.
         """
         found = self.facts(triples)
-        if not transposed and self.rounding_slip(triples):
-            return ordered(found)  # a wrong rounding: no slip of method, whatever replay comes that close
-        singles = self.single_codes(triples, transposed)
+        # a wrong rounding: no slip of method, whatever replay comes that close
+        singles = [] if not transposed and self.rounding_slip(triples) else self.single_codes(triples, transposed)
         found += singles
-        if not singles:
+        if not singles and not self.rounding_slip(triples):
             found += self.pairs(triples, transposed)
         if not set(found) - {"too_few_decimals", "not_normalized"}:
             found += self.early(triples)

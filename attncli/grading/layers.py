@@ -117,11 +117,21 @@ def _attention(
         return list(report.steps)
     mine = {(step.step, step.head): step for step in graded(own, given, False, None).steps}
     return [
-        (_carried(mine[(step.step, step.head)]) if inherited else mine[(step.step, step.head)])
-        if _better(step, mine.get((step.step, step.head)))
-        else step
+        _own(mine[(step.step, step.head)], step, inherited) if _better(step, mine.get((step.step, step.head))) else step
         for step in report.steps
     ]
+
+
+def _own(mine: StepReport, truth: StepReport, inherited: bool) -> StepReport:
+    """A step right from the student's own input: each cell compared with what that input gives (`against`) and
+    still showing the true value; carried when that input was wrong."""
+    if len(mine.cells) == len(truth.cells):
+        cells = tuple(
+            dataclasses.replace(m, expected=t.expected, against=m.expected if m.against is None else m.against)
+            for m, t in zip(mine.cells, truth.cells)
+        )
+        mine = dataclasses.replace(mine, cells=cells)
+    return _carried(mine) if inherited else mine
 
 
 def _better(step: StepReport, own: StepReport | None) -> bool:
