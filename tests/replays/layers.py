@@ -33,7 +33,7 @@ def norm_of(rows: np.ndarray, kind: str, eps: float) -> np.ndarray:
 
 
 OTHER_NORM = {"layer": "rms", "rms": "layer"}
-NORM_SLIPS = ("layernorm_unbiased", "norm_swapped")  # the norm's own slips this suite makes (no gain or bias here)
+NORM_SLIPS = ("layernorm_unbiased", "norm_swapped", "norm_affine_forgotten")  # the norm's own slips
 
 
 def worked_norm(rows: np.ndarray, layer: Layer, slip: str | None, every: bool) -> tuple[dict, np.ndarray]:
@@ -42,8 +42,10 @@ def worked_norm(rows: np.ndarray, layer: Layer, slip: str | None, every: bool) -
     norm = layer.norm
     assert norm is not None
     kind = OTHER_NORM[norm.kind] if slip == "norm_swapped" else norm.kind
+    gain = 1.0 if norm.gain is None or slip == "norm_affine_forgotten" else norm.gain
+    shift = 0.0 if norm.shift is None or kind != "layer" else norm.shift  # norm_affine_forgotten: the gain left out
     if not every and slip is None:
-        return {}, kept(norm_of(rows, kind, norm.eps))
+        return {}, kept(norm_of(rows, kind, norm.eps) * gain + shift)
     parts = {}
     centred = rows
     if kind == "layer":
@@ -53,7 +55,7 @@ def worked_norm(rows: np.ndarray, layer: Layer, slip: str | None, every: bool) -
     root = np.sqrt((centred**2).sum(axis=1, keepdims=True) / count + norm.eps)
     parts["root"] = kept(root) if every else root
     written = {name: parts[name] for name in ("mean", "root") if name in parts and (name, norm.kind) != ("mean", "rms")}
-    return (written if every else {}), kept(centred / parts["root"])  # an RMSNorm layer asks for no mean
+    return (written if every else {}), kept(centred / parts["root"] * gain + shift)  # an RMSNorm layer asks no mean
 
 
 def attend(layer: Layer, x: np.ndarray) -> dict:
@@ -197,6 +199,7 @@ def students(key: str) -> list[tuple[str, Work, str]]:
         norm = stack.layers[at].norm
         if norm is not None:
             cases.append((f"norm_misplaced@{at}", work(stack, "norm_misplaced", at)))
-            for slip in NORM_SLIPS[norm.kind != "layer" :]:  # RMSNorm has no mean: no unbiased variance
+            learned = norm.gain is not None
+            for slip in NORM_SLIPS[norm.kind != "layer" : 3 if learned else 2]:  # RMSNorm: no mean, no unbiased
                 cases += [(f"{slip}@{at}{'-every' * every}", work(stack, slip, at, every)) for every in (False, True)]
     return [(name, done, answers_yaml(stack, done)) for name, done in cases]

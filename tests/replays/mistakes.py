@@ -365,6 +365,16 @@ CATALOGUE: tuple[Mistake, ...] = (
         _rope,
         what="the keys' positions counted from 1",
     ),
+    Mistake(
+        "rope_positions_shifted:decoding",
+        ("rope_positions_shifted",),
+        "dot",
+        lambda c: c.work.compatibility(
+            c.work.problem.heads[c.head or 0], *c.work.turned(c.own["queries"], c.own["keys"], new_at_zero=True)
+        ),
+        lambda p: _rope(p) and _decoding(p),
+        what="the new tokens put at positions 0, 1, ... when decoding",
+    ),
     Mistake("gqa_kv_tiled", ("gqa_kv_tiled",), "dot", _kv_tiled, _tiled_differs, head=1, what="kv head h mod G"),
     Mistake(
         "alibi_sign_flipped",

@@ -269,17 +269,24 @@ class Work:
 
     # the single operations, reused by the slips
     def turned(
-        self, q: np.ndarray, k: np.ndarray, sign: float = 1.0, style: str | None = None, keys_from: float = 0.0
+        self,
+        q: np.ndarray,
+        k: np.ndarray,
+        sign: float = 1.0,
+        style: str | None = None,
+        keys_from: float = 0.0,
+        new_at_zero: bool = False,
     ) -> tuple[np.ndarray, np.ndarray]:
         """RoPE's turn of the queries and keys, each kept to `digits` (the queries are the last tokens); as they
         are without RoPE. `sign` −1 turns them the wrong way round; `style` another pairing; `keys_from` 1 counts
-        the keys' positions from 1."""
+        the keys' positions from 1; `new_at_zero` puts the new queries of a decoding step at positions 0, 1, ..."""
         rope = self.problem.rope
         if rope is None:
             return q, k
         used = style or rope.style
+        query_at = np.arange(len(q), dtype=float) if new_at_zero else rope.at[len(rope.at) - len(q) :]
         return (
-            self.r(rotate(q, sign * rope.at[len(rope.at) - len(q) :], rope.base, used)),
+            self.r(rotate(q, sign * query_at, rope.base, used)),
             self.r(rotate(k, sign * (rope.at + keys_from), rope.base, used)),
         )
 

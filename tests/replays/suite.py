@@ -61,13 +61,15 @@ SETS = (
     ExerciseSet("gqa", ("--gqa", "--heads", "4"), 4, 1201),
 )
 # problems of our own (generate has none)
-OWN = {"additive": 5, "given": 3, "decoding": 4, "bias": 3, "alibi": 3, "sinusoidal": 4}
+OWN = {"additive": 5, "given": 3, "decoding": 4, "bias": 3, "alibi": 3, "sinusoidal": 4, "rope-decoding": 3}
 # Stacked layers (their students are tests/replays/layers.py): each slip at every layer, named at that layer
 STACKS = (
     ExerciseSet("layers-pre", ("--layers", "2", "--norm", "layer"), 2, 1001),
     ExerciseSet("layers-post", ("--layers", "2", "--norm", "rms:post", "--tokens", "2"), 2, 1101),
 )
-STACK_CODES = ("residual_forgotten", "norm_misplaced", "layernorm_unbiased", "norm_swapped")
+STACK_CODES = ("residual_forgotten", "norm_misplaced", "layernorm_unbiased", "norm_swapped", "norm_affine_forgotten")
+# Stacks of our own whose norms learn a gain (and LayerNorm a bias), which generate does not write
+AFFINE = ExerciseSet("layers-affine", (), 2, 0)
 
 
 @dataclass(frozen=True, repr=False)
@@ -162,6 +164,24 @@ def _stack_cases(written: Sequence[tuple[ExerciseSet, Path]]) -> list[Case]:
     return cases
 
 
+def _affine_stacks(directory: Path) -> Path:
+    """Two stacks of two layers whose norms learn a gain (LayerNorm placed pre, also a bias; RMSNorm placed post),
+    each written as its sheet and, no answers in it, its own key."""
+    rng = np.random.default_rng(13)
+    out = directory / "sets" / AFFINE.name
+    out.mkdir(parents=True)
+    for number in range(1, AFFINE.count + 1):
+        layer = {"norm": {"type": "layer", "place": "pre", "gain": _ints(rng, (3,), 1, 2), "bias": _ints(rng, (3,))}}
+        other = {"norm": {"type": "rms", "place": "post", "gain": _ints(rng, (3,), 1, 2)}}
+        stack = [{**norm, "w_q": _ints(rng, (3, 2)), "w_k": _ints(rng, (3, 2)), "w_v": _ints(rng, (3, 3))}
+                 for norm in (layer, other)[:: 1 if number == 1 else -1]]  # fmt: skip
+        data = {"exercise": f"{AFFINE.name}-{number:02d}", "tokens": ["the", "bank", "flooded"]}
+        text = yaml.safe_dump(data | {"x": _ints(rng, (3, 3)), "layers": stack}, sort_keys=False)
+        for name in (f"exercise-{number:02d}.yaml", f"exercise-{number:02d}-key.yaml"):
+            (out / name).write_text(text, encoding="utf-8")
+    return out
+
+
 def _ints(rng: np.random.Generator, shape: tuple[int, ...], low: int = -1, high: int = 2) -> list:
     return rng.integers(low, high + 1, size=shape).tolist()
 
@@ -229,10 +249,16 @@ def _own_problems(directory: Path) -> list[Exercise]:
             "mask": "causal_lower_right",
         }
         texts.append(("decoding", data))
+    for i in range(OWN["rope-decoding"]):  # decoding against a cache, RoPE turning each token at its position
+        asking = 1 + i % 2
+        data = {"tokens": ["fisherman", "net", "bank", "river"], "query_tokens": ["bank", "river"][2 - asking :]}
+        data |= {"queries": _ints(rng, (asking, 4)), "keys": _ints(rng, (4, 4)), "values": _ints(rng, (4, 2))}
+        data |= {"mask": "causal_lower_right", "positions": {"type": "rope", "base": 100, "style": "half"}}
+        texts.append(("rope-decoding", data))
     texts += _biased_problems()
     for i in range(OWN["sinusoidal"]):  # x + PE through W_Q, W_K, W_V (causal every other one)
-        data = {"tokens": ["the", "bank", "flooded"], "x": _ints(rng, (3, 4))}
-        data |= {name: _ints(rng, (4, 2)) for name in ("w_q", "w_k", "w_v")}
+        data = {"tokens": ["the", "bank", "flooded"], "x": _ints(rng, (3, 4), -1, 1)}  # scores a person can exp
+        data |= {name: _ints(rng, (4, 2), -1, 1) for name in ("w_q", "w_k", "w_v")}
         texts.append(("sinusoidal", data | {"positions": "sinusoidal"} | ({"mask": "causal"} if i % 2 else {})))
     exercises = []
     for i, (name, data) in enumerate(texts, start=1):
@@ -343,8 +369,10 @@ def _rounding_bound(work: Work, truth: Work, key: Key) -> np.ndarray:
 def _rounding_cases(exercise: Exercise, index: int, suite: Suite) -> list[Case]:
     """Weights truncated to 1–3 decimals, or one output number off by one unit at 1–3 decimals (in turn)."""
     step, how, digits = ROUNDINGS[index % len(ROUNDINGS)]
-    if exercise.problem.x is not None:  # x + PE rounded, then through W_Q, W_K, W_V: not in `_rounding_bound`
-        suite.skipped[(f"rounding:{how}", "x + PE's rounding is carried further than this suite bounds")] += 1
+    problem = exercise.problem
+    if problem.x is not None or (problem.rope is not None and problem.lower_right):  # not in `_rounding_bound`
+        reason = "PE's, or cos and sin's, rounding is carried further than this suite bounds"
+        suite.skipped[(f"rounding:{how}", reason)] += 1
         return []
     truth, work = Work(exercise.problem, digits=None), Work(exercise.problem)
     key: Key = (0, step)
@@ -388,7 +416,7 @@ def build(
     suite = Suite(exercises=_exercises(written[: len(SETS)]) + _own_problems(directory))
     careful = [c for e in suite.exercises for c in _careful_cases(e)]
     wrong = _mistake_cases(suite.exercises, suite, per_mistake)
-    stacked = _stack_cases(written[len(SETS) :])
+    stacked = _stack_cases([*written[len(SETS) :], (AFFINE, _affine_stacks(directory))])
     wrong += [c for c in stacked if c.kind == "stack"]
     rounded = _interleaved(suite.exercises)[:roundings]
     wrong += [c for i, e in enumerate(rounded) for c in _rounding_cases(e, i, suite)]
