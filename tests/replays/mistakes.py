@@ -29,6 +29,8 @@ class Mistake:
     applies: Callable[[Problem], bool]
     head: int | None = 0  # which head the slip is made in (None: concat or final)
     what: str = ""
+    # the same act seen at an earlier step under another code: (step, its code, what the student writes there)
+    first: tuple[str, str, Slip] | None = None
 
 
 def _scaled(p: Problem) -> bool:
@@ -113,6 +115,14 @@ def _alibi_slope(slope_of: Callable[[Problem, int], float]) -> Slip:
 def _from_zero(p: Problem, h: int) -> float:
     """Press et al.'s slope for heads counted from 0: 2^(−8h/n) with h one less (n a power of two here)."""
     return 2.0 ** (-8 * h / len(p.slopes))
+
+
+def _after_softmax(c: Context) -> np.ndarray:
+    """The softmax of the scores (written without b), then b added to each weight."""
+    head = c.work.problem.heads[c.head or 0]
+    assert head.bias is not None
+    weights = c.work.softmax(c.own["scores"])
+    return np.where(np.isnan(weights), np.nan, c.work.r(np.nan_to_num(weights) + head.bias))
 
 
 def _positioned(first: float, swapped: bool) -> Slip:
@@ -286,6 +296,15 @@ CATALOGUE: tuple[Mistake, ...] = (
         _biased(1),
         head=1,
         what="head 2's scores without its ALiBi",
+    ),
+    Mistake(
+        "bias_after_softmax",
+        ("bias_after_softmax",),
+        "weights",
+        _after_softmax,
+        _biased(0),
+        what="b added to the weights; the scores before it are bias_forgotten's act",
+        first=("scores", "bias_forgotten", _forgot_bias),
     ),
     Mistake("no_exp", ("no_exp",), "weights", lambda c: _no_exp(c, axis=1), _any, what="s/Σs"),
     Mistake(

@@ -314,7 +314,8 @@ def _mistake_cases(exercises: Sequence[Exercise], suite: Suite, per_mistake: int
                 continue
             key: Key = (mistake.head, mistake.step)
             try:
-                work = Work(exercise.problem, slips={key: mistake.slip})
+                first = {(mistake.head, mistake.first[0]): mistake.first[2]} if mistake.first else {}
+                work = Work(exercise.problem, slips=first | {key: mistake.slip})
             except NotApplicable as reason:
                 suite.skipped[(code, str(reason))] += 1
                 continue
@@ -567,8 +568,13 @@ def verdict(case: Case) -> tuple[str, str]:
     if misleading:
         return MISLEADING, f"named {misleading} at {case.step[1]}@{case.step[0]}"
     truth = Work(case.exercise.problem, digits=None)
+    first = case.mistake.first if case.mistake is not None else None
     for key, written in case.work.steps.items():
         if key == case.step:
+            continue
+        if first is not None and key == (case.step[0], first[0]):  # the act seen first, under its own code
+            if steps.get(key, {}).get("status") != "wrong" or first[1] not in (steps[key].get("diagnosis") or []):
+                return UNNAMED, f"{key[1]}@{key[0]} is {steps.get(key, {}).get('status')}, not {first[1]}"
             continue
         status = steps.get(key, {}).get("status")
         limit = clear_limit(case.exercise.problem, key)
