@@ -204,17 +204,21 @@ def _biases(written: object, tokens: tuple[str, ...], rows: tuple[str, ...], hea
     return [-slope * distance for slope in press_get_slopes(heads)]
 
 
-def rotate(vectors: np.ndarray, at: np.ndarray, base: float, style: str) -> np.ndarray:
+def rotate(vectors: np.ndarray, at: np.ndarray, base: float, style: str, looked_up: int | None = None) -> np.ndarray:
     """Each row turned pair by pair by its position × θ_i, θ_i = base^(−2i/d):
-    (a, b) → (a·cos − b·sin, b·cos + a·sin), as RoFormer writes it."""
+    (a, b) → (a·cos − b·sin, b·cos + a·sin), as RoFormer writes it; cos and sin to `looked_up` decimals, as a
+    person reads them off a table or the tool's explanation (None: exact)."""
     d = vectors.shape[1]
     turns = at[:, None] * base ** (-np.arange(0, d, 2) / d)[None, :]
+    cos, sin = np.cos(turns), np.sin(turns)
+    if looked_up is not None:
+        cos, sin = np.round(cos, looked_up), np.round(sin, looked_up)
     first = np.arange(d // 2) if style == "half" else np.arange(0, d, 2)
     second = first + d // 2 if style == "half" else first + 1
     out = np.empty_like(vectors, dtype=float)
     a, b = vectors[:, first], vectors[:, second]
-    out[:, first] = a * np.cos(turns) - b * np.sin(turns)
-    out[:, second] = b * np.cos(turns) + a * np.sin(turns)
+    out[:, first] = a * cos - b * sin
+    out[:, second] = b * cos + a * sin
     return out
 
 
@@ -285,9 +289,10 @@ class Work:
             return q, k
         used = style or rope.style
         query_at = np.arange(len(q), dtype=float) if new_at_zero else rope.at[len(rope.at) - len(q) :]
+        table = self.digits if self.every else None  # who writes the turned vectors looks cos and sin up
         return (
-            self.r(rotate(q, sign * query_at, rope.base, used)),
-            self.r(rotate(k, sign * (rope.at + keys_from), rope.base, used)),
+            self.r(rotate(q, sign * query_at, rope.base, used, table)),
+            self.r(rotate(k, sign * (rope.at + keys_from), rope.base, used, table)),
         )
 
     def compatibility(self, head: Head, q: np.ndarray, k: np.ndarray) -> np.ndarray:
