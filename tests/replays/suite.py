@@ -19,10 +19,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-import yaml
 
 from tests.replays import layers
 from tests.replays.mistakes import CATALOGUE, Mistake, NotApplicable
+from tests.replays.own import AFFINE, Exercise, ExerciseSet, affine_stacks, own_problems
 from tests.replays.student import HEAD_ORDER, SHARED, Key, Problem, Work, Written, answers_yaml, read, text_of
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -32,16 +32,6 @@ ROUNDINGS = tuple(
     (step, how, digits) for digits in (1, 2, 3) for step, how in (("weights", "truncated"), ("output", "off_by_one"))
 )
 CLEAR = 3e-3  # a step off the truth by more than this (scaled by W_O for final) is clearly not a rounding
-
-
-@dataclass(frozen=True)
-class ExerciseSet:
-    """One `attncli generate --count` call."""
-
-    name: str
-    options: tuple[str, ...]
-    count: int
-    seed: int
 
 
 SETS = (
@@ -60,24 +50,12 @@ SETS = (
     ),
     ExerciseSet("gqa", ("--gqa", "--heads", "4"), 4, 1201),
 )
-# problems of our own (generate has none)
-OWN = {"additive": 5, "given": 3, "decoding": 4, "bias": 3, "alibi": 3, "sinusoidal": 4, "rope-decoding": 3}
 # Stacked layers (their students are tests/replays/layers.py): each slip at every layer, named at that layer
 STACKS = (
     ExerciseSet("layers-pre", ("--layers", "2", "--norm", "layer"), 2, 1001),
     ExerciseSet("layers-post", ("--layers", "2", "--norm", "rms:post", "--tokens", "2"), 2, 1101),
 )
 STACK_CODES = ("residual_forgotten", "norm_misplaced", "layernorm_unbiased", "norm_swapped", "norm_affine_forgotten")
-# Stacks of our own whose norms learn a gain (and LayerNorm a bias), which generate does not write
-AFFINE = ExerciseSet("layers-affine", (), 2, 0)
-
-
-@dataclass(frozen=True, repr=False)
-class Exercise:
-    id: str  # set/NN
-    text: str  # the problem as the student gets it (the sheet)
-    problem: Problem | None  # None for a stack of layers (its students are tests/replays/layers.py)
-    key: Path  # a key file for `check --key`: the problem, with or without answers
 
 
 @dataclass(repr=False)
@@ -162,112 +140,6 @@ def _stack_cases(written: Sequence[tuple[ExerciseSet, Path]]) -> list[Case]:
                 kind = "stack" if work.slip is not None else "careful"
                 cases.append(Case(f"{exercise.id}/{name}", exercise, kind, None, work.slip or "", stack=(work, text)))
     return cases
-
-
-def _affine_stacks(directory: Path) -> Path:
-    """Two stacks of two layers whose norms learn a gain (LayerNorm placed pre, also a bias; RMSNorm placed post),
-    each written as its sheet and, no answers in it, its own key."""
-    rng = np.random.default_rng(13)
-    out = directory / "sets" / AFFINE.name
-    out.mkdir(parents=True)
-    for number in range(1, AFFINE.count + 1):
-        layer = {"norm": {"type": "layer", "place": "pre", "gain": _ints(rng, (3,), 1, 2), "bias": _ints(rng, (3,))}}
-        other = {"norm": {"type": "rms", "place": "post", "gain": _ints(rng, (3,), 1, 2)}}
-        stack = [{**norm, "w_q": _ints(rng, (3, 2)), "w_k": _ints(rng, (3, 2)), "w_v": _ints(rng, (3, 3))}
-                 for norm in (layer, other)[:: 1 if number == 1 else -1]]  # fmt: skip
-        data = {"exercise": f"{AFFINE.name}-{number:02d}", "tokens": ["the", "bank", "flooded"]}
-        text = yaml.safe_dump(data | {"x": _ints(rng, (3, 3)), "layers": stack}, sort_keys=False)
-        for name in (f"exercise-{number:02d}.yaml", f"exercise-{number:02d}-key.yaml"):
-            (out / name).write_text(text, encoding="utf-8")
-    return out
-
-
-def _ints(rng: np.random.Generator, shape: tuple[int, ...], low: int = -1, high: int = 2) -> list:
-    return rng.integers(low, high + 1, size=shape).tolist()
-
-
-def _biased_problems() -> list[tuple[str, dict]]:
-    """A bias matrix (one head; the last causal, with two heads sharing it) and ALiBi (two heads, each with its own
-    queries and keys, and W_O; causal, the last without a mask: |i − j| both ways), from a fixed seed."""
-    rng = np.random.default_rng(12)
-    tokens = ["the", "bank", "flooded"]
-    texts = []
-    for i in range(OWN["bias"]):
-        data = {"tokens": tokens, "queries": _ints(rng, (3, 2)), "keys": _ints(rng, (3, 2))}
-        data |= {"values": _ints(rng, (3, 2)), "bias": _ints(rng, (3, 3))}
-        if i == OWN["bias"] - 1:
-            data |= {"heads": [{"name": "head 1"}, {"name": "head 2", "keys": _ints(rng, (3, 2))}], "mask": "causal"}
-        texts.append(("bias", data))
-    tokens = ["fisherman", "net", "bank", "river"]
-    for i in range(OWN["alibi"]):
-        heads = [{"queries": _ints(rng, (4, 2), -2, 2), "keys": _ints(rng, (4, 2), -2, 2)} for _ in range(2)]
-        data = {"tokens": tokens, "values": _ints(rng, (4, 2)), "heads": heads, "w_o": _ints(rng, (4, 2), 0, 1)}
-        texts.append(("alibi", data | {"bias": "alibi"} | ({"mask": "causal"} if i < OWN["alibi"] - 1 else {})))
-    return texts
-
-
-def _own_problems(directory: Path) -> list[Exercise]:
-    """Additive problems, two-head problems with given scores, decoding, and biases (`_biased_problems`),
-    from fixed seeds."""
-    rng = np.random.default_rng(10)
-    tokens = ["the", "bank", "flooded"]
-    out = directory / "sets" / "own"
-    out.mkdir(parents=True)
-    texts = []
-    for _ in range(OWN["additive"]):
-        score = {
-            "type": "additive",
-            "w_query": _ints(rng, (2, 2)),
-            "w_key": _ints(rng, (2, 2)),
-            "v": _ints(rng, (2,), 1, 2),
-        }
-        data = {
-            "tokens": tokens,
-            "queries": _ints(rng, (3, 2)),
-            "keys": _ints(rng, (3, 2)),
-            "values": _ints(rng, (3, 2)),
-        }
-        texts.append(("additive", {**data, "score": score}))
-    for _ in range(OWN["given"]):
-        queries = [[f"{a}*sqrt(2)" for a in row] for row in _ints(rng, (3, 2))]
-        heads = [
-            {"name": "head 1", "queries": queries, "keys": _ints(rng, (3, 2))},
-            {"name": "head 2", "scores": _ints(rng, (3, 3), -2, 2)},
-        ]
-        texts.append(
-            ("given", {"tokens": tokens, "values": _ints(rng, (3, 2)), "heads": heads, "w_o": _ints(rng, (4, 2), 0, 1)})
-        )
-    rng = np.random.default_rng(11)
-    for i in range(OWN["decoding"]):
-        asking = 1 + i % 2  # one new token, or two
-        data = {
-            "tokens": ["fisherman", "net", "bank", "river"],
-            "query_tokens": ["bank", "river"][2 - asking :],
-            "queries": _ints(rng, (asking, 2)),
-            "keys": _ints(rng, (4, 2)),
-            "values": _ints(rng, (4, 2)),
-            "mask": "causal_lower_right",
-        }
-        texts.append(("decoding", data))
-    for i in range(OWN["rope-decoding"]):  # decoding against a cache, RoPE turning each token at its position
-        asking = 1 + i % 2
-        data = {"tokens": ["fisherman", "net", "bank", "river"], "query_tokens": ["bank", "river"][2 - asking :]}
-        data |= {"queries": _ints(rng, (asking, 4)), "keys": _ints(rng, (4, 4)), "values": _ints(rng, (4, 2))}
-        data |= {"mask": "causal_lower_right", "positions": {"type": "rope", "base": 100, "style": "half"}}
-        texts.append(("rope-decoding", data))
-    texts += _biased_problems()
-    for i in range(OWN["sinusoidal"]):  # x + PE through W_Q, W_K, W_V (causal every other one)
-        data = {"tokens": ["the", "bank", "flooded"], "x": _ints(rng, (3, 4), -1, 1)}  # scores a person can exp
-        data |= {name: _ints(rng, (4, 2), -1, 1) for name in ("w_q", "w_k", "w_v")}
-        texts.append(("sinusoidal", data | {"positions": "sinusoidal"} | ({"mask": "causal"} if i % 2 else {})))
-    exercises = []
-    for i, (name, data) in enumerate(texts, start=1):
-        ident = {"exercise": f"{name}-{i:02d}"}  # = exercise_id of the Exercise below
-        text = yaml.safe_dump(ident | data, sort_keys=False, default_flow_style=None)
-        path = out / f"{name}-{i:02d}.yaml"
-        path.write_text(text, encoding="utf-8")
-        exercises.append(Exercise(f"{name}/{i:02d}", text, read(text), path))
-    return exercises
 
 
 # --- what each case should show ---------------------------------------------------------------------
@@ -414,10 +286,10 @@ def build(
     decimals with `--min-decimals 3`. The `check` runs go side by side.
     """
     written = _generate(directory, (*SETS, *STACKS))
-    suite = Suite(exercises=_exercises(written[: len(SETS)]) + _own_problems(directory))
+    suite = Suite(exercises=_exercises(written[: len(SETS)]) + own_problems(directory))
     careful = [c for e in suite.exercises for c in _careful_cases(e)]
     wrong = _mistake_cases(suite.exercises, suite, per_mistake)
-    stacked = _stack_cases([*written[len(SETS) :], (AFFINE, _affine_stacks(directory))])
+    stacked = _stack_cases([*written[len(SETS) :], (AFFINE, affine_stacks(directory))])
     wrong += [c for c in stacked if c.kind == "stack"]
     rounded = _interleaved(suite.exercises)[:roundings]
     wrong += [c for i, e in enumerate(rounded) for c in _rounding_cases(e, i, suite)]
