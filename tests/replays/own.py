@@ -82,6 +82,30 @@ def biased_problems() -> list[tuple[str, dict]]:
     return texts
 
 
+def decoding_and_positions() -> list[tuple[str, dict]]:
+    """Decoding against a cache (one new token, or two; with and without RoPE), biases and ALiBi
+    (`biased_problems`), and sinusoidal positions added to x (causal every other one), from a fixed seed."""
+    rng = np.random.default_rng(11)
+    texts = []
+    for i in range(OWN["decoding"]):
+        asking = 1 + i % 2  # one new token, or two
+        data = {"tokens": ["fisherman", "net", "bank", "river"], "query_tokens": ["bank", "river"][2 - asking :]}
+        data |= {"queries": ints(rng, (asking, 2)), "keys": ints(rng, (4, 2)), "values": ints(rng, (4, 2))}
+        texts.append(("decoding", data | {"mask": "causal_lower_right"}))
+    for i in range(OWN["rope-decoding"]):  # RoPE turning each token at its position
+        asking = 1 + i % 2
+        data = {"tokens": ["fisherman", "net", "bank", "river"], "query_tokens": ["bank", "river"][2 - asking :]}
+        data |= {"queries": ints(rng, (asking, 4)), "keys": ints(rng, (4, 4)), "values": ints(rng, (4, 2))}
+        data |= {"mask": "causal_lower_right", "positions": {"type": "rope", "base": 100, "style": "half"}}
+        texts.append(("rope-decoding", data))
+    texts += biased_problems()
+    for i in range(OWN["sinusoidal"]):  # x + PE through W_Q, W_K, W_V
+        data = {"tokens": ["the", "bank", "flooded"], "x": ints(rng, (3, 4), -1, 1)}  # scores a person can exp
+        data |= {name: ints(rng, (4, 2), -1, 1) for name in ("w_q", "w_k", "w_v")}
+        texts.append(("sinusoidal", data | {"positions": "sinusoidal"} | ({"mask": "causal"} if i % 2 else {})))
+    return texts
+
+
 def own_problems(directory: Path) -> list[Exercise]:
     """Additive problems, two-head problems with given scores, decoding, and biases (`_biased_problems`),
     from fixed seeds."""
@@ -113,29 +137,7 @@ def own_problems(directory: Path) -> list[Exercise]:
         texts.append(
             ("given", {"tokens": tokens, "values": ints(rng, (3, 2)), "heads": heads, "w_o": ints(rng, (4, 2), 0, 1)})
         )
-    rng = np.random.default_rng(11)
-    for i in range(OWN["decoding"]):
-        asking = 1 + i % 2  # one new token, or two
-        data = {
-            "tokens": ["fisherman", "net", "bank", "river"],
-            "query_tokens": ["bank", "river"][2 - asking :],
-            "queries": ints(rng, (asking, 2)),
-            "keys": ints(rng, (4, 2)),
-            "values": ints(rng, (4, 2)),
-            "mask": "causal_lower_right",
-        }
-        texts.append(("decoding", data))
-    for i in range(OWN["rope-decoding"]):  # decoding against a cache, RoPE turning each token at its position
-        asking = 1 + i % 2
-        data = {"tokens": ["fisherman", "net", "bank", "river"], "query_tokens": ["bank", "river"][2 - asking :]}
-        data |= {"queries": ints(rng, (asking, 4)), "keys": ints(rng, (4, 4)), "values": ints(rng, (4, 2))}
-        data |= {"mask": "causal_lower_right", "positions": {"type": "rope", "base": 100, "style": "half"}}
-        texts.append(("rope-decoding", data))
-    texts += biased_problems()
-    for i in range(OWN["sinusoidal"]):  # x + PE through W_Q, W_K, W_V (causal every other one)
-        data = {"tokens": ["the", "bank", "flooded"], "x": ints(rng, (3, 4), -1, 1)}  # scores a person can exp
-        data |= {name: ints(rng, (4, 2), -1, 1) for name in ("w_q", "w_k", "w_v")}
-        texts.append(("sinusoidal", data | {"positions": "sinusoidal"} | ({"mask": "causal"} if i % 2 else {})))
+    texts += decoding_and_positions()
     exercises = []
     for i, (name, data) in enumerate(texts, start=1):
         ident = {"exercise": f"{name}-{i:02d}"}  # = exercise_id of the Exercise below

@@ -439,6 +439,13 @@ def verdict(case: Case) -> tuple[str, str]:
     misleading = _misleading(case, diagnosis)
     if misleading:
         return MISLEADING, f"named {misleading} at {case.step[1]}@{case.step[0]}"
+    return _later_steps(case, steps)
+
+
+def _later_steps(case: Case, steps: dict[Key, dict]) -> tuple[str, str]:
+    """Every other step of a slipped file: right where the slip does not reach it, carried (or right, when the
+    slip left it within rounding) where it does, and the step that shows the same act first named there."""
+    assert case.step is not None and case.work is not None
     truth = Work(case.exercise.problem, digits=None)
     first = case.mistake.first if case.mistake is not None else None
     for key, written in case.work.steps.items():
