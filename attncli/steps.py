@@ -61,6 +61,7 @@ class Step(NamedTuple):
     given_in: str = ""  # the head's field in the problem (attncli.problem.Head) that may give it instead
     applies: Callable[[Any], bool] | None = None  # whether a record has it; None: when its field holds a matrix
     truth: str = ""  # the record's attribute an answer of it holds, when not `field` (scores before a bias)
+    aside: bool = False  # a number written on the way (e^s, Σ e^s, ...): graded, in points only when they name it
 
 
 def _scored(head: HeadSteps) -> bool:
@@ -90,25 +91,28 @@ def _post_norm(layer: LayerSteps) -> bool:
 
 # fmt: off
 CALCULATION = (
-    Step("positioned", "positioned", TOKENS, COORDINATES, False, (), SHARED, saved=False, tutored=False),
-    Step("mean", "mean", QUERIES, NONE, False, (), LAYER, saved=False, tutored=False, applies=_centred),
-    Step("root", "root", QUERIES, NONE, False, ("mean",), LAYER, saved=False, tutored=False, applies=_normalised),
+    Step("positioned", "positioned", TOKENS, COORDINATES, False, (), SHARED, saved=False, tutored=False, aside=True),
+    Step("mean", "mean", QUERIES, NONE, False, (), LAYER, saved=False, tutored=False, applies=_centred,
+         aside=True),
+    Step("root", "root", QUERIES, NONE, False, ("mean",), LAYER, saved=False, tutored=False, applies=_normalised,
+         aside=True),
     Step("normed", "normed", QUERIES, COORDINATES, False, ("mean", "root"), LAYER, saved=False, tutored=False),
     Step("queries", "queries", QUERIES, COORDINATES, False, ("positioned",), given_in="queries"),
     Step("keys", "keys", TOKENS, COORDINATES, False, ("positioned",), given_in="keys"),
     Step("values", "values", TOKENS, COORDINATES, False, ("positioned",), given_in="values"),
     Step("turned_queries", "turned_queries", QUERIES, COORDINATES, False, ("queries",), saved=False, tutored=False,
-         applies=_turned),
+         applies=_turned, aside=True),
     Step("turned_keys", "turned_keys", TOKENS, COORDINATES, False, ("keys",), saved=False, tutored=False,
-         applies=_turned),
+         applies=_turned, aside=True),
     Step("dot", "dot", QUERIES, KEYS, True, ("queries", "keys", "turned_queries", "turned_keys"), applies=_scored),
     Step("scale", "", NONE, NONE, False, (), answered=False, saved=False, applies=_scored),
     Step("scores", "scores", QUERIES, KEYS, True, ("dot", "scale"), given_in="scores", truth="scaled_scores"),
     Step("bias", "bias", QUERIES, KEYS, False, (), answered=False, tutored=False),
-    Step("biased_scores", "biased_scores", QUERIES, KEYS, True, ("scores", "bias"), saved=False, tutored=False),
-    Step("exp", "exp", QUERIES, KEYS, True, ("biased_scores",), saved=False),
+    Step("biased_scores", "biased_scores", QUERIES, KEYS, True, ("scores", "bias"), saved=False, tutored=False,
+         aside=True),
+    Step("exp", "exp", QUERIES, KEYS, True, ("biased_scores",), saved=False, aside=True),
     Step("sum", "", QUERIES, NONE, False, ("exp",), answered=False, saved=False),  # the tutor's, a query at a time
-    Step("sums", "sums", QUERIES, NONE, False, ("exp",), saved=False, tutored=False),
+    Step("sums", "sums", QUERIES, NONE, False, ("exp",), saved=False, tutored=False, aside=True),
     Step("weights", "weights", QUERIES, KEYS, True, ("exp", "sum", "sums")),
     Step("product", "", QUERIES, COORDINATES, False, ("weights", "values"), answered=False, saved=False),
     Step("output", "output", QUERIES, COORDINATES, False, ("weights", "values")),

@@ -58,7 +58,7 @@ from attncli.grading import CARRIED, RIGHT, TOO_FEW_DECIMALS, WRONG, Cell, Repor
 from attncli.grading.rule import allowed
 from attncli.layers import StackSteps
 from attncli.parsing.fields import FieldReader
-from attncli.steps import ANSWERED, STREAM_STEPS
+from attncli.steps import ANSWERED, BY_NAME, STREAM_STEPS
 from attncli.yamldoc import Document, FieldPath, did_you_mean, kind_of
 
 CREDITS = {"full": Fraction(1), "half": Fraction(1, 2), "none": Fraction(0)}
@@ -188,8 +188,10 @@ def score(report: Report, spec: PointsSpec, key: KeyCells) -> Score:
     steps = []
     for step in key.steps:
         given = answered.get(step_key(step))
-        cells = {} if given is None else {(cell.row, cell.column): cell for cell in given.cells}
         share = shares[step.step]
+        if share == 0 and given is None:  # a step the points leave out, not answered (e^s, their sums): not listed
+            continue
+        cells = {} if given is None else {(cell.row, cell.column): cell for cell in given.cells}
         kinds: Counter[str] = Counter()
         earned = Fraction(0)
         for place in step.cells:
@@ -217,8 +219,8 @@ def _shares(spec: PointsSpec, key: KeyCells) -> Mapping[str, Fraction]:
     counts: Counter[str] = Counter()
     for step in key.steps:
         counts[step.step] += len(step.cells)
-    if spec.steps is None:
-        return {name: spec.per_cell for name in counts}
+    if spec.steps is None:  # the numbers written on the way count only when the points name them
+        return {name: Fraction(0) if BY_NAME[name].aside else spec.per_cell for name in counts}
     listed = dict(spec.steps)
     return {name: listed[name] / count if name in listed else Fraction(0) for name, count in counts.items()}
 

@@ -98,6 +98,7 @@ def _step_block(steps: Steps, name: str, head: int | None) -> _Block:
     rows, _ = labels(problem, name, found.shape[1])
     if step.columns == KEYS:
         columns = t("template.keys", names=", ".join(problem.tokens))
+        columns += f"; {t('template.aside')}" if step.aside else ""
     else:
         columns = _columns(name, step.rows == QUERIES, found)
     return _Block(name, rows, found, ~problem.mask if step.maskable else None, columns)
@@ -105,11 +106,12 @@ def _step_block(steps: Steps, name: str, head: int | None) -> _Block:
 
 def _columns(name: str, per_query: bool, matrix: np.ndarray) -> str:
     """What a step's columns are, for the template's comment: its coordinates, or one number a row (Σ e^s, a norm's
-    mean and root)."""
+    mean and root); a number written on the way says it is optional."""
     if BY_NAME[name].columns == NONE:
-        return t("template.per_query" if per_query else "template.per_token")
-    key = "template.query_coordinates" if per_query else "template.token_coordinates"
-    return t(key, count=matrix.shape[1])
+        said = t("template.per_query" if per_query else "template.per_token")
+    else:
+        said = t("template.query_coordinates" if per_query else "template.token_coordinates", count=matrix.shape[1])
+    return f"{said}; {t('template.aside')}" if BY_NAME[name].aside else said
 
 
 def _block(block: _Block, cell: Cell, indent: int, comments: bool) -> list[str]:

@@ -740,6 +740,7 @@ MESSAGES: dict[str, str] = {
     "template.token_coordinates": "a row per token, {count} {count:coordinate|coordinates}",
     "template.per_query": "one number per query",
     "template.per_token": "one number per token",
+    "template.aside": "optional, written on the way (graded; in points only where they name it)",
     # Looking at attention: heatmaps, norms, interventions, compare, scaling
     "analysis.unknown_token": "'{name}' is not a token (tokens: {names}); join several with +",
     "analysis.ablate_everything": "removing {target} leaves query '{name}' no key to attend to",

@@ -812,6 +812,7 @@ MESSAGES: dict[str, str] = {
     "template.token_coordinates": "una fila por token, {count} {count:coordenada|coordenadas}",
     "template.per_query": "un número por consulta",
     "template.per_token": "un número por token",
+    "template.aside": "opcional, un número intermedio (se corrige; cuenta en los puntos solo si estos lo nombran)",
     # attncli compute --format markdown / latex: los informes
     "writeup.title": "La atención, paso a paso",
     "writeup.score_scaled_dot": "producto escalar escalado",
