@@ -531,7 +531,8 @@ def test_record_from_the_command_line_is_graded_the_same_by_check(tmp_path: Path
     graded = CliRunner().invoke(app, ["check", str(homework), "--format", "json"])
     report = json.loads(graded.stdout)
     statuses = [c["status"] for s in report["steps"] for c in s["cells"]]
-    assert statuses == ["wrong", "right", "right", "carried", "right", "right", *["right"] * 5]  # + weights, output
+    # dot, scores, then e^s, weights and output
+    assert statuses == ["wrong", "right", "right", "carried", "right", "right", *["right"] * 8]
     assert verdicts(result.stdout) == ["✗", *["✓"] * 16]
     assert "sqrt(2)" in homework.read_text()  # the problem as written
 
