@@ -924,7 +924,7 @@ MESSAGES: dict[str, str] = {
     "help.softmax.tokens": "Names of the logits, comma-separated (default t1..tV).",
     "help.softmax.target": "A row's target, for its cross-entropy: a token's name or its position from 1 (once per row).",
     "help.softmax.temperature": "Divide the logits by T before the softmax (default 1).",
-    "help.softmax.top_k": "Keep the K most likely tokens (after the temperature), renormalised.",
+    "help.softmax.top_k": "Keep the K most likely tokens (after the temperature) and any tied with the K-th, as Hugging Face does; renormalised.",
     "help.softmax.top_p": "Then keep the fewest most likely tokens whose probability adds up to at least P, renormalised.",
     "help.cost": "Count what attention costs: parameters, the FLOPs of each matrix product and the KV cache's bytes, each term a product written out.",
     "help.cost.file": "A problem file: count its own matrices and products (else the options give a model's shape).",

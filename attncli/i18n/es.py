@@ -928,7 +928,7 @@ MESSAGES: dict[str, str] = {
     "help.softmax.tokens": "Nombres de los logits, separados por comas (por defecto t1..tV).",
     "help.softmax.target": "El objetivo de una fila, para su entropía cruzada: el nombre de un token o su posición desde 1 (una vez por fila).",
     "help.softmax.temperature": "Divide los logits entre T antes de la softmax (por defecto 1).",
-    "help.softmax.top_k": "Conserva los K tokens más probables (tras la temperatura), renormalizados.",
+    "help.softmax.top_k": "Conserva los K tokens más probables (tras la temperatura) y los empatados con el K-ésimo, como Hugging Face; renormalizados.",
     "help.softmax.top_p": "Después conserva los menos tokens más probables cuya probabilidad sume al menos P, renormalizados.",
     "help.cost": "Cuenta lo que cuesta la atención: parámetros, los FLOPs de cada producto de matrices y los bytes de la caché KV, cada término un producto escrito.",
     "help.cost.file": "Un archivo de problema: cuenta sus propias matrices y productos (si no, las opciones dan la forma de un modelo).",
