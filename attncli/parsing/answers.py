@@ -23,7 +23,17 @@ from attncli.expr import WHOLE_DIGITS, whole_number
 from attncli.i18n import current_language
 from attncli.layers import LayerSteps, StackSteps
 from attncli.parsing.fields import FieldReader, row_label
-from attncli.steps import ANSWERED, HEAD_STEPS, MASKABLE, SHARED_STEPS, STREAM_STEPS, labels, matrix, present
+from attncli.steps import (
+    ANSWERED,
+    HEAD_STEPS,
+    MASKABLE,
+    SHARED_STEPS,
+    STREAM_STEPS,
+    TILED,
+    labels,
+    matrix,
+    present,
+)
 from attncli.yamldoc import Document, FieldPath, did_you_mean, kind_of
 
 MASK_WORDS = ("masked", "-inf", "-∞", "-infinity")
@@ -255,9 +265,9 @@ class _Reader(FieldReader):
     ) -> Answers | None:
         """The steps answered in the mapping `section` at `path` (`more`: other names it may hold); None for none."""
         assert self.steps is not None
-        self.check_fields(section, path, (*ANSWERED, "heads", *more), "check.known_steps")
+        self.check_fields(section, path, (*HEAD_STEPS, TILED, *SHARED_STEPS, "heads", *more), "check.known_steps")
         heads = len(self.steps.heads)
-        top = [name for name in HEAD_STEPS if name in section]
+        top = [name for name in (*HEAD_STEPS, TILED) if name in section]
         if "heads" in section:
             if top:
                 raise self.error((*path, top[0]), "check.heads_and_top")
@@ -272,6 +282,7 @@ class _Reader(FieldReader):
             for step in HEAD_STEPS
             if step in fields
         ]
+        found += self.tiles(per_head)
         found += [self.answer((*path, step), section[step], step, None) for step in SHARED_STEPS if step in section]
         if not found:
             return None
@@ -283,8 +294,19 @@ class _Reader(FieldReader):
         if len(value) > heads:
             raise self.error((*path, "heads"), "check.too_many_heads", count=len(value), expected=heads)
         for index, fields in enumerate(value):
-            self.check_fields(fields, (*path, "heads", index), HEAD_STEPS, "check.known_steps")
+            self.check_fields(fields, (*path, "heads", index), (*HEAD_STEPS, TILED), "check.known_steps")
         return [((*path, "heads", index), fields) for index, fields in enumerate(value)]
+
+    def tiles(self, per_head: list[tuple[FieldPath, dict]]) -> list[Answer]:
+        """Each head's `tiles:` (attncli.parsing.tile_answers), after every head's other steps."""
+        from attncli.parsing import tile_answers  # it reads Answer and Entry from here
+
+        return [
+            answer
+            for head, (head_path, fields) in enumerate(per_head)
+            if TILED in fields
+            for answer in tile_answers.read(self, (*head_path, TILED), fields[TILED], head)
+        ]
 
     def layer(self, path: FieldPath, fields: dict, layer: LayerSteps, settings: Settings) -> LayerAnswers:
         """Layer `path`'s answers: its attention's steps and its streams."""
