@@ -133,7 +133,7 @@ SOFTMAX_BY_NAME = {step.name: step for step in SOFTMAX}
 SOFTMAX_INDEX = {step.name: index for index, step in enumerate(SOFTMAX)}
 
 
-def names(place: str, **wanted: bool) -> tuple[str, ...]:
+def names(place: str, **wanted: bool | str) -> tuple[str, ...]:
     """The names of the steps at `place` in the order of the calculation, those with the flags `wanted` only
     (`answered=True`, `saved=True`, ...)."""
     return tuple(

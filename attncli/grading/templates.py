@@ -16,7 +16,7 @@ from attncli.core import Steps
 from attncli.i18n import t
 from attncli.layers import StackSteps
 from attncli.parsing.answers import NOT_ANSWERED, stream_steps
-from attncli.steps import BY_NAME, HEAD_STEPS, KEYS, QUERIES, SHARED_STEPS, computed, labels, matrix
+from attncli.steps import BY_NAME, HEAD_STEPS, KEYS, QUERIES, SHARED_STEPS, TILE_STEPS, TILED, computed, labels, matrix
 from attncli.yamldoc import comment, flow, scalar
 
 Cell = Callable[[float, bool], str]  # (true value, masked) -> the text written in the cell
@@ -65,11 +65,16 @@ def _step_lines(steps: Steps, cell: Cell, comments: bool, indent: int) -> list[s
     """One layer's attention, `indent` spaces in: its one head's steps, or each head's under `heads:`, concat, final."""
     per_head = [_head_blocks(steps, h) for h in range(len(steps.heads))]
     if steps.concat is None:
-        return [line for block in per_head[0] for line in _block(block, cell, indent, comments)]
+        blocks = per_head[0]
+        return [
+            *(line for block in blocks for line in _block(block, cell, indent, comments)),
+            *_tiles(steps, 0, cell, indent, comments),
+        ]
     pad = " " * indent
     lines = [f"{pad}heads:"]
-    for blocks in per_head:
+    for h, blocks in enumerate(per_head):
         head_lines = [line for block in blocks for line in _block(block, cell, indent + 4, comments)]
+        head_lines += _tiles(steps, h, cell, indent + 4, comments)
         lines += [f"{pad}  - {head_lines[0].lstrip()}", *head_lines[1:]]
     for name in SHARED_STEPS:
         lines += _block(_step_block(steps, name, None), cell, indent, comments)
@@ -92,6 +97,31 @@ def _step_block(steps: Steps, name: str, head: int | None) -> _Block:
     else:
         columns = _coordinates(step.rows == QUERIES, found)
     return _Block(name, rows, found, ~problem.mask if step.maskable else None, columns)
+
+
+def _tiles(steps: Steps, h: int, cell: Cell, indent: int, comments: bool) -> list[str]:
+    """Head `h`'s online softmax when the problem has `tiles:`: per query, a record per tile of its running max,
+    rescale, running sum and accumulator (attncli.parsing.tile_answers reads them back); none without tiles."""
+    tiles = steps.heads[h].tiles
+    if tiles is None:
+        return []
+    pad = " " * indent
+    title = f"{pad}{TILED}:" + (f"  {comment(t('template.tiles', size=tiles.size))}" if comments else "")
+    lines = [title]
+    queries = steps.problem.query_tokens
+    named = len(set(queries)) == len(queries)  # names that read back as a mapping query: tiles; else a list
+    for i, query in enumerate(queries):
+        lines.append(f"{pad}  {scalar(query)}:" if named else f"{pad}  -  {comment(query)}")
+        for tile in range(tiles.running_max.shape[1]):
+            numbers = {name: getattr(tiles, name)[i, tile] for name in TILE_STEPS}
+            fields = [
+                f"{name}: {flow(cell(float(v), False) for v in value)}"
+                if name == "accumulator"
+                else f"{name}: {cell(float(value), name == 'running_max' and bool(np.isneginf(value)))}"
+                for name, value in numbers.items()
+            ]
+            lines.append(f"{pad}    - {{{', '.join(fields)}}}")
+    return lines
 
 
 def _coordinates(per_query: bool, matrix: np.ndarray) -> str:

@@ -710,6 +710,7 @@ MESSAGES: dict[str, str] = {
     "generate.rope_shape": "RoPE exercises turn by quarter turns, which needs --dk 2 or 4 and a dot-product score (got d_k = {d_k}, {score})",
     "generate.gqa_heads": "--gqa lets every two query heads share one head of keys and values: give an even --heads, not {heads}",
     "generate.positions_layers": "--rope and --gqa make one-layer exercises: leave out --layers",
+    "generate.tiles_layers": "--tiles writes one layer's softmax out tile by tile: leave out --layers (a stacked file takes tiles: inside a layer)",
     "generate.count_needs_output": "--count writes files: name their directory with -o DIR",
     "generate.not_empty": "{path} is not empty: choose an empty directory, or add --force to write over its exercises",
     "generate.bad_suffix": "{path} names a {suffix} file, which generate does not write: give a {one} file for one exercise, or a folder (with --count)",
@@ -719,6 +720,7 @@ MESSAGES: dict[str, str] = {
     "template.rows": "Rows are queries (for keys and values: tokens); columns are keys, or coordinates 1, 2, ...",
     "template.keys": "a row per query, a column per key: {names}",
     "template.query_coordinates": "a row per query, {count} {count:coordinate|coordinates}",
+    "template.tiles": "per query, a record per tile of {size} {size:key|keys}: m', α, ℓ' and o' after the tile (the first α is 0)",
     "template.token_coordinates": "a row per token, {count} {count:coordinate|coordinates}",
     # Looking at attention: heatmaps, norms, interventions, compare, scaling
     "analysis.unknown_token": "'{name}' is not a token (tokens: {names}); join several with +",
@@ -921,6 +923,7 @@ MESSAGES: dict[str, str] = {
     "help.generate.norm": "With --layers: none, layer or rms before each attention; layer:post or rms:post after the sum.",
     "help.generate.rope": "Turn queries and keys with RoPE: half or interleaved (quarter turns; --dk 2 or 4).",
     "help.generate.gqa": "Grouped-query heads: every two query heads share keys and values (an even --heads; 2 by default).",
+    "help.generate.tiles": "Write the softmax out tile by tile, B keys a tile (FlashAttention's online softmax): the answers hold each tile's m', α, ℓ' and o'.",
     "help.generate.seed": "Seed of the numbers (default: random, shown).",
     "help.generate.answers": "Add the answers: section, the key for `attncli check`.",
     "help.generate.count": "Write this many exercises to -o.",

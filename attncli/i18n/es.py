@@ -782,6 +782,7 @@ MESSAGES: dict[str, str] = {
     "generate.rope_shape": "los ejercicios de RoPE giran por cuartos de vuelta, lo que pide --dk 2 o 4 y una puntuación de producto escalar (hay d_k = {d_k}, {score})",
     "generate.gqa_heads": "--gqa hace que cada dos cabezas de consulta compartan una cabeza de claves y valores: da un --heads par, no {heads}",
     "generate.positions_layers": "--rope y --gqa crean ejercicios de una capa: quita --layers",
+    "generate.tiles_layers": "--tiles escribe la softmax de una capa bloque a bloque: quita --layers (un archivo de capas apiladas lleva tiles: dentro de una capa)",
     "generate.count_needs_output": "--count escribe archivos: indica su directorio con -o DIR",
     "generate.not_empty": "{path} no está vacío: elige un directorio vacío o añade --force para sobrescribir sus ejercicios",
     "generate.bad_suffix": "{path} nombra un archivo {suffix}, que generate no escribe: indica un archivo {one} para un ejercicio, o una carpeta (con --count)",
@@ -791,6 +792,7 @@ MESSAGES: dict[str, str] = {
     "template.rows": "Las filas son las consultas (en keys y values, los tokens); las columnas, las claves o las coordenadas 1, 2, ...",
     "template.keys": "una fila por consulta, una columna por clave: {names}",
     "template.query_coordinates": "una fila por consulta, {count} {count:coordenada|coordenadas}",
+    "template.tiles": "por consulta, un registro por bloque de {size} {size:clave|claves}: m', α, ℓ' y o' tras el bloque (el primer α es 0)",
     "template.token_coordinates": "una fila por token, {count} {count:coordenada|coordenadas}",
     # attncli compute --format markdown / latex: los informes
     "writeup.title": "La atención, paso a paso",
@@ -925,6 +927,7 @@ MESSAGES: dict[str, str] = {
     "help.generate.norm": "Con --layers: none, layer o rms antes de cada atención; layer:post o rms:post después de la suma.",
     "help.generate.rope": "Gira las consultas y las claves con RoPE: half o interleaved (cuartos de vuelta; --dk 2 o 4).",
     "help.generate.gqa": "Cabezas de consultas agrupadas: cada dos cabezas de consulta comparten claves y valores (un --heads par; 2 si no se da).",
+    "help.generate.tiles": "Escribe la softmax bloque a bloque, B claves por bloque (la softmax en línea de FlashAttention): las respuestas llevan m', α, ℓ' y o' de cada bloque.",
     "help.generate.seed": "Semilla de los números (por omisión, una al azar, que se muestra).",
     "help.generate.answers": "Añade la sección answers:, las soluciones para `attncli check`.",
     "help.generate.count": "Escribe este número de ejercicios en -o.",
