@@ -16,7 +16,21 @@ from attncli.core import Steps
 from attncli.i18n import t
 from attncli.layers import StackSteps
 from attncli.parsing.answers import NOT_ANSWERED, stream_steps
-from attncli.steps import BY_NAME, HEAD_STEPS, KEYS, QUERIES, SHARED_STEPS, TILE_STEPS, TILED, computed, labels, matrix
+from attncli.softmax import SoftmaxSteps
+from attncli.steps import (
+    BY_NAME,
+    HEAD_STEPS,
+    KEYS,
+    NONE,
+    QUERIES,
+    SHARED_STEPS,
+    SOFTMAX,
+    TILE_STEPS,
+    TILED,
+    computed,
+    labels,
+    matrix,
+)
 from attncli.yamldoc import comment, flow, scalar
 
 Cell = Callable[[float, bool], str]  # (true value, masked) -> the text written in the cell
@@ -139,3 +153,27 @@ def _block(block: _Block, cell: Cell, indent: int, comments: bool) -> list[str]:
     if len(set(block.rows)) == len(block.rows):  # names that read back as a mapping token: row
         return [title, *(f"{pad}  {scalar(name)}: {flow(row)}" for name, row in zip(block.rows, rows))]
     return [title, *(f"{pad}  - {flow(row)}  {comment(name)}" for name, row in zip(block.rows, rows))]
+
+
+def softmax_template(steps: SoftmaxSteps, exercise: str | None = None) -> str:
+    """A blank answers: section for a softmax homework (attncli.parsing.softmax_answers reads it back): each step
+    its problem has, by the names of `attncli softmax --format json`, `?` in every cell."""
+    lines = [comment(t("template.comment")), comment(t("template.softmax_rows"))]
+    if exercise is not None:
+        lines.append(f"exercise: {scalar(exercise)}")
+    lines.append("answers:")
+    count, width = steps.logits.rows.shape
+    present = {"kept": steps.filtered is not None, "filtered": steps.filtered is not None}
+    present |= {"cross_entropy": steps.cross_entropy is not None, "grad_logits": steps.cross_entropy is not None}
+    blank = scalar(NOT_ANSWERED)
+    for step in SOFTMAX:
+        if not present.get(step.name, True):
+            continue
+        row = blank if step.columns == NONE else flow([blank] * width)
+        if count == 1:
+            lines.append(f"  {step.name}: {row}")
+        elif step.columns == NONE:
+            lines.append(f"  {step.name}: {flow([blank] * count)}")
+        else:
+            lines += [f"  {step.name}:", *(f"    - {row}" for _ in range(count))]
+    return "\n".join(lines) + "\n"

@@ -147,6 +147,12 @@ def stream_steps(layer: LayerSteps) -> dict[str, np.ndarray]:
     return {name: found for name in STREAM_STEPS if (found := matrix(layer, name)) is not None}
 
 
+def reader(document: Document) -> _Reader:
+    """A reader of answered cells with no calculation behind them: a softmax homework's
+    (attncli.parsing.softmax_answers)."""
+    return _Reader(document, None)
+
+
 def read_settings(document: Document) -> Settings:
     """The validated `tolerance:`, `carry:`, `min_decimals:` and `require:` of a file (a key or a homework)."""
     return _Reader(document, None).settings()
