@@ -17,6 +17,7 @@ from typer.testing import CliRunner
 from attncli.cli import app
 from tests.paths import ROOT
 from tests.refusals import refused
+from tests.replays import checked
 from tests.replays import tiles as replays
 
 SCREEN = {"LC_ALL": None, "LC_MESSAGES": None, "LANG": None, "LANGUAGE": None, "NO_COLOR": "1", "COLUMNS": "200"}
@@ -33,27 +34,21 @@ def run(*args: str, lang: str = "en") -> tuple[int, str, str]:
 @pytest.fixture(scope="module")
 def suite(tmp_path_factory: pytest.TempPathFactory) -> list[replays.Case]:
     found = replays.cases(tmp_path_factory.mktemp("tiles"), SEEDS)
-    replays.run(found)
+    checked.run(found)
     return found
 
 
-def _failures(found: list[replays.Case], kind: str) -> list[str]:
-    cases = [c for c in found if c.kind == kind]
-    assert len(cases) >= 10, f"only {len(cases)} cases of {kind}"
-    return [f"{c.path.name}: {v[0]} {v[1]}" for c in cases for v in [replays.verdict(c)] if v[0] != replays.GOOD]
-
-
 def test_careful_students_carrying_4_decimals_pass(suite: list[replays.Case]) -> None:
-    assert not _failures(suite, "careful"), "false alarms (python -m tests.replays.tiles)"
+    assert not checked.failures(suite, "careful"), "false alarms (python -m tests.replays.tiles)"
 
 
 @pytest.mark.parametrize("slip", replays.SLIPS)
 def test_each_slip_carried_is_named_at_its_step(suite: list[replays.Case], slip: str) -> None:
-    assert not _failures(suite, slip), "missed or unnamed (python -m tests.replays.tiles)"
+    assert not checked.failures(suite, slip), "missed or unnamed (python -m tests.replays.tiles)"
 
 
 def test_an_arithmetic_slip_is_carried_through_the_later_tiles(suite: list[replays.Case]) -> None:
-    assert not _failures(suite, "arithmetic")
+    assert not checked.failures(suite, "arithmetic", replays.verdict)
     carried = [
         cell
         for case in suite

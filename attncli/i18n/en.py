@@ -435,6 +435,7 @@ MESSAGES: dict[str, str] = {
     "check.softmax_steps": " (a softmax homework's steps: {names})",
     "check.softmax_rows": "{count} {count:row|rows} written, but the logits have {expected} {expected:row|rows}",
     "check.softmax_width": "expected {expected} {expected:number|numbers} here, got {got}",
+    "check.softmax_not_here": "this homework has no {step} to compute: add {fields} to its logits",
     "check.scores_given": "this head's scores are given in the problem, so it has no {step} to compute",
     "check.unknown_row": "'{name}' is not one of the names here ({names})",
     "check.ambiguous_name": "'{name}' names more than one row or column; give the numbers as a list",

@@ -507,6 +507,7 @@ MESSAGES: dict[str, str] = {
     "check.softmax_steps": " (los pasos de una tarea de softmax: {names})",
     "check.softmax_rows": "hay {count} {count:fila|filas} escritas, pero los logits tienen {expected} {expected:fila|filas}",
     "check.softmax_width": "se esperaban {expected} {expected:número|números} aquí, pero hay {got}",
+    "check.softmax_not_here": "esta tarea no tiene {step} que calcular: añade {fields} a sus logits",
     "check.scores_given": "las puntuaciones de esta cabeza vienen dadas en el problema, así que no hay {step} que calcular",
     "check.unknown_row": "'{name}' no es ninguno de los nombres de aquí ({names})",
     "check.ambiguous_name": "'{name}' nombra más de una fila o columna; escribe los números como una lista",

@@ -20,6 +20,7 @@ that attncli.grading.softmax grades them and check's reports show them as any ot
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Protocol
 
@@ -40,6 +41,23 @@ class _Cells(Protocol):
 
 
 STEPS = tuple(step.name for step in SOFTMAX)
+
+
+# The steps only some homework has: the field of Logits that brings them, and how a file asks for it.
+def _filtered(logits: Logits) -> bool:
+    return logits.top_k is not None or logits.top_p is not None
+
+
+def _targeted(logits: Logits) -> bool:
+    return logits.targets is not None
+
+
+NEEDS: dict[str, tuple[Callable[[Logits], bool], str]] = {
+    "kept": (_filtered, "top_k: or top_p:"),
+    "filtered": (_filtered, "top_k: or top_p:"),
+    "cross_entropy": (_targeted, "targets:"),
+    "grad_logits": (_targeted, "targets:"),
+}
 KEPT_WORDS = {True: 1, False: 0}  # `kept: [true, false]` as the JSON writes it
 
 
@@ -72,6 +90,9 @@ def parse(document: Document, logits: Logits) -> list[Answer]:
         if name not in section:
             continue
         step = SOFTMAX_BY_NAME[name]
+        needs = NEEDS.get(name)
+        if needs is not None and not needs[0](logits):
+            raise reader.error(("answers", name), "check.softmax_not_here", step=name, fields=needs[1])
         columns = (name,) if step.columns == NONE else logits.tokens
         path = ("answers", name)
         grid = _grid(reader, path, section[name], name, len(rows), len(columns))

@@ -17,19 +17,14 @@ arithmetic slip (one ℓ' off by 0.1, carried on) must leave the later tiles of 
 
 from __future__ import annotations
 
-import json
 import math
-import subprocess
-import sys
-import tempfile
-from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
+from tests.replays import checked
 from tests.replays.student import text_of
-from tests.replays.suite import env
 
 NAMES = ("the", "old", "fisherman", "mended", "his", "net", "by", "bank")
 TILE_STEPS = ("running_max", "rescale", "running_sum", "accumulator")
@@ -189,65 +184,26 @@ def _arithmetic(scores: np.ndarray, exercise: Exercise, careful: dict[str, np.nd
     return written
 
 
-def run(found: list[Case]) -> int:
-    """`check --format json` once over every case's file; each case gets its file's object. The exit code."""
-    command = [sys.executable, "-m", "attncli", "check", "--format", "json", *(str(c.path) for c in found)]
-    done = subprocess.run(command, env=env(), capture_output=True, text=True, timeout=900)
-    results = {}
-    for line in done.stdout.splitlines():
-        if line.startswith("{"):
-            obj = json.loads(line)
-            results[obj.get("file")] = obj
-    for case in found:
-        case.result = results.get(str(case.path), {"error": done.stderr.strip()[:300] or "no result", "steps": []})
-    return done.returncode
-
-
-GOOD, FALSE_ALARM, MISSED, UNNAMED, WRONG_CARRY = "good", "false alarm", "missed", "unnamed", "not carried"
+GOOD, FALSE_ALARM, WRONG_CARRY = checked.GOOD, checked.FALSE_ALARM, "not carried"
 
 
 def verdict(case: Case) -> tuple[str, str]:
-    """How `check` did on `case`, and what it said where it went wrong."""
+    """How `check` did on `case`: checked.verdict's, and for the arithmetic slip, its later tiles carried (↷)."""
+    if case.kind != "arithmetic":
+        return checked.verdict(case)
     steps = case.result.get("steps", [])
-    if "error" in case.result or not steps:
+    if case.result.get("error") or not steps:
         return FALSE_ALARM, str(case.result.get("error", "no steps"))
-    wrong = [s for s in steps if s["status"] != "right"]
-    if case.kind == "careful":
-        return (GOOD, "") if not wrong else (FALSE_ALARM, f"{wrong[0]['step']}: {wrong[0]['diagnosis']}")
-    if not wrong:
-        return MISSED, "every step right"
-    if case.kind == "arithmetic":
-        sums = next(s for s in steps if s["step"] == "running_sum")
-        first = [c for c in sums["cells"] if c["row"] == 0 and c["status"] != "right"]
-        later_wrong = [c for c in first[1:] if c["status"] == "wrong"]
-        others = [s["step"] for s in wrong if s["step"] != "running_sum"]
-        if later_wrong or others:
-            return WRONG_CARRY, f"wrong after the slip: {[c['column_name'] for c in later_wrong]} {others}"
-        return GOOD, ""
-    named = case.kind in wrong[0]["diagnosis"]
-    return (GOOD, "") if named else (UNNAMED, f"{wrong[0]['step']}: {wrong[0]['diagnosis']}")
-
-
-def figures(found: list[Case]) -> dict[str, Counter[str]]:
-    """Per kind of student, how many cases ended each way."""
-    table: dict[str, Counter[str]] = {}
-    for case in found:
-        table.setdefault(case.kind, Counter())[verdict(case)[0]] += 1
-    return table
-
-
-def main(count: int = 60) -> None:
-    with tempfile.TemporaryDirectory() as folder:
-        found = cases(Path(folder), range(count))
-        code = run(found)
-        print(f"python -m tests.replays.tiles {count}: {len(found)} files, check exit {code}")
-        for kind, counts in figures(found).items():
-            print(f"  {kind:16} {sum(counts.values()):3} cases: " + ", ".join(f"{k} {v}" for k, v in counts.items()))
-        for case in found:
-            status, why = verdict(case)
-            if status != GOOD:
-                print(f"  {status}: {case.path.name}: {why}")
+    sums = next(s for s in steps if s["step"] == "running_sum")
+    first = [c for c in sums["cells"] if c["row"] == 0 and c["status"] != "right"]
+    later_wrong = [c for c in first[1:] if c["status"] == "wrong"]
+    others = [s["step"] for s in steps if s["status"] != "right" and s["step"] != "running_sum"]
+    if not first:
+        return checked.MISSED, "every step right"
+    if later_wrong or others:
+        return WRONG_CARRY, f"wrong after the slip: {[c['column_name'] for c in later_wrong]} {others}"
+    return GOOD, ""
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]) if len(sys.argv) > 1 else 60)
+    checked.main("tiles", cases, verdict)
