@@ -134,3 +134,29 @@ def test_tiles_answered_without_tiles_in_the_problem_are_refused(tmp_path: Path)
 
 def test_generate_refuses_tiles_with_layers() -> None:
     refused(lambda *args, lang: run(*args, lang=lang), ["generate", "--tiles", "2", "--layers", "2"], "--layers")
+
+
+def _practise(*args: str, lines: list[str], lang: str = "en") -> str:
+    result = CliRunner().invoke(app, ["practice", *args, "--lang", lang], env=SCREEN, input="\n".join(lines) + "\n")
+    return result.stdout
+
+
+def test_practice_asks_the_tiles_after_the_output_and_names_the_slip() -> None:
+    """samples/tiles.yaml at level 3: e^s, Σ, weights and output shown, then 3 tiles × (m', α, ℓ', o')."""
+    tile1 = ["1", "0", f"{1 + 1 / E:.4f}", f"{1 / E:.4f}, 1"]
+    tile2 = ["3", f"{E**-2:.4f}", f"{1 + E**-1 + E**-2 + E**-3:.4f}", f"{1 + 2 / E + E**-3:.4f}, {1 + E**-2:.4f}"]
+    tile3 = ["3", "1", tile2[2], tile2[3]]
+    sample = str(ROOT / "samples" / "tiles.yaml")
+    stdout = _practise(sample, "--level", "3", lines=["show"] * 4 + tile1 + tile2 + tile3)
+    asked = [line for line in stdout.splitlines() if "tile" in line and line.startswith("[")]
+    assert len(asked) == 12 and "[16/16] the accumulator o' of 'his' after tile 3 (2 numbers)" in stdout
+    assert stdout.count("✓ right") == 12 and "12 of 16 steps right" in stdout
+    unrescaled = [*tile1, tile2[0], tile2[1], f"{2 + 2 / E:.4f}"]
+    stdout = _practise(sample, "--level", "3", lines=["show"] * 4 + unrescaled + ["quit"], lang="es")
+    assert "falta reescalar por α" in stdout
+
+
+def test_practice_makes_an_exercise_with_tiles() -> None:
+    stdout = _practise("--tokens", "3", "--tiles", "2", "--seed", "4", "--level", "3", lines=["quit"])
+    assert "running max m'" in stdout and "accumulator o'" in stdout  # in the summary's rows, not reached yet
+    assert "attncli practice --tokens 3 --tiles 2 --seed 4 --level 3" in stdout  # the same exercise again
