@@ -123,6 +123,7 @@ def test_the_template_of_a_softmax_homework_reads_back(tmp_path: Path) -> None:
         (answers(maximum="2"), "unknown field 'maximum'"),
         (answers(shifted="[0, -1]"), "expected 3 numbers here, got a list of 2 items"),
         (answers(max="[2, 3]"), "2 rows written, but the logits have 1 row"),
+        (answers(max="{cat: 2}"), "expected 1 number here, got a mapping"),
         (answers(kept="[true, false, true]"), "no kept to compute: add top_k: or top_p:"),
         (answers(probabilities="[0.6590, masked, 0.0986]"), "answers.probabilities[2]: 'masked'"),
         ("require: [weights]\n" + answers(**RIGHT), "require: 'weights' is not a step"),

@@ -114,7 +114,7 @@ def _grid(
     grid = []
     for at, row in rows:
         cells = [row] if width == 1 and not isinstance(row, list) else row
-        if not isinstance(cells, list) or len(cells) != width:
+        if not isinstance(cells, list) or len(cells) != width or any(isinstance(c, dict) for c in cells):
             raise reader.error(at, "check.softmax_width", expected=width, got=kind_of(row))
         if name == "kept":
             cells = [KEPT_WORDS.get(cell, cell) if isinstance(cell, bool) else cell for cell in cells]
