@@ -305,13 +305,13 @@ class _Reader(FieldReader):
 
     def tiles(self, per_head: list[tuple[FieldPath, dict]]) -> list[Answer]:
         """Each head's `tiles:` (attncli.parsing.tile_answers), after every head's other steps."""
-        from attncli.parsing import tile_answers  # it reads Answer and Entry from here
+        from attncli.parsing import tile_answers
 
         return [
-            answer
+            Answer(name, head, rows, columns, cells)
             for head, (head_path, fields) in enumerate(per_head)
             if TILED in fields
-            for answer in tile_answers.read(self, (*head_path, TILED), fields[TILED], head)
+            for name, rows, columns, cells in tile_answers.read(self, (*head_path, TILED), fields[TILED], head)
         ]
 
     def layer(self, path: FieldPath, fields: dict, layer: LayerSteps, settings: Settings) -> LayerAnswers:

@@ -14,15 +14,18 @@ tutor take them as any other step. A running max before any key is −∞: `-inf
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from attncli.core import Steps
 from attncli.errors import AttnError
-from attncli.parsing.answers import Answer, Entry
 from attncli.steps import BY_NAME, COORDINATES, TILE_STEPS, labels, tile_count
 from attncli.yamldoc import FieldPath, kind_of
 
-Grid = list[list[Entry | None]]
+if TYPE_CHECKING:  # attncli.parsing.answers reads this module: the names only, for the types
+    from attncli.parsing.answers import Entry
+
+Grid = list[list["Entry | None"]]
+Read = tuple[str, tuple[str, ...], tuple[str, ...], tuple[tuple["Entry | None", ...], ...]]  # step, rows, columns
 
 
 class Reader(Protocol):
@@ -39,8 +42,9 @@ class Reader(Protocol):
     def entry(self, path: FieldPath, value: object, step: str) -> Entry | None: ...
 
 
-def read(reader: Reader, path: FieldPath, value: object, head: int) -> list[Answer]:
-    """The tile steps written at `path` for `head`: an Answer for each of TILE_STEPS some record holds."""
+def read(reader: Reader, path: FieldPath, value: object, head: int) -> list[Read]:
+    """The tile steps written at `path` for `head`: for each of TILE_STEPS some record holds, its name, rows,
+    columns and cells (attncli.parsing.answers makes them an Answer)."""
     steps = reader.steps
     assert steps is not None, "tiles are read against a calculation"
     if steps.heads[head].tiles is None:
@@ -70,7 +74,7 @@ def read(reader: Reader, path: FieldPath, value: object, head: int) -> list[Answ
                 else:
                     grids[name][query][tile] = reader.entry((*tile_path, name), cell, name)
     return [
-        Answer(name, head, *labels(problem, name, len(grids[name][0])), tuple(tuple(row) for row in grids[name]))
+        (name, *labels(problem, name, len(grids[name][0])), tuple(tuple(row) for row in grids[name]))
         for name in TILE_STEPS
         if name in written
     ]
