@@ -46,7 +46,9 @@ def answer_lines(steps: Steps | StackSteps, cell: Cell, comments: bool = False) 
     attention's steps, its residual sum (norm placed post) and the stream it leaves.
     """
     if not isinstance(steps, StackSteps):
-        return ["answers:", *_step_lines(steps, cell, comments, 2)]
+        from attncli.grading import backward_templates  # the gradients, when the problem asks for them
+
+        return ["answers:", *_step_lines(steps, cell, comments, 2), *backward_templates.lines(steps, cell, comments, 2)]
     lines = ["answers:", "  layers:"]
     for layer in steps.layers:
         tokens = layer.attention.problem.tokens
