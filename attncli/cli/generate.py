@@ -31,6 +31,7 @@ EXAMPLES = epilog(
     "  attncli generate --tokens 4 --answers -o exercise.yaml",
     "  attncli generate --rope half --dk 4 --answers",
     "  attncli generate --heads 4 --gqa",
+    "  attncli generate --backward --answers",
     "  attncli generate --count 20 -o worksheet/",
     "  attncli generate --layers 2 --norm layer --answers",
 )
@@ -50,6 +51,7 @@ class Options(NamedTuple):
     norm: Annotated[str, shaping.NORM] = "none"
     rope: Annotated[Optional[str], shaping.ROPE] = None
     gqa: Annotated[bool, shaping.GQA] = False
+    backward: Annotated[bool, shaping.BACKWARD] = False
     seed: Annotated[Optional[int], shaping.SEED] = None
     answers: Annotated[bool, option(help=t("help.generate.answers"))] = False
     how_many: Annotated[Optional[int], option("--count", min=1, max=1000, help=t("help.generate.count"))] = (

@@ -78,9 +78,9 @@ def _listed(reader: _Reader, path: FieldPath, value: object, place: str, count: 
     steps = reader.steps
     assert steps is not None
     if not isinstance(value, list) or not value or not all(isinstance(item, dict) for item in value):
-        raise reader.error(path, "check.backward_bad_list", field=path[-1], got=kind_of(value))
+        raise reader.error(path, "check.backward_bad_list", group=path[-1], got=kind_of(value))
     if len(value) > count:
-        raise reader.error(path, "check.backward_too_many", field=path[-1], count=len(value), expected=count)
+        raise reader.error(path, "check.backward_too_many", group=path[-1], count=len(value), expected=count)
     placed: Placed = []
     for index, fields in enumerate(value):
         here = [name for name in _names(place) if present(steps, name, index)]

@@ -1,0 +1,231 @@
+"""Issue 28 item 5: the backward pass answered, templated, generated and checked (`answers: backward:`).
+
+Right numbers come from hand calculations on the article's example (samples/bank_backward.yaml: P =
+[0.6652, 0.2447, 0.0900], dO = [1, 0], v's first coordinates 2, 0, 1) or from a plain-numpy backward
+pass written here; `check` runs in-process (CliRunner) and as a subprocess. The replayed students are
+tests/test_backward_replays.py.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+from typer.testing import CliRunner, Result
+
+from attncli.cli import app
+from tests.paths import ROOT, SAMPLES
+
+ENV = {"LC_ALL": None, "LC_MESSAGES": None, "LANG": None, "COLUMNS": "100", "NO_COLOR": None, "FORCE_COLOR": None}
+BANK = (SAMPLES / "bank_backward.yaml").read_text(encoding="utf-8")
+P = np.exp([2.0, 1.0, 0.0]) / np.exp([2.0, 1.0, 0.0]).sum()  # the article's weights: scores 2, 1, 0
+GRAD_WEIGHTS = np.array([2.0, 0.0, 1.0])  # dP = dO·v = each value's first coordinate
+ROW_TERM = float(P @ GRAD_WEIGHTS)  # D = Σ P·dP = 1.4205
+GRAD_SCORES = P * (GRAD_WEIGHTS - ROW_TERM)  # 0.3855, −0.3476, −0.0379
+
+
+def run(*args: str, input: str | None = None) -> Result:
+    return CliRunner().invoke(app, list(args), env=ENV, input=input)
+
+
+def homework(tmp_path: Path, answers: str, problem: str = BANK, name: str = "hw.yaml") -> str:
+    path = tmp_path / name
+    path.write_text(problem + answers, encoding="utf-8")
+    return str(path)
+
+
+def steps_of(result: Result) -> dict[tuple[str, int | None], dict]:
+    return {(step["step"], step["head"]): step for step in json.loads(result.stdout)["steps"]}
+
+
+def fmt(row: np.ndarray) -> str:
+    return "[" + ", ".join(f"{x:.4f}" for x in row) + "]"
+
+
+def test_the_hand_numbers_are_the_articles() -> None:
+    assert np.round(P, 4).tolist() == [0.6652, 0.2447, 0.09]
+    assert round(ROW_TERM, 4) == 1.4205
+    assert np.round(GRAD_SCORES, 4).tolist() == [0.3855, -0.3476, -0.0379]
+
+
+def test_right_gradients_are_right_and_labelled_backward_name(tmp_path: Path) -> None:
+    answers = (
+        "answers:\n  backward:\n"
+        f"    grad_values:\n      fisherman: [{P[0]:.4f}, 0]\n      net: [{P[1]:.4f}, 0]\n      bank: [{P[2]:.4f}, 0]\n"
+        f"    grad_weights:\n      bank: [2, 0, 1]\n"
+        f"    row_term:\n      bank: [{ROW_TERM:.4f}]\n"
+        f"    grad_scores:\n      bank: {fmt(GRAD_SCORES)}\n"
+        f"    grad_dot:\n      bank: {fmt(GRAD_SCORES / np.sqrt(2))}\n"
+    )
+    result = run("check", homework(tmp_path, answers), "--format", "json")
+    assert result.exit_code == 0, result.output
+    found = steps_of(result)
+    names = ["grad_values", "grad_weights", "row_term", "grad_scores", "grad_dot"]
+    assert list(found) == [(f"backward.{name}", 0) for name in names]
+    assert all(step["status"] == "right" for step in found.values())
+
+
+def test_p_times_dp_is_named_jacobian_diagonal_only(tmp_path: Path) -> None:
+    answers = f"answers:\n  backward:\n    grad_scores:\n      bank: {fmt(P * GRAD_WEIGHTS)}\n"
+    result = run("check", homework(tmp_path, answers), "--format", "json")
+    assert result.exit_code == 1
+    step = steps_of(result)[("backward.grad_scores", 0)]
+    assert step["status"] == "wrong" and step["diagnosis"] == ["jacobian_diagonal_only"]
+
+
+def test_dq_without_the_scale_is_named_and_a_right_dk_from_a_wrong_ds_is_carried(tmp_path: Path) -> None:
+    """dq = Σ dS·k (no 1/√2) is backward_scale_forgotten; dK from the student's own wrong dS is carried (↷)."""
+    keys = np.array([[2.0, 0.0], [1.0, 1.0], [0.0, 1.0]])
+    unscaled = GRAD_SCORES @ keys
+    wrong_scores = np.round(P * GRAD_WEIGHTS, 4)  # their own slip, carried on: dK = d(q·k)ᵀ·q, q = [√2, 0]
+    grad_keys = np.outer(np.round(wrong_scores / np.sqrt(2), 4), [np.sqrt(2), 0.0])
+    answers = (
+        "answers:\n  backward:\n"
+        f"    grad_scores:\n      bank: {fmt(wrong_scores)}\n"
+        f"    grad_dot:\n      bank: {fmt(wrong_scores / np.sqrt(2))}\n"
+        f"    grad_queries:\n      bank: {fmt(unscaled)}\n"
+        "    grad_keys:\n"
+        + "".join(f"      {t}: {fmt(row)}\n" for t, row in zip(("fisherman", "net", "bank"), grad_keys))
+    )
+    result = run("check", homework(tmp_path, answers), "--format", "json")
+    found = steps_of(result)
+    assert found[("backward.grad_dot", 0)]["status"] == "carried"
+    assert found[("backward.grad_keys", 0)]["status"] == "carried"
+    assert found[("backward.grad_queries", 0)]["status"] == "wrong"  # the right dS times K, unscaled: named
+    assert found[("backward.grad_queries", 0)]["diagnosis"] == ["backward_scale_forgotten"]
+
+
+def test_dq_without_the_scale_from_the_right_ds_is_named(tmp_path: Path) -> None:
+    keys = np.array([[2.0, 0.0], [1.0, 1.0], [0.0, 1.0]])
+    answers = f"answers:\n  backward:\n    grad_queries:\n      bank: {fmt(GRAD_SCORES @ keys)}\n"
+    step = steps_of(run("check", homework(tmp_path, answers), "--format", "json"))[("backward.grad_queries", 0)]
+    assert step["diagnosis"] == ["backward_scale_forgotten"]
+
+
+def test_the_row_term_summed_over_the_queries_is_named(tmp_path: Path) -> None:
+    """Two queries, three keys: D per key (Σ_i P·dP down a column) is a row of 3 where 2 are asked."""
+    problem = BANK.replace("query_tokens: [bank]", "query_tokens: [net, bank]").replace(
+        "  bank: [sqrt(2), 0]\nkeys", "  net: [0, 1]\n  bank: [sqrt(2), 0]\nkeys"
+    )
+    problem = problem.replace("    bank: [1, 0]\n", "    net: [1, 1]\n    bank: [1, 0]\n")
+    queries, keys = np.array([[0.0, 1.0], [np.sqrt(2), 0.0]]), np.array([[2.0, 0.0], [1.0, 1.0], [0.0, 1.0]])
+    values, grad = np.array([[2.0, 0.0], [0.0, 2.0], [1.0, 1.0]]), np.array([[1.0, 1.0], [1.0, 0.0]])
+    scores = queries @ keys.T / np.sqrt(2)
+    weights = np.exp(scores) / np.exp(scores).sum(axis=1, keepdims=True)
+    by_key = (weights * (grad @ values.T)).sum(axis=0)  # (3,)
+    answers = f"answers:\n  backward:\n    row_term: {fmt(by_key)}\n"
+    result = run("check", homework(tmp_path, answers, problem), "--format", "json")
+    step = steps_of(result)[("backward.row_term", 0)]
+    assert step["status"] == "wrong" and step["diagnosis"] == ["row_term_wrong_axis"]
+
+
+def test_check_json_labels_each_heads_gradients_with_its_head(tmp_path: Path) -> None:
+    problem = (SAMPLES / "two_heads_backward.yaml").read_text(encoding="utf-8")
+    template = run("template", str(SAMPLES / "two_heads_backward.yaml"))
+    assert template.exit_code == 0
+    section = yaml.safe_load(template.stdout)["answers"]["backward"]
+    assert list(section["heads"][1])[:3] == ["grad_values", "grad_weights", "row_term"]
+    answers = "answers:\n  backward:\n    heads:\n      - {}\n      - grad_weights: [[1, 2, 3], [1, 2, 3], [1, 2, 3]]\n"
+    result = run("check", homework(tmp_path, answers, problem), "--format", "json")
+    assert [(s["step"], s["head"]) for s in json.loads(result.stdout)["steps"]] == [("backward.grad_weights", 1)]
+
+
+def test_template_prints_the_backward_steps_blank_only_when_asked() -> None:
+    with_gradients = yaml.safe_load(run("template", str(SAMPLES / "bank_backward.yaml")).stdout)["answers"]
+    backward = with_gradients["backward"]
+    assert list(backward) == [
+        "grad_values", "grad_weights", "row_term", "grad_scores", "grad_dot", "grad_queries", "grad_keys"
+    ]  # fmt: skip
+    assert backward["grad_values"] == {"fisherman": ["?", "?"], "net": ["?", "?"], "bank": ["?", "?"]}
+    assert backward["row_term"] == {"bank": ["?"]}
+    assert "backward" not in yaml.safe_load(run("template", str(SAMPLES / "bank.yaml")).stdout)["answers"]
+
+
+COMBOS = [
+    ("--mask", "causal", "--tokens", "4"),
+    ("--heads", "2", "--projections"),
+    ("--score", "dot"),
+    ("--rope", "half", "--dk", "4"),
+    ("--heads", "4", "--gqa"),
+]
+
+
+@pytest.mark.parametrize("options", COMBOS, ids=" ".join)
+def test_generate_backward_keys_pass_their_own_check(tmp_path: Path, options: tuple[str, ...]) -> None:
+    made = run("generate", "--backward", "--answers", "--seed", "5", *options)
+    assert made.exit_code == 0, made.output
+    data = yaml.safe_load(made.stdout)
+    grad = np.array(list(data["backward"]["grad_output"].values()))
+    assert set(np.unique(grad)) <= {0, 1} and grad.any(axis=1).all()  # small: a 0/1 dO with a 1 in every row
+    assert data["answers"]["backward"]
+    key = tmp_path / "key.yaml"
+    key.write_text(made.stdout, encoding="utf-8")
+    checked = subprocess.run(
+        [sys.executable, "-m", "attncli", "check", str(key), "--format", "json"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
+    assert checked.returncode == 0, checked.stdout[-2000:]
+    statuses = {(s["step"], s["status"]) for s in json.loads(checked.stdout)["steps"]}
+    assert ("backward.grad_scores", "right") in statuses
+
+
+def test_generate_count_templates_include_the_backward_steps(tmp_path: Path) -> None:
+    made = run("generate", "--backward", "--seed", "9", "--count", "2", "-o", str(tmp_path / "sheet"))
+    assert made.exit_code == 0, made.output
+    blank = yaml.safe_load((tmp_path / "sheet" / "exercise-01-answers.yaml").read_text(encoding="utf-8"))
+    assert blank["answers"]["backward"]["grad_scores"]
+    sheet = (tmp_path / "sheet" / "exercise-01.yaml").read_text(encoding="utf-8")
+    assert "backward:\n  grad_output:" in sheet and "--backward" in sheet
+
+
+@pytest.mark.parametrize(
+    ("options", "words"),
+    [(("--score", "cosine"), "scaled_dot and dot"), (("--layers", "2"), "one layer")],
+)
+def test_generate_backward_refuses_what_it_cannot_grade(options: tuple[str, ...], words: str) -> None:
+    result = run("generate", "--backward", *options)
+    assert result.exit_code == 2 and result.stdout == ""
+    assert words in result.stderr and len(result.stderr.strip().splitlines()) == 1
+
+
+BAD = [
+    ("answers:\n  backward: 3\n", "got the number 3"),
+    ("answers:\n  backward:\n    grad_valuez: [[1, 2]]\n", "grad_values"),
+    ("answers:\n  backward:\n    grad_w_o: [[1]]\n", "grad_w_o"),
+    ("answers:\n  backward:\n    heads: [{}, {}]\n", "2 heads answered"),
+    ("answers:\n  backward:\n    heads: [{}]\n    grad_dot: [[1, 2, 3]]\n", "not both"),
+    ("answers:\n  backward:\n    row_term: [[1, nope]]\n", "nope"),
+    ("answers:\n  backward:\n    loss: sum\n", "loss"),
+]
+
+
+@pytest.mark.parametrize(("answers", "words"), BAD, ids=[b[1] for b in BAD])
+def test_bad_backward_answers_get_one_line_and_exit_2(tmp_path: Path, answers: str, words: str) -> None:
+    path = homework(tmp_path, answers)
+    result = subprocess.run(
+        [sys.executable, "-m", "attncli", "check", path], capture_output=True, text=True, cwd=ROOT, env={"PATH": ""}
+    )
+    assert result.returncode == 2 and result.stdout == "", result.stdout
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and len(lines[0]) <= 200 and words in lines[0], result.stderr
+
+
+def test_gradients_answered_for_a_problem_without_backward_get_one_line(tmp_path: Path) -> None:
+    problem = (SAMPLES / "bank.yaml").read_text(encoding="utf-8")
+    result = run("check", homework(tmp_path, "answers:\n  backward:\n    grad_values: [[1, 0]]\n", problem))
+    assert result.exit_code == 2 and result.stdout == ""
+    assert "asks for no gradi" in result.stderr
+
+
+def test_gradients_of_the_wrong_shape_are_graded_as_the_forwards_are(tmp_path: Path) -> None:
+    """A shape that fits neither way is the student's mistake (wrong shape, exit 1), as for the forward steps."""
+    result = run("check", homework(tmp_path, "answers:\n  backward:\n    grad_values: [[1, 2]]\n"), "--format", "json")
+    assert result.exit_code == 1
+    assert steps_of(result)[("backward.grad_values", 0)]["status"] == "wrong"
