@@ -19,6 +19,7 @@ import yaml
 from typer.testing import CliRunner, Result
 
 from attncli.cli import app
+from tests import backward_cases
 from tests.paths import ROOT, SAMPLES
 
 ENV = {"LC_ALL": None, "LC_MESSAGES": None, "LANG": None, "COLUMNS": "100", "NO_COLOR": None, "FORCE_COLOR": None}
@@ -229,3 +230,77 @@ def test_gradients_of_the_wrong_shape_are_graded_as_the_forwards_are(tmp_path: P
     result = run("check", homework(tmp_path, "answers:\n  backward:\n    grad_values: [[1, 2]]\n"), "--format", "json")
     assert result.exit_code == 1
     assert steps_of(result)[("backward.grad_values", 0)]["status"] == "wrong"
+
+
+ONE_LAYER = [name for name in backward_cases.CASES if not name.startswith("stack_")]
+
+
+@pytest.mark.parametrize("name", ONE_LAYER)
+def test_every_kind_of_problems_key_asks_every_gradient_and_passes_its_own_check(name: str) -> None:
+    """Masks, bias and ALiBi, RoPE, GQA, projections (self and cross), W_O, given scores, each loss: the key
+    (every gradient at 4 decimals, as generate writes one) answers each gradient of JSON's backward object
+    and is all right; a digit changed in one gradient makes it wrong."""
+    fields = backward_cases.with_grad_output(backward_cases.CASES[name])
+    text = yaml.safe_dump(json.loads(json.dumps(fields, default=lambda array: array.tolist())), sort_keys=False)
+    key = text_of_key(text)
+    data = yaml.safe_load(key)
+    document = json.loads(run("compute", "-", "--format", "json", input=text).stdout)["backward"]
+    alone = len(document["heads"]) == 1
+    assert _names(data["answers"]["backward"], alone) == _names(document) - _unasked(document, fields)
+    checked = run("check", "-", "--format", "json", input=key)
+    assert checked.exit_code == 0, checked.stdout[-1500:]
+    assert any(step["step"].startswith("backward.") for step in json.loads(checked.stdout)["steps"])
+    head, tail = key.split("  backward:\n", 1)
+    before, after = tail.split("[", 1)
+    nudged = head + "  backward:\n" + before + "[" + _nudged(after)
+    assert run("check", "-", "-q", input=nudged).exit_code == 1
+
+
+TOP = ("loss", "grad_output", "grad_concat", "grad_w_o", "grad_x", "grad_x_query", "grad_bias")
+
+
+def _names(section: dict, alone: bool = False) -> set[tuple[str, int | None, str]]:
+    """(group, index, gradient) of each gradient of a backward section; `alone`: one head's at the top."""
+    found = {("", None, name) for name in section if name in TOP or name not in ("heads", "kv_heads")}
+    if alone:
+        found = {("heads", 0, name) if name not in TOP else ("", None, name) for _, _, name in found}
+    for group in ("heads", "kv_heads"):
+        found |= {(group, index, name) for index, item in enumerate(section.get(group, ())) for name in item}
+    return found
+
+
+def _unasked(document: dict, fields: dict) -> set[tuple[str, int | None, str]]:
+    """What JSON holds but no student works out: the loss, a given dO, each head's dO and bias gradient (copies of
+    d(concat)'s columns and of dS), d(q·k) where the scale is 1 (d(q·k) = dS)."""
+    target = "loss" in fields["backward"] and fields["backward"]["loss"] != "sum"
+    found = {("", None, "loss")} | (set() if target else {("", None, "grad_output")})
+    found |= set() if "w_o" in fields else {("", None, "grad_concat")}  # d(concat) = dO without W_O
+    for index, head in enumerate(document["heads"]):
+        found |= {("heads", index, "grad_output"), ("heads", index, "grad_bias")}
+        if "grad_dot" in head and head["grad_dot"] == head["grad_scores"]:
+            found.add(("heads", index, "grad_dot"))
+    return found
+
+
+def text_of_key(text: str) -> str:
+    from attncli import exercises
+
+    return text + "\n" + exercises._answers(text)
+
+
+def _nudged(cells: str) -> str:
+    """The first number of a row written with its first digit moved by 3 (a clearly wrong number)."""
+    for index, char in enumerate(cells):
+        if char.isdigit():
+            return cells[:index] + str((int(char) + 3) % 10) + cells[index + 1 :]
+    raise AssertionError(cells)
+
+
+def test_masked_cells_of_the_gradients_may_be_written_masked_or_0() -> None:
+    """Two heads under a causal mask: the key writes dS and d(q·k)'s masked cells `masked`; 0 is right too."""
+    key = text_of_key((SAMPLES / "two_heads_backward.yaml").read_text(encoding="utf-8"))
+    head, tail = key.split("  backward:\n", 1)
+    assert tail.count("masked") == 12  # 3 masked cells of dS and of d(q·k), in each of the two heads
+    assert run("check", "-", "-q", input=key).exit_code == 0
+    assert run("check", "-", "-q", input=head + "  backward:\n" + tail.replace("masked", "0")).exit_code == 0
+    assert run("check", "-", "-q", input=head + "  backward:\n" + tail.replace("masked", "0.5", 1)).exit_code == 1

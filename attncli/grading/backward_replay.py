@@ -169,9 +169,8 @@ class _Replay:
         for name, readers in problem.shared:
             self.settle((B + f"grad_{name}", None), total([self.passed[(B + f"grad_{name}", h)] for h in readers]))
         if present(steps, B + "grad_bias", None):
-            self.settle(
-                (B + "grad_bias", None), total([self.passed[(B + "grad_scores", h)] for h in range(len(parts))])
-            )
+            scores = total([self.passed[(B + "grad_scores", h)] for h in range(len(parts))])
+            self.settle((B + "grad_bias", None), scores, ~problem.mask)  # masked cells: masked or 0, as dS's
         self.inputs()
         return Replayed(self.computed, self.excluded)
 
