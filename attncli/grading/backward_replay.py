@@ -179,6 +179,7 @@ class _Replay:
         asked = self.problem.backward
         assert asked is not None, "a problem asking for gradients"
         if asked.loss == "target":
+            assert asked.target is not None, "a target loss has its target"
             difference = minus(self.forward[("final", None)], interval.exact(asked.target))
             return self.settle((B + "grad_output", None), difference)
         assert self.steps.backward is not None
@@ -315,7 +316,7 @@ def forward_numbers(steps: Steps, handed: Mapping[Key, Carried], final: Carried,
     weights and output, the concatenation (`handed`: attncli.grading.replay's numbers handed on), and the final
     output (`final`), carried."""
     wanted = ("queries", "keys", "values", "weights", "output")
-    found = {
+    found: dict[Key, Carried] = {
         (name, h): flat(handed[(name, h)]) for h in range(len(steps.heads)) for name in wanted if (name, h) in handed
     }
     if ("concat", None) in handed:
