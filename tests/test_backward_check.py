@@ -304,3 +304,27 @@ def test_masked_cells_of_the_gradients_may_be_written_masked_or_0() -> None:
     assert run("check", "-", "-q", input=key).exit_code == 0
     assert run("check", "-", "-q", input=head + "  backward:\n" + tail.replace("masked", "0")).exit_code == 0
     assert run("check", "-", "-q", input=head + "  backward:\n" + tail.replace("masked", "0.5", 1)).exit_code == 1
+
+
+@pytest.mark.parametrize(
+    "answers",
+    ["answers:\n  backward:\n    layers: [{}]\n", "answers:\n  layers:\n    - backward: {grad_input: [[1]]}\n"],
+)
+def test_gradients_answered_for_a_stack_get_one_line_saying_one_layer_only(
+    tmp_path: Path, answers: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    problem = (SAMPLES / "layers.yaml").read_text(encoding="utf-8") + "backward: {loss: sum}\n"
+    homework(tmp_path, answers, problem)
+    monkeypatch.chdir(tmp_path)  # a short path: the line's 200 characters hold the whole message
+    result = run("check", "hw.yaml")
+    assert result.exit_code == 2 and result.stdout == ""
+    assert "stack's gradients are not graded yet" in result.stderr and len(result.stderr.strip().splitlines()) == 1
+
+
+def test_require_names_a_gradient_left_out_as_missing(tmp_path: Path) -> None:
+    answers = f"answers:\n  backward:\n    grad_weights:\n      bank: [2, 0, 1]\n    row_term: [[{ROW_TERM:.4f}]]\n"
+    result = run("check", homework(tmp_path, answers), "--require", "backward.grad_scores", "--format", "json")
+    assert result.exit_code == 1
+    assert steps_of(result)[("backward.grad_scores", 0)]["status"] == "missing"
+    typo = run("check", homework(tmp_path, answers), "--require", "backward.grad_scorez")
+    assert typo.exit_code == 2 and "backward.grad_scorez" in typo.stderr

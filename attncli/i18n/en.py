@@ -436,6 +436,7 @@ MESSAGES: dict[str, str] = {
     "check.backward_heads_and_top": "answer the head's gradients in the list backward.heads, or (with one head) at the top of backward:, not both",
     "check.backward_bad_list": "{group} must be a list of mappings, one per head in order, got {got}",
     "check.backward_too_many": "{count} {group} answered, but the problem has {expected}",
+    "check.backward_stack": "a stack's gradients are not graded yet (check grades a one-layer problem's); attncli compute shows them",
     "gradebook.points_not_mapping": "points must be a mapping (steps:, per_cell:, carried:, rounded:), got {got}",
     "gradebook.points_steps_not_mapping": "expected each step with its points, such as {{weights: 3, output: 2}}, got {got}",
     "gradebook.no_point_steps": "steps: names no step; give each step its points, such as weights: 3 and output: 2",

@@ -508,6 +508,7 @@ MESSAGES: dict[str, str] = {
     "check.backward_heads_and_top": "responde los gradientes de la cabeza en la lista backward.heads, o (con una cabeza) arriba de backward:, no en ambos",
     "check.backward_bad_list": "{group} debe ser una lista de mapeos, uno por cabeza en orden, pero hay {got}",
     "check.backward_too_many": "{count} {group} respondidas, pero el problema tiene {expected}",
+    "check.backward_stack": "los gradientes de una pila aún no se corrigen (check corrige los de una capa); attncli compute los muestra",
     "gradebook.points_not_mapping": "points debe ser un mapeo (steps:, per_cell:, carried:, rounded:), pero hay {got}",
     "gradebook.points_steps_not_mapping": "se esperaba cada paso con sus puntos, como {{weights: 3, output: 2}}, pero hay {got}",
     "gradebook.no_point_steps": "steps: no nombra ningún paso; da a cada paso sus puntos, como weights: 3 y output: 2",

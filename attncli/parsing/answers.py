@@ -117,6 +117,7 @@ def parse_stack(
     reader = _Reader(document, None)
     settings = settings if settings is not None else reader.settings()
     section = reader.section()
+    backward_answers.refuse_in_stack(reader, section)
     reader.check_fields(section, ("answers",), ("layers",), "check.known_steps")
     listed = section.get("layers")
     if not isinstance(listed, list) or not listed or not all(isinstance(item, dict) for item in listed):

@@ -93,3 +93,15 @@ def _listed(reader: _Reader, path: FieldPath, value: object, place: str, count: 
 def is_backward(name: str) -> bool:
     """Whether `name` is a step of the backward pass (`require:` may name one)."""
     return name.startswith(PREFIX) and name in BY_NAME
+
+
+def refuse_in_stack(reader: _Reader, section: dict) -> None:
+    """Gradients answered for a stack of layers (at the top of `answers:` or in a layer): one line saying that
+    check grades a one-layer problem's backward pass only (compute shows a stack's)."""
+    layers = section.get("layers")
+    places = [(("answers",), section)]
+    if isinstance(layers, list):
+        places += [(("answers", "layers", index), item) for index, item in enumerate(layers) if isinstance(item, dict)]
+    for path, fields in places:
+        if "backward" in fields:
+            raise reader.error((*path, "backward"), "check.backward_stack")
