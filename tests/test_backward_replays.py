@@ -2,7 +2,8 @@
 
 Students come from tests/replays/backward.py (numpy, no attncli import) over the exercises of
 `attncli generate --backward --count` (one head, causal and not, dot scores, two heads with W_O,
-projections, RoPE both styles, grouped-query heads); `check` runs once as a command over every file.
+projections, RoPE both styles, grouped-query heads; some again with a target loss, a bias matrix and
+ALiBi), each slip made in the first head and, with several, in the second; `check` runs once over every file.
 `python -m tests.replays.backward 3` prints the same figures over more exercises.
 """
 
@@ -31,9 +32,11 @@ def _assert_all_good(suite: list[replays.Case], row: str | None) -> None:
 
 
 def test_the_suite_has_every_case(suite: list[replays.Case]) -> None:
-    assert len({case.exercise.id for case in suite if case.slip is None}) == COUNT * len(replays.SETS)
+    variants = COUNT * len(replays.VARIED) * 3  # each with a target loss, a bias matrix, ALiBi
+    assert len({case.exercise.id for case in suite if case.slip is None}) == COUNT * len(replays.SETS) + variants
     assert {case.slip for case in suite} == {None, *replays.SLIPS}
-    assert sum(case.slip is not None for case in suite) >= 80
+    assert sum(case.slip is not None for case in suite) >= 150
+    assert any(case.where is not None and case.where[1] == 1 for case in suite)  # slips in a second head too
 
 
 def test_careful_students_carrying_4_decimals_pass(suite: list[replays.Case]) -> None:

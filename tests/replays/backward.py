@@ -12,6 +12,7 @@ over the exercises `attncli generate --backward --count` writes, and each file j
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import subprocess
@@ -70,9 +71,11 @@ class Gradients:
     """A student's whole backward pass: every gradient by (step, head), rounded to 4 decimals, NaN = masked."""
 
     work: Work
-    grad_output: np.ndarray
+    grad_output: np.ndarray | None  # None: a target's loss, dO = O − T from the student's own output
     groups: list[list[int]]  # each kv head's query heads (none without kv_heads)
+    target: np.ndarray | None = None
     slip: str | None = None
+    slipped_head: int = 0  # the head the slip is made in (a kv slip: kv head 0)
     found: dict[Key, np.ndarray] = field(default_factory=dict)
 
     def r(self, x: np.ndarray) -> np.ndarray:
@@ -87,7 +90,12 @@ class Gradients:
 
     def run(self) -> Gradients:
         problem = self.work.problem
-        grad = self.grad_output
+        if self.target is not None:  # the student's own final output (or one head's output) minus T
+            final = self.work.steps.get((None, "final")) or self.work.steps[(0, "output")]
+            grad = self.put(B + "grad_output", None, final.values - self.target)
+        else:
+            assert self.grad_output is not None
+            grad = self.grad_output
         parts = [grad]
         if problem.w_o is not None:
             concat = self.work.steps[(None, "concat")].values
@@ -98,12 +106,14 @@ class Gradients:
         for h in range(len(problem.heads)):
             self.head(h, parts[h])
         self.kv_sums()
+        if any(head.bias is not None for head in problem.heads):  # a bias matrix every head adds: Σ_h dS_h
+            self.put(B + "grad_bias", None, sum(self.found[(B + "grad_scores", h)] for h in range(len(problem.heads))))
         self.inputs()
         return self
 
     def head(self, h: int, grad: np.ndarray) -> None:
         """dV, dP, D, dS, d(q·k), dQ, dK and the dW of head h from its dO, the slip made where it is made."""
-        problem, spec, first = self.work.problem, self.work.problem.heads[h], h == 0
+        problem, spec, first = self.work.problem, self.work.problem.heads[h], h == self.slipped_head
         weights, values = self.own(h, "weights"), self.own(h, "values")  # (L, S), (S, d_v)
         untransposed = first and self.slip == "grad_values_not_transposed"
         grad_values = self.put(B + "grad_values", h, weights @ grad if untransposed else weights.T @ grad)
@@ -171,8 +181,9 @@ class Exercise:
     sheet: str  # the problem's text
     template: dict  # the blank answers: section generate wrote beside it
     problem: Problem
-    grad_output: np.ndarray
+    grad_output: np.ndarray | None
     groups: list[list[int]]  # each kv head's query heads, ⌊h·G/H⌋ (none without kv_heads)
+    target: np.ndarray | None = None  # loss: {target: T}
 
 
 @dataclass(repr=False)
@@ -204,7 +215,47 @@ def exercises(directory: Path, count: int) -> list[Exercise]:
             kv, heads = len(data.get("kv_heads", ())), len(problem.heads)
             groups = [[h for h in range(heads) if h * kv // heads == g] for g in range(kv)]
             found.append(Exercise(f"{name}/{sheet.stem}", text, blank["answers"]["backward"], problem, grad, groups))
+    return found + _variants([e for e in found if e.id.split("/")[0] in VARIED], directory / "variants")
+
+
+VARIED = ("causal4", "heads")  # sets whose exercises are also asked with a target loss, a bias matrix, ALiBi
+
+
+def _variants(originals: Sequence[Exercise], directory: Path) -> list[Exercise]:
+    """Each exercise again with `loss: {target: T}` instead of its dO (T its dO's 0s and 1s), with a bias matrix
+    added to its scores, and with ALiBi; their templates as `attncli template` writes them."""
+    directory.mkdir(parents=True)
+    made = []
+    for exercise in originals:
+        sheet, _, _ = exercise.sheet.partition("\nbackward:\n")
+        assert exercise.grad_output is not None
+        rows = [f"      - [{', '.join(str(int(x)) for x in row)}]" for row in exercise.grad_output]
+        n = exercise.problem.n
+        bias = [f"  - [{', '.join(str((i + 2 * j) % 3 - 1) for j in range(n))}]" for i in range(n)]
+        given = "\nbackward:\n  grad_output:\n" + exercise.sheet.partition("\nbackward:\n  grad_output:\n")[2]
+        texts = {
+            "target": sheet + "\nbackward:\n  loss:\n    target:\n" + "\n".join(rows) + "\n",
+            "bias": sheet + "\nbias:\n" + "\n".join(bias) + given,
+            "alibi": sheet + "\nbias: alibi" + given,
+        }
+        for kind, text in texts.items():
+            path = directory / f"{exercise.id.replace('/', '-')}-{kind}.yaml"
+            path.write_text(text, encoding="utf-8")
+            made.append((exercise, kind, path, subprocess.Popen(_template(path), cwd=ROOT, stdout=subprocess.PIPE)))
+    found = []
+    for exercise, kind, path, process in made:
+        stdout, _ = process.communicate()
+        assert process.returncode == 0, path
+        text = path.read_text(encoding="utf-8")
+        target = exercise.grad_output if kind == "target" else None
+        grad = None if kind == "target" else exercise.grad_output
+        template = yaml.safe_load(stdout)["answers"]["backward"]
+        found.append(Exercise(f"{exercise.id}+{kind}", text, template, read(text), grad, exercise.groups, target))
     return found
+
+
+def _template(path: Path) -> list[str]:
+    return [sys.executable, "-m", "attncli", "template", str(path)]
 
 
 def asked(template: dict) -> list[Key]:
@@ -245,22 +296,26 @@ def backward_yaml(template: dict, found: dict[Key, np.ndarray]) -> str:
 def cases(exercise: Exercise, directory: Path) -> list[Case]:
     """The careful student of `exercise` and each slip it can show (one that moves some number clearly)."""
     work = Work(exercise.problem)
-    careful = Gradients(work, exercise.grad_output, exercise.groups).run().found
+    careful = Gradients(work, exercise.grad_output, exercise.groups, exercise.target).run().found
     wanted = asked(exercise.template)
-    made = [Case(exercise, None, directory / f"{exercise.id.replace('/', '-')}-careful.yaml")]
-    texts = {None: careful}
-    for slip, where in SLIPS.items():
+    stem = exercise.id.replace("/", "-").replace("+", "-")
+    made = [Case(exercise, None, directory / f"{stem}-careful.yaml")]
+    texts: dict[Path, dict[Key, np.ndarray]] = {made[0].path: careful}
+    heads = (0, 1) if len(exercise.problem.heads) > 1 else (0,)  # with several heads, the slip in either
+    for (slip, (step, _)), head in itertools.product(SLIPS.items(), heads):
         if slip == "backward_scale_forgotten" and exercise.problem.rope is not None:
-            where = (B + "grad_turned_queries", 0)
-        if where not in wanted:
+            step = B + "grad_turned_queries"
+        where = (step, 0 if step.startswith(KV) else head)
+        if where not in wanted or (head and step.startswith(KV)):
             continue
-        slipped = Gradients(work, exercise.grad_output, exercise.groups, slip).run().found
+        slipped = Gradients(work, exercise.grad_output, exercise.groups, exercise.target, slip, head).run().found
         moved = np.nan_to_num(np.abs(slipped[where] - careful[where]))
         if slipped[where].shape != careful[where].shape or moved.max() > CLEAR:
-            texts[slip] = slipped
-            made.append(Case(exercise, slip, directory / f"{exercise.id.replace('/', '-')}-{slip}.yaml", where))
+            path = directory / f"{stem}-{slip}-{head}.yaml"
+            texts[path] = slipped
+            made.append(Case(exercise, slip, path, where))
     for case in made:
-        found = texts[case.slip]
+        found = texts[case.path]
         case.path.write_text(exercise.sheet + answers_yaml(work) + backward_yaml(exercise.template, found), "utf-8")
     return made
 
