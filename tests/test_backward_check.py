@@ -328,3 +328,22 @@ def test_require_names_a_gradient_left_out_as_missing(tmp_path: Path) -> None:
     assert steps_of(result)[("backward.grad_scores", 0)]["status"] == "missing"
     typo = run("check", homework(tmp_path, answers), "--require", "backward.grad_scorez")
     assert typo.exit_code == 2 and "backward.grad_scorez" in typo.stderr
+
+
+JUNK = ["nope", "[]", "[[1, 2, 3]]", "[[inf, 1, 2]]", "{bank: nope}", "[[1,2],[3]]", "[[1e400, 0]]"]
+WHERE = [
+    "backward: {J}", "backward: {{grad_values: {J}}}", "backward: {{row_term: {J}}}", "backward: {{heads: {J}}}",
+    "backward: {{heads: [{J}]}}", "backward: {{heads: [{{}}, {{grad_dot: {J}}}]}}", "backward: {{kv_heads: {J}}}",
+    "backward: {{grad_w_o: {J}}}", "backward: {{grad_x: {J}}}", "backward: {{grad_output: {J}}}",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("sample", ["bank_backward", "two_heads_backward"])
+def test_junk_anywhere_in_backward_is_graded_or_one_line_never_an_internal_error(sample: str) -> None:
+    problem = (SAMPLES / f"{sample}.yaml").read_text(encoding="utf-8")
+    for where in WHERE:
+        for junk in JUNK:
+            result = run("check", "-", input=problem + "answers:\n  " + where.format(J=junk) + "\n")
+            lines = result.stderr.strip().splitlines()
+            assert result.exit_code in (1, 2), (where, junk, result.stderr)
+            assert result.exit_code == 1 or (len(lines) == 1 and len(lines[0]) <= 200 and not result.stdout)
