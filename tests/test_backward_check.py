@@ -188,7 +188,11 @@ def test_generate_count_templates_include_the_backward_steps(tmp_path: Path) -> 
 
 @pytest.mark.parametrize(
     ("options", "words"),
-    [(("--score", "cosine"), "scaled_dot and dot"), (("--layers", "2"), "one layer")],
+    [
+        (("--score", "cosine"), "scaled_dot and dot"),
+        (("--layers", "2"), "one layer"),
+        (("--sheet", "markdown"), "does not write the backward pass yet"),
+    ],
 )
 def test_generate_backward_refuses_what_it_cannot_grade(options: tuple[str, ...], words: str) -> None:
     result = run("generate", "--backward", *options)

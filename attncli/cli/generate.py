@@ -81,6 +81,8 @@ def generate(env: Environment, given: Options) -> ExitCode:
         choose(sheet, tuple(SHEETS), "--sheet", "generate.bad_sheet")
     if sheet is not None and given.layers > 1:
         raise fail("generate.sheet_no_layers").at(source="--sheet")
+    if sheet is not None and given.backward:
+        raise fail("generate.sheet_no_backward").at(source="--sheet")
     seed = random.SystemRandom().randrange(SEED_LIMIT) if given.seed is None else given.seed
     one_file = EXERCISE_SUFFIXES if sheet is None else (SHEETS[sheet],)  # -o FILE.yaml, or FILE.tex for a sheet
     if output is not None and implied_by(output.suffix) and output.suffix.lower() not in one_file:  # json, csv...

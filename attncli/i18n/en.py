@@ -728,6 +728,7 @@ MESSAGES: dict[str, str] = {
     "generate.bad_norm": "expected one of {known}, got '{name}'{hint}",
     "generate.norm_needs_layers": "--norm normalises the stream between stacked layers: add --layers 2 (or more)",
     "generate.sheet_no_layers": "a sheet of stacked layers is not written yet: hand out the YAML exercise and its answers template",
+    "generate.sheet_no_backward": "--sheet does not write the backward pass yet: leave out --sheet (the YAML exercise and its template hold the gradients)",
     "generate.kv_head": "kv head {number}",
     "generate.answers_note": "Answer key: whole numbers are exact, the others rounded to {decimals} {decimals:decimal|decimals}.",
     "generate.wrote": "wrote {count} {count:exercise|exercises} to {path}, each as a sheet, a key and a blank answers file; seeds {first}–{last}: {command} makes them again",

@@ -800,6 +800,7 @@ MESSAGES: dict[str, str] = {
     "generate.bad_norm": "se esperaba uno de {known}, pero hay '{name}'{hint}",
     "generate.norm_needs_layers": "--norm normaliza el flujo entre capas apiladas: añade --layers 2 (o más)",
     "generate.sheet_no_layers": "aún no se escribe la hoja de capas apiladas: reparte el ejercicio en YAML y su plantilla de respuestas",
+    "generate.sheet_no_backward": "--sheet aún no escribe el paso hacia atrás: quita --sheet (el ejercicio YAML y su plantilla tienen los gradientes)",
     "generate.kv_head": "cabeza kv {number}",
     "generate.answers_note": "Soluciones: los números enteros son exactos; los demás, redondeados a {decimals} {decimals:decimal|decimales}.",
     "generate.wrote": "{count:se ha escrito|se han escrito} {count} {count:ejercicio|ejercicios} en {path}, cada uno con su enunciado, su solucionario y un archivo de respuestas en blanco; semillas {first}–{last}: {command} {count:lo|los} vuelve a crear",
