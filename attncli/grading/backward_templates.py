@@ -8,18 +8,24 @@ as attncli.parsing.backward_answers reads them back.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+import numpy as np
+
 from attncli.core import Steps
-from attncli.grading import templates
 from attncli.grading.backward import asked
-from attncli.grading.templates import Cell, _Block
 from attncli.i18n import t
 from attncli.parsing.backward_answers import key_of
 from attncli.steps import BACKWARD_KV, BY_NAME, COORDINATES, KEYS, NONE, QUERIES, Key, labels, matrix
 from attncli.yamldoc import comment
 
+# Writes one gradient `indent` spaces in, as attncli.grading.templates writes a step: its name, rows, numbers,
+# masked cells (None: none may be) and what its columns are (the comment); templates passes its own writer.
+Write = Callable[[str, tuple[str, ...], np.ndarray, "np.ndarray | None", str, int], list[str]]
 
-def lines(steps: Steps, cell: Cell, comments: bool, indent: int) -> list[str]:
-    """`backward:` and its gradients `indent` spaces in, each cell written by `cell`; none without gradients."""
+
+def lines(steps: Steps, write: Write, comments: bool, indent: int) -> list[str]:
+    """`backward:` and its gradients `indent` spaces in, each written by `write`; none without gradients."""
     keys = asked(steps)
     if not keys:
         return []
@@ -27,11 +33,11 @@ def lines(steps: Steps, cell: Cell, comments: bool, indent: int) -> list[str]:
     title = f"{pad}backward:" + (f"  {comment(t('template.backward'))}" if comments else "")
     alone = len(steps.heads) == 1
     top = [key for key in keys if key[1] is None or (alone and BY_NAME[key[0]].place != BACKWARD_KV)]
-    out = [title, *_blocks(steps, [key for key in top if _before(key)], cell, comments, indent + 2)]
+    out = [title, *_blocks(steps, [key for key in top if _before(key)], write, indent + 2)]
     for group, place in (("heads", "head"), ("kv_heads", "kv")):
         listed = [key for key in keys if key not in top and _kind(key) == place]
-        out += _listed(steps, group, listed, cell, comments, indent + 2)
-    return out + _blocks(steps, [key for key in top if not _before(key)], cell, comments, indent + 2)
+        out += _listed(steps, group, listed, write, indent + 2)
+    return out + _blocks(steps, [key for key in top if not _before(key)], write, indent + 2)
 
 
 def _kind(key: Key) -> str:
@@ -43,23 +49,23 @@ def _before(key: Key) -> bool:
     return key[0] in ("backward.grad_output", "backward.grad_concat", "backward.grad_w_o")
 
 
-def _listed(steps: Steps, group: str, keys: list[Key], cell: Cell, comments: bool, indent: int) -> list[str]:
+def _listed(steps: Steps, group: str, keys: list[Key], write: Write, indent: int) -> list[str]:
     """`heads:` or `kv_heads:`, a mapping per head in order (every head has some gradient)."""
     if not keys:
         return []
     pad = " " * indent
     out = [f"{pad}{group}:"]
     for index in sorted({head for _, head in keys if head is not None}):
-        found = _blocks(steps, [key for key in keys if key[1] == index], cell, comments, indent + 4)
+        found = _blocks(steps, [key for key in keys if key[1] == index], write, indent + 4)
         out += [f"{pad}  - {found[0].lstrip()}", *found[1:]]
     return out
 
 
-def _blocks(steps: Steps, keys: list[Key], cell: Cell, comments: bool, indent: int) -> list[str]:
-    return [line for key in keys for line in templates._block(_gradient(steps, key), cell, indent, comments)]
+def _blocks(steps: Steps, keys: list[Key], write: Write, indent: int) -> list[str]:
+    return [line for key in keys for line in write(*_gradient(steps, key), indent)]
 
 
-def _gradient(steps: Steps, key: Key) -> _Block:
+def _gradient(steps: Steps, key: Key) -> tuple[str, tuple[str, ...], np.ndarray, np.ndarray | None, str]:
     """A gradient as a block: its rows, its numbers, its masked cells, what its rows and columns are."""
     name, head = key
     step, problem = BY_NAME[name], steps.problem
@@ -75,4 +81,4 @@ def _gradient(steps: Steps, key: Key) -> _Block:
     else:
         kind = "template.query_coordinates" if step.rows == QUERIES else "template.token_coordinates"
         what = t(kind, count=found.shape[1])
-    return _Block(key_of(name), rows, found, ~problem.mask if step.maskable else None, what)
+    return key_of(name), rows, found, ~problem.mask if step.maskable else None, what

@@ -99,7 +99,7 @@ def refuse_in_stack(reader: _Reader, section: dict) -> None:
     """Gradients answered for a stack of layers (at the top of `answers:` or in a layer): one line saying that
     check grades a one-layer problem's backward pass only (compute shows a stack's)."""
     layers = section.get("layers")
-    places = [(("answers",), section)]
+    places: list[tuple[FieldPath, dict]] = [(("answers",), section)]
     if isinstance(layers, list):
         places += [(("answers", "layers", index), item) for index, item in enumerate(layers) if isinstance(item, dict)]
     for path, fields in places:
