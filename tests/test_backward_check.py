@@ -9,6 +9,7 @@ tests/test_backward_replays.py.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -351,3 +352,20 @@ def test_junk_anywhere_in_backward_is_graded_or_one_line_never_an_internal_error
             lines = result.stderr.strip().splitlines()
             assert result.exit_code in (1, 2), (where, junk, result.stderr)
             assert result.exit_code == 1 or (len(lines) == 1 and len(lines[0]) <= 200 and not result.stdout)
+
+
+def test_a_worksheet_template_filled_with_the_keys_numbers_passes_check_keys(tmp_path: Path) -> None:
+    """generate --backward --count: the blank template, each ? replaced by the key's number, passes --keys DIR."""
+    folder = tmp_path / "sheet"
+    assert (
+        run("generate", "--backward", "--heads", "2", "--seed", "4", "--count", "1", "-o", str(folder)).exit_code == 0
+    )
+    key = (folder / "exercise-01-key.yaml").read_text(encoding="utf-8").split("\nanswers:\n")[1]
+    cells = [cell.strip() for row in re.findall(r"\[([^\]]*)\]", key) for cell in row.split(",")]
+    pieces = (folder / "exercise-01-answers.yaml").read_text(encoding="utf-8").split('"?"')
+    assert len(pieces) == len(cells) + 1 and "  backward:" in "".join(pieces)
+    homework = tmp_path / "homework.yaml"
+    homework.write_text("".join(p + c for p, c in zip(pieces, cells)) + pieces[-1], encoding="utf-8")
+    result = run("check", "--keys", str(folder), str(homework), "--format", "json")
+    assert result.exit_code == 0, result.stdout[-1500:]
+    assert sum(s["step"].startswith("backward.") for s in json.loads(result.stdout)["steps"]) >= 10
