@@ -33,6 +33,7 @@ NORM = option(metavar=t("help.metavar.norm"), autocompletion=completion(*NORMS),
 ROPE = option(metavar=t("help.metavar.style"), autocompletion=completion(*ROPES), help=t("help.generate.rope"))
 GQA = option(help=t("help.generate.gqa"))
 TILES = option(min=1, max=12, metavar="B", help=t("help.generate.tiles"))
+BACKWARD = option(help=t("help.generate.backward"))
 SEED = option(min=0, help=t("help.generate.seed"))
 
 # Each option's field in a command's record, and its name on the command line (for messages).
@@ -49,6 +50,7 @@ SHAPING = {
     "rope": "--rope",
     "gqa": "--gqa",
     "tiles": "--tiles",
+    "backward": "--backward",
 }
 
 
@@ -76,6 +78,7 @@ def exercise_options(given: Any, answers: bool = False) -> Options:
         rope=value["rope"],
         gqa=bool(value["gqa"]),
         tiles=value["tiles"],
+        backward=bool(value["backward"]),
     )
     with located():
         exercises.validate(options)

@@ -22,6 +22,7 @@ from attncli.errors import AttnError, Message, fail, listed, phrase
 from attncli.expr import WHOLE_DIGITS, whole_number
 from attncli.i18n import current_language
 from attncli.layers import LayerSteps, StackSteps
+from attncli.parsing import backward_answers
 from attncli.parsing.fields import FieldReader, row_label
 from attncli.steps import (
     ANSWERED,
@@ -90,6 +91,7 @@ class Answers:
     carry: int | None = None  # from `carry:`: the decimals inputs are carried at
     min_decimals: int | None = None  # from `min_decimals:`
     require: tuple[str, ...] = ()  # from `require:`: steps that must be answered
+    backward: tuple[Answer, ...] = ()  # from `backward:`: the gradients, in the order of the calculation
 
 
 @dataclass(frozen=True)
@@ -125,6 +127,7 @@ def parse_stack(
     reader = _Reader(document, None)
     settings = settings if settings is not None else reader.settings()
     section = reader.section()
+    backward_answers.refuse_in_stack(reader, section)
     reader.check_fields(section, ("answers",), ("layers",), "check.known_steps")
     listed = section.get("layers")
     if not isinstance(listed, list) or not listed or not all(isinstance(item, dict) for item in listed):
@@ -197,7 +200,7 @@ def step_list(text: str) -> tuple[str, ...]:
     """`--require dot,scores`: the step names, each one that can be answered (an AttnError otherwise)."""
     names = tuple(name.strip() for name in text.split(",") if name.strip())
     for name in names:
-        if name not in ANSWERED:
+        if name not in ANSWERED and not backward_answers.is_backward(name):
             hint = did_you_mean(name, ANSWERED) or phrase("check.known_steps", names=", ".join(ANSWERED))
             raise fail("check.unknown_step", name=name, hint=hint)
     return names
@@ -271,7 +274,8 @@ class _Reader(FieldReader):
     ) -> Answers | None:
         """The steps answered in the mapping `section` at `path` (`more`: other names it may hold); None for none."""
         assert self.steps is not None
-        self.check_fields(section, path, (*HEAD_STEPS, TILED, *SHARED_STEPS, "heads", *more), "check.known_steps")
+        known = (*HEAD_STEPS, TILED, *SHARED_STEPS, "heads", "backward", *more)
+        self.check_fields(section, path, known, "check.known_steps")
         heads = len(self.steps.heads)
         top = [name for name in (*HEAD_STEPS, TILED) if name in section]
         if "heads" in section:
@@ -290,9 +294,13 @@ class _Reader(FieldReader):
         ]
         found += self.tiles(per_head)
         found += [self.answer((*path, step), section[step], step, None) for step in SHARED_STEPS if step in section]
-        if not found:
+        gradients = (
+            backward_answers.read(self, (*path, "backward"), section["backward"]) if "backward" in section else ()
+        )
+        if not found and not gradients:
             return None
-        return Answers(tuple(found), settings.tolerance, settings.carry, settings.min_decimals, settings.require)
+        s = settings
+        return Answers(tuple(found), s.tolerance, s.carry, s.min_decimals, s.require, gradients)
 
     def head_list(self, path: FieldPath, value: object, heads: int) -> list[tuple[FieldPath, dict]]:
         if not isinstance(value, list) or not value or not all(isinstance(item, dict) for item in value):
@@ -337,7 +345,7 @@ class _Reader(FieldReader):
         else:
             truth = matrix(self.steps, step, head)
         assert truth is not None, step  # a step the problem has
-        rows, columns = labels(problem, step, truth.shape[1])
+        rows, columns = labels(problem, step, truth.shape[1], truth.shape[0])
         maskable = step in MASKABLE
         return _Shape(rows, columns, maskable, problem.mask if maskable else None, truth)
 
