@@ -501,7 +501,10 @@ class _Reader(FieldReader):
             return None
         if is_mask_marker(value):
             if step not in MASKABLE:
-                raise self.error(path, "check.masked_here", label, text=text or "null", step=step)
+                maskable = ", ".join(
+                    dict.fromkeys(name.rpartition(".")[2] for name in MASKABLE)
+                )  # as answers: spells them
+                raise self.error(path, "check.masked_here", label, text=text or "null", step=step, steps=maskable)
             return Entry(text or "masked", None, None)
         if isinstance(value, str) and _DECIMAL_COMMA.fullmatch(value.strip()):
             point = value.strip().replace(",", ".")
