@@ -439,7 +439,7 @@ MESSAGES: dict[str, str] = {
     "check.scores_given": "this head's scores are given in the problem, so it has no {step} to compute",
     "check.unknown_row": "'{name}' is not one of the names here ({names})",
     "check.ambiguous_name": "'{name}' names more than one row or column; give the numbers as a list",
-    "check.masked_here": "'{text}' marks a masked cell, but {step} has none (only {steps} do)",
+    "check.masked_here": "'{text}' marks a masked cell, but {step} has none: write its number",
     "check.no_backward": "this problem asks for no gradients: give it backward: (grad_output: or loss:) to answer its backward pass",
     "check.backward_not_mapping": "backward must be a mapping of gradients (grad_values:, grad_scores:, heads:, ...), got {got}",
     "check.backward_steps": " (gradients that can be answered here: {names})",

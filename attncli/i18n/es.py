@@ -511,7 +511,7 @@ MESSAGES: dict[str, str] = {
     "check.scores_given": "las puntuaciones de esta cabeza vienen dadas en el problema, así que no hay {step} que calcular",
     "check.unknown_row": "'{name}' no es ninguno de los nombres de aquí ({names})",
     "check.ambiguous_name": "'{name}' nombra más de una fila o columna; escribe los números como una lista",
-    "check.masked_here": "'{text}' marca una celda enmascarada, pero {step} no tiene ninguna (solo {steps})",
+    "check.masked_here": "'{text}' marca una celda enmascarada, pero {step} no tiene ninguna: escribe su número",
     "check.no_backward": "este problema no pide gradientes: dale backward: (grad_output: o loss:) para responder su paso hacia atrás",
     "check.backward_not_mapping": "backward debe ser un mapeo de gradientes (grad_values:, grad_scores:, heads:, ...), pero hay {got}",
     "check.backward_steps": " (gradientes que se pueden responder aquí: {names})",
