@@ -501,10 +501,7 @@ class _Reader(FieldReader):
             return None
         if is_mask_marker(value):
             if step not in MASKABLE:
-                maskable = ", ".join(
-                    dict.fromkeys(name.rpartition(".")[2] for name in MASKABLE)
-                )  # as answers: spells them
-                raise self.error(path, "check.masked_here", label, text=text or "null", step=step, steps=maskable)
+                raise self.error(path, "check.masked_here", label, text=text or "null", step=step)
             return Entry(text or "masked", None, None)
         if isinstance(value, str) and _DECIMAL_COMMA.fullmatch(value.strip()):
             point = value.strip().replace(",", ".")
