@@ -88,10 +88,16 @@ def shifted(rope: PositionEncoding, slip: str) -> tuple[np.ndarray, np.ndarray]:
     return query_at, key_at
 
 
-def _turn(num: Carried, angles: np.ndarray, style: str, carry: int) -> Carried:
+def exact_turn(num: Carried, angles: np.ndarray, style: str) -> Carried:
+    """A carried matrix turned with exact cos and sin (the backward pass's replay turns its gradients back so)."""
+    return _turn(num, angles, style, None)
+
+
+def _turn(num: Carried, angles: np.ndarray, style: str, carry: int | None) -> Carried:
     """A carried matrix turned pair by pair: linear in it with exact cos and sin, so its parts turn alike and the
     bound on the rest mixes by |cos| and |sin|; with each cos and sin looked up at the carry precision, what that
-    rounding moves, |a|·δcos + |b|·δsin, joins the rest (none where they are on its grid: 1, 0, ½)."""
+    rounding moves, |a|·δcos + |b|·δsin, joins the rest (none where they are on its grid: 1, 0, ½; none for
+    `carry` None, cos and sin exact)."""
     first, second = positions.pairs(num.t.shape[1], style)
     cos, sin = np.cos(angles), np.sin(angles)
     moved_cos, moved_sin = _moved(cos, carry), _moved(sin, carry)
@@ -104,8 +110,10 @@ def _turn(num: Carried, angles: np.ndarray, style: str, carry: int) -> Carried:
     return Carried(positions.rotate(num.t, angles, style), positions.rotate(num.g, angles, style), rest)
 
 
-def _moved(constants: np.ndarray, carry: int) -> np.ndarray:
+def _moved(constants: np.ndarray, carry: int | None) -> np.ndarray:
     """How far a constant looked up at the carry precision may be from the true one: half a unit, 0 on the grid."""
+    if carry is None:
+        return np.zeros_like(constants)
     on_grid = np.abs(np.round(constants, carry) - constants) <= 1e-15 + 1e-12 * np.abs(constants)
     return np.where(on_grid, 0.0, half_unit(carry))
 

@@ -7,6 +7,7 @@ so a transcript of one is a transcript of the other; every sentence comes from t
 from __future__ import annotations
 
 from attncli.i18n import describe, t
+from attncli.practice import backward, tiles
 from attncli.practice.session import (
     BACK,
     CARRIED,
@@ -30,6 +31,7 @@ from attncli.practice.session import (
 from attncli.problem import Projection
 from attncli.render.layout import BLANK, Line, line, table
 from attncli.render.walk import FORMULAS
+from attncli.steps import TILE_STEPS
 
 PRECISION = 4
 OUTCOMES = (FIRST, SECOND, SHOWN, SKIPPED, "")  # the summary's columns; "" = not reached
@@ -88,8 +90,13 @@ def ask(session: Session, prompt: Prompt) -> str:
     steps = session.steps
     problem = steps.problem
     step = prompt.step
-    query = problem.query_tokens[prompt.row] if step not in ("keys", "values") else problem.tokens[prompt.row]
-    if step in ("dot", "scores", "exp", "weights"):
+    if backward.is_backward(step):
+        return _ask_gradient(session, prompt) + _of_head(session, prompt)
+    names = problem.tokens if step in ("keys", "values") else problem.query_tokens
+    query = names[prompt.row] if step not in TILE_STEPS else ""  # an accumulator's row is a query's tile
+    if step in TILE_STEPS:
+        text = _tile(session, prompt)
+    elif step in ("dot", "scores", "exp", "weights"):
         keys = ", ".join(problem.tokens[j] for j in prompt.columns)
         head = steps.heads[prompt.head]
         text = t(
@@ -114,6 +121,23 @@ def ask(session: Session, prompt: Prompt) -> str:
     if prompt.size > 1:
         text += t("practice.numbers_count", count=prompt.size)
     return text + _of_head(session, prompt)
+
+
+def _tile(session: Session, prompt: Prompt) -> str:
+    """A tile step of a query (attncli.practice.tiles): the accumulator's row is the query's tile, not the query."""
+    assert prompt.head is not None, "a tile belongs to a head"
+    query, tile = tiles.place(session.steps.heads[prompt.head], prompt.step, prompt.row, prompt.columns)
+    return t(f"practice.ask.{prompt.step}", query=session.steps.problem.query_tokens[query], tile=tile + 1)
+
+
+def _ask_gradient(session: Session, prompt: Prompt) -> str:
+    """A row of a gradient: `dS, the scores' gradient, row 'bank' (dS = P ∘ (dP − D))`."""
+    rows, columns = session._labels(prompt.step, prompt.head)
+    named = ", ".join(columns[c] for c in prompt.columns) if len(prompt.columns) < len(columns) else ""
+    text = t("practice.ask.gradient", name=t(f"check.step.{prompt.step}"), row=rows[prompt.row])
+    text += t("practice.ask.gradient_keys", keys=named) if named else ""
+    text += f" ({backward.formula(prompt.step)})"
+    return text + (t("practice.numbers_count", count=prompt.size) if prompt.size > 1 else "")
 
 
 def _of_head(session: Session, prompt: Prompt) -> str:
@@ -182,6 +206,8 @@ def _worked(record: Feedback) -> str:
 
 def _formula(session: Session, prompt: Prompt) -> str:
     step = prompt.step
+    if backward.is_backward(step):
+        return t("practice.formula.gradient", formula=backward.formula(step))
     if step == "dot":
         kind = session.steps.heads[prompt.head].spec.score.kind
         if kind in ("scaled_dot", "dot"):
@@ -212,7 +238,7 @@ def summary(result: Summary, width: int, again: str, harder: str) -> list[Line]:
 
 
 def _step_name(step: str) -> str:
-    return t(f"practice.step.{step}")
+    return t(f"check.step.{step}" if backward.is_backward(step) else f"practice.step.{step}")
 
 
 def _duration(seconds: float) -> str:
