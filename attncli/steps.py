@@ -185,6 +185,12 @@ def computed(steps: Steps, name: str, head: int | None = None) -> bool:
     return given is None or isinstance(given, Projection)
 
 
+def asked(steps: Steps, name: str, head: int | None = None) -> bool:
+    """Whether a template asks a student for step `name` (of `head`): one they compute, and concat and final only
+    where heads are concatenated (several heads, or W_O). What `require: all` requires."""
+    return (head is not None or steps.concat is not None) and computed(steps, name, head)
+
+
 def matrix(steps: Steps | LayerSteps, name: str, head: int | None = None) -> np.ndarray | None:
     """Step `name`'s numbers (of `head`), None where the problem does not have it."""
     step = BY_NAME[name]

@@ -35,9 +35,11 @@ def template(
         raise fail("template.bad_suffix", path=str(output), suffix=output.suffix).at(source="-o")
     from attncli import pipeline, yamldoc
     from attncli.grading import submissions, templates
+    from attncli.parsing import answers
 
     document = yamldoc.read(file)
     steps = pipeline.solve(pipeline.load(document))
+    settings = answers.read_settings(document)
     check_targets(("-o", output))
-    write(templates.template(steps, submissions.exercise_id(document)), output, env)
+    write(templates.template(steps, submissions.exercise_id(document), settings), output, env)
     return ExitCode.OK

@@ -234,6 +234,15 @@ def _kind(cell: Cell | None, step: StepReport | None) -> str:
     return CARRIED if cell.status == CARRIED else WRONG
 
 
+def step_status(step: StepReport) -> str:
+    """A step's status as gradebooks count it: ROUNDED for a wrong step whose only fault is rounding (each answered
+    cell of it that is not right is wrong only by rounding, `only_rounding`), else the grader's own."""
+    if step.status != WRONG:
+        return step.status
+    faults = [cell for cell in step.cells if cell.entry is not None and cell.status != RIGHT]
+    return ROUNDED if faults and all(only_rounding(cell, step) for cell in faults) else WRONG
+
+
 def only_rounding(cell: Cell, step: StepReport) -> bool:
     """Whether the only fault of an answered cell that is not right is rounding: (a) or (b) of the module's
     docstring."""

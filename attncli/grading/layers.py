@@ -22,11 +22,12 @@ from attncli import layers
 from attncli.core import Steps
 from attncli.grading import interval, verdict
 from attncli.grading.interval import Carried
-from attncli.grading.report import CARRIED, NOT_ANSWERED, RIGHT, WRONG, Cell, Report, StepReport
+from attncli.grading.report import CARRIED, MISSING, NOT_ANSWERED, RIGHT, WRONG, Cell, Report, StepReport
 from attncli.grading.rule import Rule
 from attncli.layers import LayerSteps, StackSteps
-from attncli.parsing.answers import Answer, Answers, Entry, LayerAnswers, Settings
+from attncli.parsing.answers import Answer, Answers, Entry, LayerAnswers, Settings, stream_steps
 from attncli.problem import Norm
+from attncli.steps import asked, order
 
 CODES = ("residual_forgotten", "norm_misplaced")  # a stack's slips, beside attncli.grading.CODES
 
@@ -83,7 +84,29 @@ def grade(
         passed = next((report for report in judged if report.step == "stream"), None)
         stream, written = _passed_on(given, truth, rule)
         stream_right = written is None or (passed is not None and passed.status == RIGHT)
-    return Report(file, tuple(reports))
+    required = require if require is not None else settings.require
+    return Report(file, tuple(_completed(steps, reports, required)) if required else tuple(reports))
+
+
+def _completed(steps: StackSteps, reports: list[StepReport], required: Sequence[str]) -> list[StepReport]:
+    """`reports` with every required step of every layer that is not answered (left out, a layer not answered at
+    all, or every cell left `?`) a MISSING one, in its place: the layer's normed input, attention, residual, stream.
+    (A layer's attention answered has its missing steps from attncli.grading.verdict already.)"""
+    found = {(report.layer, report.step, report.head): report for report in reports}
+    completed = []
+    for index, layer in enumerate(steps.layers):
+        attention, streams = layer.attention, list(stream_steps(layer))
+        keys = [*((name, None) for name in streams if name == "normed"), *order(attention)]
+        keys += [(name, None) for name in streams if name != "normed"]
+        for name, head in keys:
+            report = found.get((index, name, head))
+            wanted = name in required and (name in streams or asked(attention, name, head))
+            if wanted and (report is None or report.status == NOT_ANSWERED):
+                missing = StepReport(name, head, verdict.head_name(attention, head), (), (), (), MISSING, ())
+                report = _tagged(missing, index, layer.layer.label)
+            if report is not None:
+                completed.append(report)
+    return completed
 
 
 def _attention(

@@ -15,8 +15,9 @@ import numpy as np
 from attncli.core import Steps
 from attncli.i18n import t
 from attncli.layers import StackSteps
-from attncli.parsing.answers import NOT_ANSWERED, stream_steps
-from attncli.steps import BY_NAME, HEAD_STEPS, KEYS, QUERIES, SHARED_STEPS, computed, labels, matrix
+from attncli.parsing.answers import NOT_ANSWERED, Settings, stream_steps
+from attncli.parsing.student import FIELDS as STUDENT_FIELDS
+from attncli.steps import BY_NAME, HEAD_STEPS, KEYS, QUERIES, SHARED_STEPS, asked, labels, matrix
 from attncli.yamldoc import comment, flow, scalar
 
 Cell = Callable[[float, bool], str]  # (true value, masked) -> the text written in the cell
@@ -31,11 +32,22 @@ class _Block:
     columns: str  # what the columns are, for the template's comment
 
 
-def template(steps: Steps | StackSteps, exercise: str | None = None) -> str:
-    """A blank answers: section for the problem of `steps`: every step to compute, `?` in every cell."""
-    lines = [comment(t("template.comment")), comment(t("template.rows"))]
+def template(steps: Steps | StackSteps, exercise: str | None = None, settings: Settings | None = None) -> str:
+    """A blank answers: section for the problem of `steps`: who hands it in (`student:` and `student_id:`, blank),
+    every step to compute, `?` in every cell. Its instructions say what the key's `settings` enforce: at least
+    min_decimals decimals (or as many as the student carries), a decimal comma in quotes where it is read."""
+    settings = settings or Settings()
+    decimals = (
+        t("template.decimals_carried")
+        if settings.min_decimals is None
+        else t("template.decimals_at_least", count=settings.min_decimals)
+    )
+    lines = [comment(t("template.comment", decimals=decimals)), comment(t("template.rows"))]
+    lines += [comment(t("template.decimal_comma"))] if settings.decimal_comma else []
+    lines.append(comment(t("template.student")))
     if exercise is not None:
         lines.append(f"exercise: {scalar(exercise)}")
+    lines += [f"{name}:" for name in STUDENT_FIELDS]
     return "\n".join([*lines, *answer_lines(steps, lambda value, masked: scalar(NOT_ANSWERED), True)]) + "\n"
 
 
@@ -79,7 +91,7 @@ def _step_lines(steps: Steps, cell: Cell, comments: bool, indent: int) -> list[s
 def _head_blocks(steps: Steps, h: int) -> list[_Block]:
     """One head's steps to compute: the projections (when the problem gives x and W), dot unless scores are given,
     scores unless given, weights and output."""
-    return [_step_block(steps, name, h) for name in HEAD_STEPS if computed(steps, name, h)]
+    return [_step_block(steps, name, h) for name in HEAD_STEPS if asked(steps, name, h)]
 
 
 def _step_block(steps: Steps, name: str, head: int | None) -> _Block:

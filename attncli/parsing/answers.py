@@ -28,7 +28,9 @@ from attncli.yamldoc import Document, FieldPath, did_you_mean, kind_of
 
 MASK_WORDS = ("masked", "-inf", "-∞", "-infinity")
 NOT_ANSWERED = "?"  # what a template holds in every cell; left there (or empty), the cell is not answered
-SETTINGS = ("tolerance", "carry", "min_decimals", "require")  # how the file asks to be graded
+SETTINGS = ("tolerance", "carry", "min_decimals", "require", "decimal_comma")  # how the file asks to be graded
+EVERY_STEP = "all"  # `require: all`, `--require all`: every step the problem has a student compute
+REQUIRE_ALL = (*ANSWERED, *STREAM_STEPS)  # what `all` requires: each one the problem has (attncli.steps.computed)
 MAX_DECIMALS = 17
 _DECIMAL = re.compile(
     r"[+-]?\d*\.(?P<fraction>\d*)(?:[eE](?P<exponent>[+-]?\d+))?|[+-]?\d+[eE](?P<power>[+-]?\d+)", re.ASCII
@@ -71,6 +73,7 @@ class Settings:
     carry: int | None = None
     min_decimals: int | None = None
     require: tuple[str, ...] = ()
+    decimal_comma: bool = False  # a quoted "0,6652" is 0.6652 (a key made by `generate --lang es` says so)
 
 
 @dataclass(frozen=True)
@@ -100,9 +103,11 @@ class _Shape:
 
 
 def parse(document: Document, steps: Steps, settings: Settings | None = None) -> Answers:
-    """The validated `answers:` of a problem whose calculation is `steps`, graded with `settings` (else the file's)."""
+    """The validated `answers:` of a problem whose calculation is `steps`, graded with `settings` (a key's; else the
+    file's own). A quoted decimal comma is read when the settings say `decimal_comma: true`, and in a file checked
+    against its own problem also under --lang es; against a key, the key alone decides (`commas_read`)."""
     reader = _Reader(document, steps)
-    return reader.answers(settings if settings is not None else reader.settings())
+    return reader.answers(settings if settings is not None else reader.settings(), settings is None)
 
 
 def parse_stack(
@@ -113,6 +118,7 @@ def parse_stack(
     Each layer's mapping holds that layer's steps as a one-layer problem's answers do, and its streams.
     """
     reader = _Reader(document, None)
+    own = settings is None
     settings = settings if settings is not None else reader.settings()
     section = reader.section()
     reader.check_fields(section, ("answers",), ("layers",), "check.known_steps")
@@ -124,7 +130,9 @@ def parse_stack(
             ("answers", "layers"), "check.too_many_layers", count=len(listed), expected=len(steps.layers)
         )
     found = tuple(
-        _Reader(document, layer.attention).layer((*("answers", "layers"), index), fields, layer, settings)
+        _Reader(document, layer.attention, commas_read(settings, own)).layer(
+            (*("answers", "layers"), index), fields, layer, settings
+        )
         for index, (fields, layer) in enumerate(zip(listed, steps.layers))
     )
     if all(layer.attention is None and not layer.streams for layer in found):
@@ -138,8 +146,15 @@ def stream_steps(layer: LayerSteps) -> dict[str, np.ndarray]:
 
 
 def read_settings(document: Document) -> Settings:
-    """The validated `tolerance:`, `carry:`, `min_decimals:` and `require:` of a file (a key or a homework)."""
+    """The validated `tolerance:`, `carry:`, `min_decimals:`, `require:` and `decimal_comma:` of a file (a key or a
+    homework)."""
     return _Reader(document, None).settings()
+
+
+def commas_read(settings: Settings, own: bool) -> bool:
+    """Whether a quoted decimal comma ("0,6652") is read as a number: when the settings say so, or, for a file
+    graded by its own settings (`own`: no key), in Spanish. A key's grade never depends on the grader's language."""
+    return settings.decimal_comma or (own and current_language() == "es")
 
 
 def is_tolerance(number: float) -> bool:
@@ -178,8 +193,11 @@ def is_mask_marker(value: object) -> bool:
 
 
 def step_list(text: str) -> tuple[str, ...]:
-    """`--require dot,scores`: the step names, each one that can be answered (an AttnError otherwise)."""
+    """`--require dot,scores`: the step names, each one that can be answered (an AttnError otherwise); `all`:
+    REQUIRE_ALL, every step (grading requires those the problem has a student compute)."""
     names = tuple(name.strip() for name in text.split(",") if name.strip())
+    if EVERY_STEP in names:
+        return REQUIRE_ALL
     for name in names:
         if name not in ANSWERED:
             hint = did_you_mean(name, ANSWERED) or phrase("check.known_steps", names=", ".join(ANSWERED))
@@ -198,9 +216,10 @@ def _is_scalar(value: object) -> bool:
 class _Reader(FieldReader):
     """Reads the answers against the shapes of the calculation, raising errors that say where."""
 
-    def __init__(self, document: Document, steps: Steps | None) -> None:
+    def __init__(self, document: Document, steps: Steps | None, decimal_comma: bool = False) -> None:
         super().__init__(document)
         self.steps = steps
+        self.decimal_comma = decimal_comma  # a quoted "0,6652" is read as 0.6652
         self.data = document.data if isinstance(document.data, dict) else {}
         self.streams: dict[str, np.ndarray] = {}  # a stacked layer's streams, by step
 
@@ -210,7 +229,14 @@ class _Reader(FieldReader):
         carry = self.count("carry") if "carry" in data else None
         min_decimals = self.count("min_decimals") if "min_decimals" in data else None
         require = self.require(data["require"]) if "require" in data else ()
-        return Settings(tolerance, carry, min_decimals, require)
+        decimal_comma = self.flag("decimal_comma") if "decimal_comma" in data else False
+        return Settings(tolerance, carry, min_decimals, require, decimal_comma)
+
+    def flag(self, name: str) -> bool:
+        value = self.data[name]
+        if not isinstance(value, bool):
+            raise self.error((name,), "check.bad_flag", got=kind_of(value))
+        return value
 
     def tolerance(self, value: object) -> float:
         number = self.number(("tolerance",), value) if not isinstance(value, bool) else None
@@ -234,7 +260,9 @@ class _Reader(FieldReader):
         except AttnError as error:
             raise error.at(self.document.name, self.document.line(("require",)), "require") from None
 
-    def answers(self, settings: Settings) -> Answers:
+    def answers(self, settings: Settings, own: bool) -> Answers:
+        """The answers, read with `settings` (`own`: the file's, no key: see `commas_read`)."""
+        self.decimal_comma = commas_read(settings, own)
         section = self.section()
         answers = self.steps_of(("answers",), section, settings)
         if answers is None:
@@ -469,7 +497,7 @@ class _Reader(FieldReader):
             return Entry(text or "masked", None, None)
         if isinstance(value, str) and _DECIMAL_COMMA.fullmatch(value.strip()):
             point = value.strip().replace(",", ".")
-            if current_language() != "es":
+            if not self.decimal_comma:
                 raise self.error(path, "check.decimal_comma", label, text=value.strip(), point=point)
             return Entry(text, float(point), decimals(point))
         if isinstance(value, str) and _SPACED.fullmatch(value.strip()):

@@ -19,7 +19,7 @@ from attncli.yamldoc import FieldPath, did_you_mean, kind_of
 
 STACK_FIELDS = (
     "title", "notes", "tokens", "x", "layers", "exercise", "answers", "tolerance", "carry", "min_decimals", "require",
-    "backward", *backward.FIELDS,
+    "decimal_comma", "points", "student", "student_id", "backward", *backward.FIELDS,
 )  # fmt: skip
 GIVEN = ("queries", "keys", "values", "scores")  # fixed matrices: a layer computes them from its input instead
 NOT_IN_LAYER = ("query_tokens", "x_query")  # a stack is self-attention over one sequence
