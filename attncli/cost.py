@@ -65,8 +65,12 @@ class Cost(NamedTuple):
     parameters: Section
     flops: Section
     kv_cache: Section
-    shape: Shape | None = None  # what was counted: a shape from flags, or a problem file's
-    problem: Problem | None = None
+    counted: Shape | Problem  # what was counted: a shape from flags, or a problem file
+
+    @property
+    def shape(self) -> Shape | None:
+        """The shape counted; None for a problem file's count."""
+        return self.counted if isinstance(self.counted, Shape) else None
 
 
 def shape(
@@ -164,7 +168,7 @@ def count(shape: Shape, dtype: str) -> Cost:
         parameters=section(parameters, shape.layers),
         flops=section(flops, shape.layers),
         kv_cache=section(cache, shape.layers),
-        shape=shape,
+        counted=shape,
     )
 
 
@@ -224,7 +228,7 @@ def of_problem(problem: Problem, dtype: str) -> Cost:
         parameters=section(list(parameters.values()), 1),
         flops=section(flops, 1),
         kv_cache=section(list(cache.values()), 1),
-        problem=problem,
+        counted=problem,
     )
 
 
@@ -244,13 +248,13 @@ def _score_flops(
 ) -> list[Term]:
     """The products that make a head's scores, and the score's own weights (general, additive) as parameters."""
     score, two = head.score, ("2", MULTIPLY_ADD)
-    if head.scores is not None:
+    if head.queries is None or head.keys is None:  # the scores are given
         return []
     d_q, d_k = ("d_q", width(head.queries)), ("d_k", width(head.keys))
     if score.kind == "general":
         parameters.setdefault(id(score.w), product("W", (d_q, d_k), owner))
         return [product("Q·W", (two, ("L", queries), d_q, d_k), owner), product("(Q·W)·Kᵀ", (two, kept, d_k), owner)]
-    if score.kind == "additive":
+    if score.kind == "additive" and score.v is not None:  # additive scores always have their v
         d_a = ("d_a", score.v.shape[0])
         parameters.setdefault(id(score.w_query), product("W_query", (d_q, d_a), owner))
         parameters.setdefault(id(score.w_key), product("W_key", (d_k, d_a), owner))

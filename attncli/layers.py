@@ -67,11 +67,10 @@ def compute(stack: Stack) -> StackSteps:
 def through(layer: Layer, stream: np.ndarray) -> LayerSteps:
     """Layer `layer` fed the residual stream `stream` (S, d): normalised, attended, added back."""
     norm = layer.norm
-    place = None if norm is None else norm.place
-    normed = normalise(stream, norm) if place == "pre" else None  # (S, d)
+    normed = normalise(stream, norm) if norm is not None and norm.place == "pre" else None  # (S, d)
     attention = core.compute(feed(layer.attention, stream if normed is None else normed))
     residual = core._finite(stream + attention.output, "w_o")  # (S, d)
-    output = normalise(residual, norm) if place == "post" else residual  # (S, d)
+    output = normalise(residual, norm) if norm is not None and norm.place == "post" else residual  # (S, d)
     return LayerSteps(layer, stream, normed, attention, residual, output)
 
 
@@ -88,12 +87,14 @@ def feed(problem: Problem, x: np.ndarray) -> Problem:
         queries_x, keys_x = x + encoding.query_encoding, x + encoding.encoding  # (S, d), (S, d)
         encoding = encoding._replace(x=x, x_query=None if encoding.x_query is None else x)
 
-    def fed(operand: Operand | None, inputs: np.ndarray) -> Operand | None:
+    def fed(operand: Operand, inputs: np.ndarray) -> Operand:
         return Projection(inputs, operand.w) if isinstance(operand, Projection) else operand
 
     heads = tuple(
         head._replace(
-            queries=fed(head.queries, queries_x), keys=fed(head.keys, keys_x), values=fed(head.values, keys_x)
+            queries=None if head.queries is None else fed(head.queries, queries_x),  # None: the scores are given
+            keys=None if head.keys is None else fed(head.keys, keys_x),
+            values=fed(head.values, keys_x),
         )
         for head in problem.heads
     )

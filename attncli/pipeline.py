@@ -18,7 +18,7 @@ import functools
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, overload
+from typing import TYPE_CHECKING, Any, overload
 
 import numpy as np
 
@@ -30,9 +30,20 @@ from attncli.problem import Head, Problem, Projection, Stack, width
 from attncli.yamldoc import Document
 
 if TYPE_CHECKING:
+    from typing_extensions import TypedDict, Unpack
+
     from attncli.grading import Report
     from attncli.layers import StackSteps
     from attncli.softmax import Logits
+
+    class GradeOptions(TypedDict, total=False):
+        """What `grade` passes on to the grader: each given wins over the key's (or the file's) own."""
+
+        tolerance: float | None
+        carry: int | None
+        min_decimals: int | None
+        require: Sequence[str] | None
+
 
 Source = str | os.PathLike | Document
 DTYPES = ("float64", "float32")
@@ -99,6 +110,7 @@ def solve(problem: Problem | Stack) -> Steps | StackSteps:
     A stack gives each layer's steps in turn (attncli.layers.StackSteps). When the problem asks for
     gradients (`backward:`), the record's `backward` holds every one of them (attncli.backward).
     """
+    steps: Steps | StackSteps
     if isinstance(problem, Stack):
         from attncli import layers
 
@@ -161,11 +173,14 @@ def overview(
 
 
 def _rows_of(head: Head, rows: list[int]) -> Head:
-    """`head` with queries `rows` only, projected: `core.attend` then works out just those rows."""
+    """`head` with queries `rows` only, projected: `core.attend` then works out just those rows (given scores,
+    which the kernel never takes, cut to those rows alike)."""
+    if head.queries is None:
+        return head._replace(scores=None if head.scores is None else head.scores[rows])
     return head._replace(queries=core.project(head.queries)[rows])
 
 
-def _on_kernel(problem: Problem, key_bins: np.ndarray | None = None) -> tuple[np.ndarray, list] | None:
+def _on_kernel(problem: Problem, key_bins: np.ndarray | None = None) -> tuple[np.ndarray, list[np.ndarray]] | None:
     """The final output (L, d_out) through the blocked kernel, and each head's weights summed over `key_bins`.
 
     None when the kernel cannot take the problem: a bias or RoPE, a head that is not a dot product
@@ -173,17 +188,22 @@ def _on_kernel(problem: Problem, key_bins: np.ndarray | None = None) -> tuple[np
     """
     if problem.bias is not None or problem.rope is not None:  # the kernel adds no bias and turns no queries
         return None
-    arrays = [_kernel_arrays(head) for head in problem.heads]
-    if any(found is None for found in arrays):
+    arrays = [found for found in map(_kernel_arrays, problem.heads) if found is not None]
+    if len(arrays) < len(problem.heads):
         return None
     mask, causal = _kernel_mask(problem)
-    options = {"mask": mask, "causal": causal, "key_bins": key_bins}
     results = [
-        kernel.attention(*found, scale=head.score.scale, **options) for head, found in zip(problem.heads, arrays)
+        _output_and_sums(kernel.attention(*found, scale=head.score.scale, mask=mask, causal=causal, key_bins=key_bins))
+        for head, found in zip(problem.heads, arrays)
     ]
-    outputs, sums = ([r[0] for r in results], [r[1] for r in results]) if key_bins is not None else (results, [])
+    outputs, sums = [output for output, _ in results], [summed for _, summed in results if summed is not None]
     output = core.combine(outputs, problem.w_o)[1]  # (L, d_out)
     return (output, sums) if np.isfinite(output).all() else None  # W_O can still overflow
+
+
+def _output_and_sums(found: np.ndarray | tuple[np.ndarray, ...]) -> tuple[np.ndarray, np.ndarray | None]:
+    """The kernel's output, and its weights summed over the key bins when it was given some (None when not)."""
+    return (found[0], found[1]) if isinstance(found, tuple) else (found, None)
 
 
 def _every_step(problem: Problem) -> np.ndarray:
@@ -235,16 +255,15 @@ def _kernel_arrays(head: Head) -> tuple[np.ndarray, np.ndarray, np.ndarray] | No
     number no score overflows, and a weighted mean of finite values stays finite. The problem's
     own matrices are finite; a projection X·W may not be.
     """
-    if head.scores is not None or head.score.kind not in core.KERNEL_SCORES:
+    if head.queries is None or head.keys is None or head.score.kind not in core.KERNEL_SCORES:  # given scores
         return None
     operands = (head.queries, head.keys, head.values)
-    arrays = tuple(core.project(operand) for operand in operands)
+    queries, keys, values = arrays = tuple(core.project(operand) for operand in operands)
     projected = [array for operand, array in zip(operands, arrays) if isinstance(operand, Projection)]
     if not all(np.isfinite(array).all() for array in projected):
         return None
-    queries, keys, _ = arrays
     bound = _largest_norm(queries) * _largest_norm(keys) * abs(head.score.scale)
-    return arrays if bound < np.finfo(queries.dtype).max / 4 else None
+    return (queries, keys, values) if bound < np.finfo(queries.dtype).max / 4 else None
 
 
 def _largest_norm(rows: np.ndarray) -> float:
@@ -260,7 +279,7 @@ def grade(
     *,
     text: str | None = None,
     name: str = "<text>",
-    **options: object,
+    **options: Unpack[GradeOptions],
 ) -> Report:
     """The report on the `answers:` section of the source `answers`, or of the YAML `text`, to `key_or_problem`.
 
@@ -301,7 +320,7 @@ def grade(
 
 
 @functools.wraps(kernel.attention)
-def attention(*arrays: object, **options: object) -> np.ndarray | tuple[np.ndarray, ...]:
+def attention(*arrays: object, **options: Any) -> np.ndarray | tuple[np.ndarray, ...]:
     """attncli.kernel.attention, its signature and semantics, for anyone's arrays: an AttnError for what does not fit.
 
     q, k, v and `scale` must be real and finite, as in a problem file, and a mask bool or float with no NaN
@@ -315,7 +334,7 @@ def attention(*arrays: object, **options: object) -> np.ndarray | tuple[np.ndarr
 
 
 @functools.wraps(kernel_backward.attention_backward)
-def attention_backward(*arrays: object, **options: object) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def attention_backward(*arrays: object, **options: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """attncli.kernel_backward.attention_backward, its signature and semantics, its inputs checked as `attention`'s."""
     try:
         checked = _checked(arrays, ("q", "k", "v", "grad_output"), options)
@@ -324,8 +343,11 @@ def attention_backward(*arrays: object, **options: object) -> tuple[np.ndarray, 
         raise fail("api.attention_backward", reason=str(error)) from None
 
 
-def _checked(arrays: tuple[object, ...], names: tuple[str, ...], options: dict[str, object]) -> list[object]:
-    """The arrays named `names` real and finite (the rest as given); `options`' scale and mask checked in place."""
+def _checked(arrays: tuple[object, ...], names: tuple[str, ...], options: dict[str, Any]) -> list[Any]:
+    """The arrays named `names` real and finite (the rest as given); `options`' scale and mask checked in place.
+
+    Any: what is not checked here reaches the kernel as the caller gave it, for the kernel (or Python, for an
+    argument it does not take) to refuse; the kernel's signature, not this one, says what each may be."""
     checked = [_real(names[index], array) if index < len(names) else array for index, array in enumerate(arrays)]
     if options.get("scale") is not None:
         options["scale"] = _real("scale", options["scale"])[()]

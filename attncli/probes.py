@@ -368,8 +368,9 @@ class Scaling:
 
 def parse_dims(text: str) -> list[int]:
     """`--dk`: the d_k values, whole numbers from 1 to MAX_DK separated by commas."""
-    dims = [whole_number(part) for part in text.split(",")]
-    if not all(d is not None and 1 <= d <= MAX_DK for d in dims):
+    parts = text.split(",")
+    dims = [d for d in map(whole_number, parts) if d is not None and 1 <= d <= MAX_DK]
+    if len(dims) < len(parts):
         raise fail("analysis.bad_dk", got=quote(text), limit=MAX_DK)
     return dims
 

@@ -214,7 +214,7 @@ def arithmetic(head: HeadSteps, row: int, j: int) -> Arithmetic:
     """How query `row` and key `j` become their compatibility, as far as it can be followed by hand."""
     kind = head.spec.score.kind
     value = Num(float(head.dot[row, j]))
-    if kind == "additive":
+    if head.hidden is not None:  # additive scores, the only ones that keep tanh(q·W_query + k·W_key)
         return Additive(vec(head.hidden[row, j]), value)
     queries, keys, style = scored(head)
     q, k = queries[row], keys[j]
@@ -227,12 +227,20 @@ def arithmetic(head: HeadSteps, row: int, j: int) -> Arithmetic:
     return Plain(value)
 
 
-def scored(head: HeadSteps) -> tuple[np.ndarray, np.ndarray, str]:
+class Scored(NamedTuple):
+    """The queries and keys a head's compatibility is computed from, and how they are written."""
+
+    queries: np.ndarray  # (L, d_q)
+    keys: np.ndarray  # (S, d_k)
+    style: str  # ENTRY as given, FIXED for RoPE's turned ones (computed numbers)
+
+
+def scored(head: HeadSteps) -> Scored:
     """The queries and keys the compatibility is computed from, and how they are written: as given,
-    or RoPE's turned ones, computed numbers."""
+    or RoPE's turned ones, computed numbers. Only a head that computes its scores has them."""
     if head.rotation is None:
-        return head.queries, head.keys, ENTRY
-    return head.rotation.queries, head.rotation.keys, FIXED
+        return Scored(head.q, head.k, ENTRY)
+    return Scored(head.rotation.queries, head.rotation.keys, FIXED)
 
 
 def arithmetic_text(written: Arithmetic, precision: int) -> str:

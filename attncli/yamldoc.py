@@ -130,11 +130,11 @@ def load(text: str, name: str) -> Document:
         raise fail("yaml.syntax", problem=str(error).splitlines()[0]).at(source=name, line=line) from None
     except yaml.MarkedYAMLError as error:
         mark = error.problem_mark or error.context_mark
-        line = mark.line + 1 if mark else None
+        marked = mark.line + 1 if mark else None
         problem = (error.problem or error.context or "").strip()
         if "nesting depth" in problem:  # libyaml ≥ 0.2.6 scans ahead and stops very deep nesting before we count it
-            raise fail("yaml.too_deep", limit=MAX_DEPTH).at(source=name, line=line) from None
-        raise fail("yaml.syntax", problem=problem).at(source=name, line=line) from None
+            raise fail("yaml.too_deep", limit=MAX_DEPTH).at(source=name, line=marked) from None
+        raise fail("yaml.syntax", problem=problem).at(source=name, line=marked) from None
     except yaml.YAMLError as error:
         raise fail("yaml.syntax", problem=str(error).splitlines()[0]).at(source=name) from None
     return document
@@ -218,19 +218,19 @@ class _Builder:
                 if tag is not None and tag != "!" and tag not in PLAIN_TAGS:
                     raise fail("yaml.tag", tag=tag).at(line=line)
                 parent = stack[-1] if stack else None
-                in_list = parent is not None and type(parent.value) is list
-                if not in_list and parent is not None and parent.pending_key is None:
+                items = parent.value if parent is not None and type(parent.value) is list else None  # its list
+                if items is None and parent is not None and parent.pending_key is None:
                     self.place(event.value, line)  # a key
                     parent.merging = event.value == "<<" and not event.style  # libyaml says "" for plain
                     continue
-                path = (*parent.path, len(parent.value)) if in_list else self.child_path()
+                path = (*parent.path, len(items)) if parent is not None and items is not None else self.child_path()
                 lines[path] = line
                 texts[path] = event.value
                 value = _scalar(event, line)
                 if event.anchor:
                     self.anchors[event.anchor] = value
-                if in_list:
-                    parent.value.append(value)
+                if items is not None:
+                    items.append(value)
                 else:
                     self.place(value, line)
             elif kind is mapping_start or kind is sequence_start:

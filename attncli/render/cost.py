@@ -11,6 +11,7 @@ import json
 from attncli import __version__
 from attncli.cost import Cost, Section, Term
 from attncli.i18n import t
+from attncli.problem import Problem
 from attncli.render.layout import BLANK, Line, line, table
 
 SI = ("", "k", "M", "G", "T", "P", "E", "Z", "Y")  # counts: parameters, FLOPs
@@ -52,41 +53,40 @@ def human(cost: Cost, compared: list[tuple[str, Cost]], width: int) -> list[Line
 
 
 def _subject(cost: Cost) -> str:
-    shape = cost.shape
-    if shape is None:
-        problem = cost.problem
-        queries, keys = problem.mask.shape
-        title = problem.title or problem.source
+    counted = cost.counted
+    if isinstance(counted, Problem):
+        queries, keys = counted.mask.shape
+        title = counted.title or counted.source
         return t(
             "cost.subject_problem",
             title=title,
             queries=queries,
             keys=keys,
-            heads=len(problem.heads),
+            heads=len(counted.heads),
             dtype=cost.dtype,
             bytes=cost.bytes,
         )
     return t(
         "cost.subject_shape",
-        d_model=shape.d_model,
-        heads=shape.heads,
-        kv_heads=shape.kv_heads,
-        d_head=shape.d_head,
-        layers=shape.layers,
-        tokens=shape.tokens,
-        batch=shape.batch,
+        d_model=counted.d_model,
+        heads=counted.heads,
+        kv_heads=counted.kv_heads,
+        d_head=counted.d_head,
+        layers=counted.layers,
+        tokens=counted.tokens,
+        batch=counted.batch,
         dtype=cost.dtype,
         bytes=cost.bytes,
     )
 
 
 def _mask_words(cost: Cost) -> str:
-    shape = cost.shape
-    if shape is None:
+    counted = cost.counted
+    if isinstance(counted, Problem):
         return t("cost.pairs_problem")
-    if shape.window is not None:
-        return t("cost.pairs_window", window=shape.window)
-    return t("cost.pairs_causal") if shape.causal else t("cost.pairs_dense")
+    if counted.window is not None:
+        return t("cost.pairs_window", window=counted.window)
+    return t("cost.pairs_causal") if counted.causal else t("cost.pairs_dense")
 
 
 def _section(
@@ -103,8 +103,8 @@ def _section(
 
 def _labels(cost: Cost) -> dict[str | None, str]:
     """How a person reads the owner of a problem's term: "head 1: " in the run's language; nothing for a shape's."""
-    problem = cost.problem
-    if problem is None:
+    problem = cost.counted
+    if not isinstance(problem, Problem):
         return {}
     owners = {head.name: head.label for head in problem.heads}
     owners |= {name: problem.kv_label(group) for group, name in enumerate(problem.kv_names)}
@@ -125,15 +125,17 @@ WORDS = {"pairs": "cost.pairs", "K cache": "cost.k_cache", "V cache": "cost.v_ca
 
 def _compared(compared: list[tuple[str, Cost]], width: int) -> list[Line]:
     """The same counts for MHA, GQA and MQA side by side: each term, its formula, and its value for each."""
-    first = compared[0][1]
-    headers = [t("cost.term"), t("cost.formula"), *(f"{kind} (G = {cost.shape.kv_heads})" for kind, cost in compared)]
+    # what each counted: a shape, as every comparison is of one shape's variants (attncli.cost.compare)
+    shapes = [(kind, cost.shape) for kind, cost in compared if cost.shape is not None]
+    layers = shapes[0][1].layers
+    headers = [t("cost.term"), t("cost.formula"), *(f"{kind} (G = {shape.kv_heads})" for kind, shape in shapes)]
     rows = []
     for key, words in (("parameters", "cost.parameters"), ("flops", "cost.flops"), ("kv_cache", "cost.kv_cache")):
         sections = [getattr(cost, key) for _, cost in compared]
         for index, term in enumerate(sections[0].terms):
             rows.append([_name(term), term.formula, *(str(section.terms[index].value) for section in sections)])
-        name = t("cost.all_layers", layers=first.shape.layers) if first.shape.layers > 1 else t("cost.per_layer")
-        totals = [section.total if first.shape.layers > 1 else section.per_layer for section in sections]
+        name = t("cost.all_layers", layers=layers) if layers > 1 else t("cost.per_layer")
+        totals = [section.total if layers > 1 else section.per_layer for section in sections]
         rows.append([t(words), name, *(str(total.value) for total in totals)])
     return table(t("cost.compare_title"), headers, rows, width, right=range(2, len(headers)))
 
@@ -145,7 +147,8 @@ def json_document(cost: Cost, compared: list[tuple[str, Cost]]) -> str:
     """`{"attncli", "source", "dtype", "bytes_per_number", "shape", "pairs", "parameters", "flops", "kv_cache"}`,
     each section `{"terms": [...], "per_layer", "total"}` of terms `{"name", "head", "formula", "numbers", "value"}`;
     with --compare, "compare": the same for each of MHA, GQA, MQA, with its "kind"."""
-    doc = {"attncli": __version__, "source": "flags" if cost.problem is None else cost.problem.source, **_counts(cost)}
+    source = cost.counted.source if isinstance(cost.counted, Problem) else "flags"
+    doc = {"attncli": __version__, "source": source, **_counts(cost)}
     if compared:
         doc["compare"] = [{"kind": kind, **_counts(each)} for kind, each in compared]
     return json.dumps(doc, ensure_ascii=False) + "\n"

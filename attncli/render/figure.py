@@ -170,20 +170,20 @@ def panels(steps: Steps, norms: Norms | None) -> list[list[Panel]]:
 def map_panels(found: Overview, norms: Norms | None) -> list[list[Panel]]:
     """`panels` for a condensed problem: each head's map of block means (masked cells count as weight 0),
     the heads' mean map, and with `norms` the maps of ‖α·f(x)‖ beside them."""
-    problem, edges = found.problem, found.fine_edges
+    problem, (edges, maps) = found.problem, _fine_maps(found)
     shape = (problem.query_tokens, problem.tokens)
     weight, norm = t("figure.block_weight"), t("figure.block_norm", norm="‖α·f(x)‖")
     several = len(found.heads) > 1
     grid = []
-    for h, head in enumerate(found.heads):
+    for h, fine in enumerate(maps):
         name = problem.heads[h].label if several else t("figure.weights")
-        row = [Panel(name, *shape, head.fine, weight, edges)]
+        row = [Panel(name, *shape, fine, weight, edges)]
         if norms is not None:
             weighted = core.block_map(norms.heads[h].weighted, edges)
             row.append(Panel(f"{name}: ‖α·f(x)‖", *shape, weighted, norm, edges))
         grid.append(row)
     if several:
-        row = [Panel(t("figure.mean"), *shape, np.mean([head.fine for head in found.heads], axis=0), weight, edges)]
+        row = [Panel(t("figure.mean"), *shape, np.mean(maps, axis=0), weight, edges)]
         if norms is not None:
             summed = "‖Σ_h α^h·f_h(x)‖"
             label = t("figure.block_norm", norm=summed)
@@ -191,6 +191,15 @@ def map_panels(found: Overview, norms: Norms | None) -> list[list[Panel]]:
             row.append(Panel(t("figure.summed", norm=summed), *shape, mean, label, edges))
         grid.append(row)
     return grid
+
+
+def _fine_maps(found: Overview) -> tuple[Edges, list[np.ndarray]]:
+    """The blocks of the maps a figure draws, and each head's map: the overview's fine ones, which a figure's
+    overview asks for (`core.overview(..., fine)`); a ValueError for one made without them."""
+    maps = [head.fine for head in found.heads if head.fine is not None]
+    if found.fine_edges is None or len(maps) < len(found.heads):
+        raise ValueError("a figure draws an overview's fine maps: core.overview(steps, rows, shape, fine)")
+    return found.fine_edges, maps
 
 
 def _wrapped(grid: list[list[Panel]]) -> list[list[Panel]]:
@@ -245,13 +254,14 @@ def _draw(grid: list[list[Panel]], title: str, fmt: str, notes: list[str]) -> by
     if max(size) * MIN_DPI > MAX_PIXELS:
         panels = sum(len(row) for row in grid)
         raise fail("figure.too_many_panels", panels=panels, pixels=MAX_PIXELS)
-    settings = {
-        "svg.hashsalt": "attncli",
-        "svg.fonttype": "none",  # text stays text: searchable, and smaller
-        "pdf.fonttype": 42,
-        "text.parse_math": False,  # a token, title or file name with $ in it is drawn as written
-    }
-    with matplotlib.rc_context(settings):
+    with matplotlib.rc_context(
+        {
+            "svg.hashsalt": "attncli",
+            "svg.fonttype": "none",  # text stays text: searchable, and smaller
+            "pdf.fonttype": 42,
+            "text.parse_math": False,  # a token, title or file name with $ in it is drawn as written
+        }
+    ):
         fig = Figure(figsize=size, layout="constrained")
         fig.suptitle(title)
         axes = fig.subplots(n_rows, n_columns, squeeze=False)
@@ -289,10 +299,11 @@ def _png_dpi(fig: Figure) -> float:
 
 def _footer(fig: Figure, grid: list[list[Panel]], notes: list[str]) -> None:
     """Under the panels: the hatching's meaning when a cell is masked, then `notes`."""
+    from matplotlib.artist import Artist
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
 
-    handles = []
+    handles: list[Artist] = []
     if any(np.isnan(panel.values).any() for row in grid for panel in row):
         handles.append(Patch(facecolor="white", edgecolor="0.6", hatch="///", label=t("figure.masked_legend")))
     handles += [Line2D([], [], linestyle="none", label=note) for note in notes]

@@ -11,7 +11,7 @@ from attncli import core
 from attncli.core import Steps
 from attncli.i18n import t
 from attncli.render import probes, stack_walk, summary, tiles, walk
-from attncli.render.layout import BLANK, Line, bar, line, table
+from attncli.render.layout import BLANK, Cell, Line, bar, line, table
 from attncli.render.walk import View
 from attncli.written import MASKED, arithmetic_text, fixed
 
@@ -77,7 +77,7 @@ def _rules(facts: walk.Facts, p: int, width: int) -> list[Line]:
         lines.append(_fact(t("render.bias"), facts.bias))
     if facts.positions is not None:
         lines.append(_fact(t("render.positions"), facts.positions))
-    return lines + (_access_map(facts, width) if facts.access is not None else [BLANK])  # a table ends blank
+    return lines + (_access_map(facts, facts.access, width) if facts.access is not None else [BLANK])  # ends blank
 
 
 def _fact(label: str, value: str) -> Line:
@@ -102,14 +102,14 @@ def _scaled(compatibility: str, formula: walk.Formula, p: int, root: bool = True
     return f"s = {compatibility} × {f'1/√{formula.root} = {scale}' if root and formula.root is not None else scale}"
 
 
-def _access_map(facts: walk.Facts, width: int) -> list[Line]:
-    """Which keys each query may use: ● allowed, · excluded (access, not weights).
+def _access_map(facts: walk.Facts, access: tuple[tuple[bool, ...], ...], width: int) -> list[Line]:
+    """Which keys each query may use (`access`, a row per query): ● allowed, · excluded (access, not weights).
 
     A table, so that on a narrow screen each query's keys stay listed under its name.
     """
-    rows = [
+    rows: list[list[Cell]] = [
         [name, *(("●", "green") if allowed else ("·", "dim") for allowed in row)]
-        for name, row in zip(facts.query_tokens, facts.access)
+        for name, row in zip(facts.query_tokens, access)
     ]
     headers = [t("render.query"), *facts.tokens]
     return table(t("render.access_legend"), headers, rows, width, center=range(1, len(headers)))
@@ -159,9 +159,9 @@ def _score_table(query: walk.Query, p: int, width: int) -> list[Line]:
     formula = query.formula
     masked = (t("render.masked"), "dim")
     if formula.kind == "given":
-        rows = [[key.key, key.score.text(p) if key.allowed else masked] for key in query.keys]
-        return table(t("render.step_scores_given"), [t("render.key"), "s"], rows, width, right=(1,))
-    rows = [
+        given: list[list[Cell]] = [[key.key, key.score.text(p) if key.allowed else masked] for key in query.keys]
+        return table(t("render.step_scores_given"), [t("render.key"), "s"], given, width, right=(1,))
+    rows: list[list[Cell]] = [
         [
             key.key,
             key.k.text(p),
@@ -169,6 +169,7 @@ def _score_table(query: walk.Query, p: int, width: int) -> list[Line]:
             *walk.score_cells(key, p, masked),
         ]
         for key in query.keys
+        if key.k is not None and key.dot is not None  # every key of scores worked out, as these are
     ]
     spelling = walk.FORMULAS[formula.kind]
     headers = [t("render.key"), "k", spelling.text, *walk.score_headers(query)]
@@ -188,7 +189,7 @@ def _relative_table(query: walk.Query, p: int, width: int) -> list[Line]:
 
 def _softmax_table(query: walk.Query, p: int, width: int) -> list[Line]:
     exp_header = walk.exp_label(query, p)
-    rows = []
+    rows: list[list[Cell]] = []
     for j, key in enumerate(query.keys):
         if not key.allowed:
             rows.append([key.key, (MASKED, "dim"), ("0", "dim"), ("0", "dim"), (t("render.excluded"), "dim")])
@@ -208,7 +209,7 @@ def _softmax_table(query: walk.Query, p: int, width: int) -> list[Line]:
 
 
 def _output_table(query: walk.Query, p: int, width: int) -> list[Line]:
-    rows = [
+    rows: list[list[Cell]] = [
         [key.key, key.weight.text(p), key.value.text(p), key.contribution.text(p)]
         if key.allowed
         else [key.key, ("0", "dim"), (key.value.text(p), "dim"), (t("render.excluded"), "dim")]

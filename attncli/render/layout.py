@@ -155,8 +155,8 @@ def _wrapped(current: Line, width: int) -> list[Line]:
     runs = _runs(current)
     indent: list[Span] = []
     if runs and runs[0][0]:  # the line's own indentation, repeated on its continuation lines
-        spaces = runs.pop(0)[1]
-        indent = spaces if _columns(spaces) < width // 2 else []
+        leading = runs.pop(0)[1]
+        indent = leading if _columns(leading) < width // 2 else []
     start = _columns(indent)
     out: list[Line] = []
     row, used, pending = list(indent), start, []

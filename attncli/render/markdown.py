@@ -178,7 +178,7 @@ def _scores(query: walk.Query, p: int) -> list[str]:
     rows = []
     for key in query.keys:
         s = key.score.text(p) if key.allowed else t("render.masked")
-        if kind == "given":
+        if key.k is None or key.dot is None:  # the scores were given: no key vectors, no arithmetic
             rows.append([_escape(key.key), s])
         else:
             cells = walk.score_cells(key, p, t("render.masked"))

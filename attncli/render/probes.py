@@ -316,8 +316,8 @@ def compare(record: Comparison, precision: int, width: int) -> list[Line]:
                 cells: list[Cell] = [str(j + 1)]
                 cells += _side(a.tokens, query.allowed_a, pair.weights_a, j, p)
                 cells += _side(b.tokens, query.allowed_b, pair.weights_b, j, p)
-                same = pair.difference is not None
-                cells.append(fixed(float(pair.difference[j]), p) if same else "")
+                difference = pair.difference
+                cells.append("" if difference is None else fixed(float(difference[j]), p))
                 rows.append(cells)
             headers = [t("summary.position"), "A", "α (A)", "B", "α (B)", "α (B) − α (A)"]
             title = (

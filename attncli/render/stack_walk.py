@@ -103,7 +103,6 @@ def stack_items(
 def _streams(record: LayerSteps, number: int, tokens: tuple[str, ...], shown: Sequence[Item]) -> list[Item]:
     """A layer's input (normalised with a norm placed pre), its attention's records `shown`, what it leaves."""
     norm = record.layer.norm
-    place = None if norm is None else norm.place
 
     def stream(kind: str, name: Expr, value: Expr, matrix: np.ndarray) -> Stream:
         same = name == value
@@ -114,12 +113,12 @@ def _streams(record: LayerSteps, number: int, tokens: tuple[str, ...], shown: Se
     x_l = _stream_name(number)
     out: list[Item] = [stream("input", x_l, Expr("x", r"\mathbf{x}") if number == 1 else x_l, record.input)]
     fed = x_l
-    if norm is not None and place == "pre":
+    if norm is not None and record.normed is not None:  # a norm placed pre: the attention reads N(x_l)
         fed = _normed(norm, x_l)
         out.append(stream("normed", fed, fed, record.normed))
     out += shown
     residual = Expr(f"{x_l.text} + Attn({fed.text})", rf"{x_l.latex} + \mathrm{{Attn}}({fed.latex})")
-    if norm is not None and place == "post":
+    if norm is not None and norm.place == "post":
         out.append(stream("residual", residual, residual, record.residual))
         residual = _normed(norm, residual)
     out.append(stream("output", _stream_name(number + 1), residual, record.output))

@@ -73,6 +73,11 @@ def render(found: Overview, follow: tuple[str, ...] | None, precision: int, widt
     problem = found.problem
     place = {row: index for index, row in enumerate(found.rows)}  # query row -> its row in `found`
     rows = followed_rows(problem, follow)
+
+    def weights_of(head: HeadOverview) -> Callable[[int], np.ndarray]:
+        """Query row i's weights (S,), read from its row in `head`."""
+        return lambda i: head.weights[place[i]]
+
     out: list[Line] = []
     if problem.title:
         out.append(line((problem.title, "bold underline")))
@@ -97,7 +102,7 @@ def render(found: Overview, follow: tuple[str, ...] | None, precision: int, widt
         for row in rows:
             out += _top_keys(head, problem, place[row], row, precision, width)
         out += _map(head.blocks, len(problem.query_tokens))
-        out += _corners(lambda i, head=head: head.weights[place[i]], problem, precision, width)
+        out += _corners(weights_of(head), problem, precision, width)
     for row in rows:
         name = problem.query_tokens[row]
         out.append(line((t("render.output_line", name=name), "bold"), vector(found.output[place[row]], precision)))

@@ -14,14 +14,15 @@ dataclasses, which cost ten times as much to create when attncli starts.
 
 import math
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, NamedTuple
+from typing import NamedTuple, TypeVar
 
 import numpy as np
 
 from attncli import positions
-from attncli.core import HeadSteps, Steps, row_norms
+from attncli.core import HeadSteps, Rotation, Steps, row_norms
 from attncli.i18n import t
 from attncli.problem import PositionEncoding, Problem, Projection
+from attncli.render import tiles
 from attncli.render.formats import MAX_KEYS, MAX_QUERIES, condensed
 from attncli.written import (
     ACROSS,
@@ -43,10 +44,8 @@ from attncli.written import (
     vec,
 )
 
-if TYPE_CHECKING:  # stacked layers: attncli.layers is imported only for them
-    pass
-
 AUTO_FOLLOW = 3  # every query in detail up to this many; beyond, the weight matrix and the outputs
+Masked = TypeVar("Masked")  # how a backend writes a masked cell: plain text, or text with its style
 
 
 class Spelling(NamedTuple):
@@ -128,9 +127,8 @@ class Condensed(NamedTuple):
     def words(self) -> str:
         """What is shown and where every number is; a query is not followed past MAX_KEYS keys."""
         size = dict(queries=self.queries, keys=self.keys, max_keys=MAX_KEYS, max_queries=MAX_QUERIES, edge=EDGE)
-        size["every"] = self.every
         follow = f" {t('writeup.condensed_follow', max_keys=MAX_KEYS)}" if self.keys > MAX_KEYS else ""
-        return t("writeup.condensed", **size) + follow
+        return t("writeup.condensed", **size, every=self.every) + follow
 
 
 class HeadTitle(NamedTuple):
@@ -226,7 +224,7 @@ class Query(NamedTuple):
     output: Vec
 
 
-def score_cells(key: KeyStep, precision: int, masked: str) -> list[str]:
+def score_cells(key: KeyStep, precision: int, masked: Masked) -> list[str | Masked]:
     """A key's last cells in the score table: s, or with a bias s, b and s + b (`masked` where masked)."""
     last = key.score.text(precision) if key.allowed else masked
     if key.biased is None:
@@ -272,7 +270,19 @@ class Combination(NamedTuple):
     output: tuple[Vec, ...]
 
 
-Item = Facts | Condensed | Encoded | HeadTitle | Projected | Rotary | Query | WeightMatrix | Combination
+Item = (
+    Facts
+    | Condensed
+    | Encoded
+    | HeadTitle
+    | Projected
+    | Rotary
+    | Query
+    | tiles.StableSoftmax
+    | tiles.TileTrace
+    | WeightMatrix
+    | Combination
+)
 
 
 def items(steps: Steps, view: View, every: str | None = None) -> list[Item]:
@@ -294,18 +304,17 @@ def items(steps: Steps, view: View, every: str | None = None) -> list[Item]:
         if len(steps.heads) > 1:
             items.append(HeadTitle(head_title(head, problem)))
         items += projections(head, problem, short)
-        if head.rotation is not None and not short:
-            items.append(_rotary(head, problem))
+        rope = _rope(head, problem)
+        if rope is not None and not short:
+            items.append(_rotary(head, problem, *rope))
         for row in followed_rows:
             items.append(_query(head, row, problem))
             if head.logsumexp is not None:  # `stable:` or `tiles:`: the softmax worked out again (render.tiles)
-                from attncli.render import tiles
-
                 items += tiles.items(head, row, problem)
         if view.heatmap or len(problem.query_tokens) > 1:
             items.append(_matrix(head, problem, short))
     if steps.concat is not None:
-        items.append(_combination(steps, short))
+        items.append(_combination(steps, steps.concat, short))
     return items
 
 
@@ -331,7 +340,7 @@ def projections(head: HeadSteps, problem: Problem, short: bool = False) -> Itera
         ("V", "W_V", head.spec.values, head.values, problem.tokens),
     )
     for name, weight, operand, result, tokens in parts:
-        if isinstance(operand, Projection):
+        if isinstance(operand, Projection) and result is not None:  # a projected operand always has its result
             x, w = rows(operand.x, ENTRY, short), rows(operand.w, ENTRY, short)
             yield Projected(name, weight, x, w, rows(result, FIXED, short), names_of(tokens, short))
 
@@ -342,9 +351,11 @@ def encoded(problem: Problem) -> Iterator[Encoded]:
     if encoding is None or encoding.kind != "sinusoidal":
         return
     parts = [("x", problem.tokens, encoding.key_at, encoding.x, encoding.encoding)]
-    if problem.cross and encoding.x_query is not None:
+    if problem.cross:
         parts.append(("x_query", problem.query_tokens, encoding.query_at, encoding.x_query, encoding.query_encoding))
     for name, tokens, at, x, pe in parts:
+        if x is None or pe is None:  # cross-attention whose queries have no inputs of their own
+            continue
         places = tuple(Num(float(m), ENTRY) for m in at)
         yield Encoded(name, tokens, places, rows(x, ENTRY), rows(pe), rows(x + pe))
 
@@ -357,10 +368,14 @@ def positions_words(encoding: PositionEncoding) -> str:
     return t("render.positions_sinusoidal", base=base)
 
 
-def _rotary(head: HeadSteps, problem: Problem) -> Rotary:
-    rotation = head.rotation
+def _rope(head: HeadSteps, problem: Problem) -> tuple[Rotation, PositionEncoding] | None:
+    """The head's RoPE turns and the positions they turn by; None without RoPE."""
+    rope = problem.rope
+    return None if head.rotation is None or rope is None else (head.rotation, rope)
+
+
+def _rotary(head: HeadSteps, problem: Problem, rotation: Rotation, encoding: PositionEncoding) -> Rotary:
     first, second = positions.pairs(rotation.queries.shape[1], rotation.style)
-    encoding = problem.positions
 
     def turned(
         tokens: tuple[str, ...], at: np.ndarray, angles: np.ndarray, before: np.ndarray, after: np.ndarray
@@ -374,20 +389,21 @@ def _rotary(head: HeadSteps, problem: Problem) -> Rotary:
         style=rotation.style,
         pairs=tuple((int(a) + 1, int(b) + 1) for a, b in zip(first, second)),
         frequencies=vec(rotation.frequencies),
-        queries=turned(problem.query_tokens, encoding.query_at, rotation.query_angles, head.queries, rotation.queries),
-        keys=turned(problem.tokens, encoding.key_at, rotation.key_angles, head.keys, rotation.keys),
+        queries=turned(problem.query_tokens, encoding.query_at, rotation.query_angles, head.q, rotation.queries),
+        keys=turned(problem.tokens, encoding.key_at, rotation.key_angles, head.k, rotation.keys),
     )
 
 
-def _relative(head: HeadSteps, problem: Problem, row: int, j: int) -> Relative:
+def _relative(
+    head: HeadSteps, problem: Problem, row: int, j: int, rotation: Rotation, encoding: PositionEncoding
+) -> Relative:
     """q·R((n − m)·θ)·k computed afresh from the unturned vectors: equal to q̃·k̃ whatever m and n are."""
-    encoding, rotation = problem.positions, head.rotation
     distance = encoding.key_at[j] - encoding.query_at[row]
     turns = distance * rotation.frequencies[None, :]  # (1, d/2)
-    turned_key = positions.rotate(head.keys[j][None, :], turns, rotation.style)[0]
-    value = float(head.queries[row] @ turned_key)
+    turned_key = positions.rotate(head.k[j][None, :], turns, rotation.style)[0]
+    value = float(head.q[row] @ turned_key)
     if head.spec.score.kind == "cosine":
-        value /= float(np.prod(row_norms(np.stack([head.queries[row], head.keys[j]]))))
+        value /= float(np.prod(row_norms(np.stack([head.q[row], head.k[j]]))))
     return Relative(problem.tokens[j], Num(float(distance), ENTRY), Num(value))
 
 
@@ -430,13 +446,14 @@ def rotary_grids(item: Rotary, p: int) -> list[Grid]:
 
 def relative_grid(query: Query, p: int) -> Grid | None:
     """With RoPE: each key's n − m and q·R((n − m)·θ)·k beside the q̃·k̃ the scores used."""
-    if query.keys[0].relative is None:
-        return None
-    spelling = FORMULAS[query.formula.kind].text
     rows = [
         [key.key, key.relative.distance.text(p), key.relative.value.text(p), key.dot.value.text(p)]
         for key in query.keys
+        if key.relative is not None and key.dot is not None  # every key under RoPE, none without
     ]
+    if not rows:
+        return None
+    spelling = FORMULAS[query.formula.kind].text
     turned = "cos(q, R((n − m)·θ)·k)" if query.formula.kind == "cosine" else "q·R((n − m)·θ)·k"
     headers = [t("render.key"), "n − m", turned, f"{spelling} (q̃, k̃)"]
     return Grid(t("render.relative_title", name=query.name), headers, rows, (1, 2, 3))
@@ -444,8 +461,10 @@ def relative_grid(query: Query, p: int) -> Grid | None:
 
 def formula(head: HeadSteps) -> Formula:
     score = head.spec.score
-    d_k = None if score.kind == "given" else int(head.keys.shape[1])
-    usual = score.kind == "scaled_dot" and math.isclose(score.scale, 1 / math.sqrt(d_k), rel_tol=1e-12)
+    d_k = None if head.keys is None else int(head.keys.shape[1])  # given scores have no keys
+    usual = (
+        d_k is not None and score.kind == "scaled_dot" and math.isclose(score.scale, 1 / math.sqrt(d_k), rel_tol=1e-12)
+    )
     return Formula(score.kind, float(score.scale), d_k if usual else None, d_k, int(head.values.shape[1]))
 
 
@@ -478,8 +497,8 @@ def facts_of(steps: Steps, short: bool = False) -> Facts:
 
 
 def _query(head: HeadSteps, row: int, problem: Problem) -> Query:
-    given = head.spec.score.kind == "given"
-    queries, key_vectors, style = (None, None, ENTRY) if given else scored(head)
+    vectors = None if head.spec.score.kind == "given" else scored(head)  # None: the scores were given
+    rope = _rope(head, problem)
     keys = []
     for j, key in enumerate(problem.tokens):
         weight = float(head.weights[row, j])
@@ -487,22 +506,20 @@ def _query(head: HeadSteps, row: int, problem: Problem) -> Query:
             KeyStep(
                 key=key,
                 allowed=bool(problem.mask[row, j]),
-                k=None if given else vec(key_vectors[j], style),
-                dot=None if given else arithmetic(head, row, j),
+                k=None if vectors is None else vec(vectors.keys[j], vectors.style),
+                dot=None if vectors is None else arithmetic(head, row, j),
                 score=Num(float(head.scores[row, j])),
                 exp=Num(float(head.exp[row, j]), EXP),
                 weight=Num(weight),
                 value=vec(head.values[j], ENTRY),
                 contribution=vec(weight * head.values[j]),
-                biased=None
-                if head.bias is None
-                else Biased(Num(float(head.scaled[row, j])), Num(float(head.bias[row, j]))),
-                relative=None if head.rotation is None else _relative(head, problem, row, j),
+                biased=_biased(head, row, j),
+                relative=None if rope is None else _relative(head, problem, row, j, *rope),
             )
         )
     return Query(
         name=problem.query_tokens[row],
-        q=None if given else vec(queries[row], style),
+        q=None if vectors is None else vec(vectors.queries[row], vectors.style),
         formula=formula(head),
         keys=tuple(keys),
         shift=Num(float(head.shift[row])),
@@ -511,6 +528,13 @@ def _query(head: HeadSteps, row: int, problem: Problem) -> Query:
         best=int(np.argmax(head.weights[row])),
         output=vec(head.output[row]),
     )
+
+
+def _biased(head: HeadSteps, row: int, j: int) -> Biased | None:
+    """With a bias, the score before it and the bias; None without one (the head keeps both or neither)."""
+    if head.scaled is None or head.bias is None:
+        return None
+    return Biased(Num(float(head.scaled[row, j])), Num(float(head.bias[row, j])))
 
 
 def _matrix(head: HeadSteps, problem: Problem, short: bool = False) -> WeightMatrix:
@@ -539,12 +563,13 @@ def weight_grid(
     return names_of(problem.tokens, short, GAPS[ACROSS]), tuple(grid)
 
 
-def _combination(steps: Steps, short: bool = False) -> Combination:
+def _combination(steps: Steps, concat: np.ndarray, short: bool = False) -> Combination:
+    """How the heads' outputs, side by side in `concat` (L, Σ d_v), become the final output."""
     problem = steps.problem
     return Combination(
         names=tuple(head.spec.label for head in steps.heads),
         query_tokens=names_of(problem.query_tokens, short),
-        concat=rows(steps.concat, FIXED, short),
+        concat=rows(concat, FIXED, short),
         w_o=None if problem.w_o is None else rows(problem.w_o, ENTRY, short),
         output=rows(steps.output, FIXED, short),
     )
