@@ -26,9 +26,9 @@ from typer.testing import CliRunner, Result
 
 from attncli.cli import app
 from tests.paths import ROOT
+from tests.test_check_cli import ENV
 from tests.test_lms_formats import SCHEMA, canvas_import, validate
 
-ENV = {"LC_ALL": None, "LC_MESSAGES": None, "LANG": None, "COLUMNS": "100", "NO_COLOR": None, "FORCE_COLOR": None}
 STUDENTS = 30
 ASSIGNMENT = "Attention 1 (3301)"
 KINDS = ("right", "weights_only", "unscaled", "untouched", "by_file_name", "one_cell_wrong")

@@ -16,19 +16,10 @@ import yaml
 from typer.testing import CliRunner, Result
 
 from attncli.cli import app
-from tests import reference
 from tests.refusals import refused
+from tests.test_check_cli import BANK, ENV, TRUE
 from tests.test_course import cells_of, filled
 
-ENV = {"LC_ALL": None, "LC_MESSAGES": None, "LANG": None, "COLUMNS": "100", "NO_COLOR": None, "FORCE_COLOR": None}
-BANK = """\
-tokens: [fisherman, net, bank]
-query_tokens: [bank]
-queries: [[sqrt(2), 0]]
-keys: [[2, 0], [1, 1], [0, 1]]
-values: [[2, 0], [0, 2], [1, 1]]
-"""
-TRUE = reference.head([[2**0.5, 0]], [[2, 0], [1, 1], [0, 1]], [[2, 0], [0, 2], [1, 1]])
 HALVES = """\
 tokens: [a, b]
 query_tokens: [a]
