@@ -11,10 +11,12 @@ earning theirs, the default of a key without `points:`), never read from attncli
 from __future__ import annotations
 
 import csv
+import glob
 import io
 import json
 import math
 import re
+import shlex
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -252,3 +254,17 @@ def test_the_class_report_adds_up(course: tuple[Path, list[Student], list[str]])
     assert int(scores[5]) == by_kind["unscaled"] and "missing\\_scale ×" + str(by_kind["unscaled"]) in scores[8]
     total = next(line for line in report.splitlines() if line.startswith("Total:"))
     assert f"{len(files)} files" in total and f"{by_kind['absent']} without a file" in total
+
+
+@pytest.mark.parametrize("readme", ["README.md", "README.es.md"])
+def test_the_readmes_small_class_is_real_output(readme: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every `$ attncli check … samples/class/…` block of the teacher's section prints what it shows."""
+    monkeypatch.chdir(ROOT)
+    text = (ROOT / readme).read_text(encoding="utf-8")
+    shown = re.findall(r"```\n\$ (attncli check --key samples/class/[^\n]*)\n(.*?)\n```", text, re.S)
+    assert len(shown) >= 3
+    for command, expected in shown:
+        words = [found for word in shlex.split(command)[1:] for found in (sorted(glob.glob(word)) or [word])]
+        result = run(*words)
+        assert result.exit_code == 1, result.stderr
+        assert result.stdout.rstrip("\n") == expected, command
