@@ -219,3 +219,19 @@ def test_a_bad_student_field_is_one_line(tmp_path: Path, value: str) -> None:
     homework = write(tmp_path, "h.yaml", f"student: {value}\nanswers:\n  weights: [0.6652, 0.2447, 0.0900]\n")
     stderr = refused(run_code, ["check", "--key", key, homework], "student")
     assert "h.yaml:1" in stderr
+
+
+def test_every_core_writes_the_same_rows_in_the_order_given(tmp_path: Path, exercise: tuple[Path, dict, str]) -> None:
+    """--jobs 2 against --jobs 1, rows written as they are graded (CSV, JSON lines, a line per file): the same
+    bytes, one row per file in the order given, a right file and an untouched one taking turns."""
+    folder, key, template = exercise
+    right = filled(template, cells_of(key["answers"]), None)
+    files = [write(tmp_path, f"s{n:02d}.yaml", right if n % 3 else template) for n in range(24)]
+    files.reverse()  # not the order of their names
+    for format in ("csv", "json", "text"):
+        one = run("check", "--keys", str(folder), *files, "--format", format, "--jobs", "1")
+        two = run("check", "--keys", str(folder), *files, "--format", format, "--jobs", "2")
+        assert (two.exit_code, two.stdout) == (one.exit_code, one.stdout) == (1, one.stdout)
+    rows = csv_rows(run("check", "--keys", str(folder), *files, "--format", "csv", "--jobs", "2"))
+    assert [row["file"] for row in rows] == files
+    assert [row["status"] for row in rows] == ["right" if int(Path(f).stem[1:]) % 3 else "incomplete" for f in files]
