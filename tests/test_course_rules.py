@@ -198,6 +198,7 @@ def test_a_rounding_slip_is_told_from_a_mistake(tmp_path: Path) -> None:
         (["--format", "gradescope", "--roster", "{roster}"], "leave out --roster"),
         (["--jobs", "0"], "0 is not in the range"),
         (["--format", "grades", "-o", "{homework}"], "this run reads it"),
+        (["{broken}", "--format", "markdown", "-o", "{homework}"], "this run reads it"),  # before any file's error
     ],
 )
 def test_the_new_options_refuse_bad_input_in_one_line(
@@ -207,7 +208,8 @@ def test_the_new_options_refuse_bad_input_in_one_line(
     key = write(tmp_path, "key.yaml", BANK)
     homework = write(tmp_path, "h.yaml", "student: Ana\nanswers:\n  weights: [0.6652, 0.2447, 0.0900]\n")
     roster = write(tmp_path, "roster.csv", "Student,ID,SIS User ID,SIS Login ID,Section\nAna,1,S1,ana,A\n")
-    args = [word.format(roster=roster, homework=homework) for word in extra]
+    broken = write(tmp_path, "b.yaml", "answers: [1\n")
+    args = [word.format(roster=roster, homework=homework, broken=broken) for word in extra]
     before = sorted(path.name for path in tmp_path.iterdir())
     refused(run_code, ["check", "--key", key, homework, *args], message)
     assert sorted(path.name for path in tmp_path.iterdir()) == before  # nothing written

@@ -23,7 +23,7 @@ from attncli.cli.common import (
 )
 from attncli.cli.environment import Environment
 from attncli.cli.lean import argument, option
-from attncli.cli.output import output_format
+from attncli.cli.output import check_targets, output_format
 from attncli.errors import ExitCode, fail
 from attncli.i18n import describe, t
 from attncli.render import formats
@@ -113,6 +113,7 @@ def check(env: Environment, given: Options) -> ExitCode:
     for file in given.files:  # read as they are graded (maybe by another process): none of them may be an output
         if file != "-" and os.path.isfile(file):
             inputs.note(os.stat(file), file)
+    check_targets(("-o", given.output))  # before anything is graded or said (again once the files are read)
     jobs = 1 if "-" in given.files else given.jobs or pool.cores()  # stdin is read in this process
 
     def graded(then: Callable[[Result], Any]) -> Iterator[Any]:

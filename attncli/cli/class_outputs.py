@@ -117,7 +117,6 @@ def _streamed(plan: Plan, graded: Grade, env: Environment) -> Tally:
     if plan.output is None:
         rows((lambda text: None) if plan.quiet else (lambda text: to_stdout(text, env) if text else None))
     else:
-        check_targets(("-o", plan.output))  # every file given is an input of the run
 
         def stream(handle: BinaryIO) -> None:
             rows(lambda text: handle.write(text.encode("utf-8")))
