@@ -258,7 +258,8 @@ def test_the_class_report_adds_up(course: tuple[Path, list[Student], list[str]])
 
 @pytest.mark.parametrize("readme", ["README.md", "README.es.md"])
 def test_the_readmes_small_class_is_real_output(readme: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Every `$ attncli check … samples/class/…` block of the teacher's section prints what it shows."""
+    """Every `$ attncli check … samples/class/…` block of the teacher's section prints what it shows (Gradescope's
+    `output` texts shortened to … there)."""
     monkeypatch.chdir(ROOT)
     text = (ROOT / readme).read_text(encoding="utf-8")
     shown = re.findall(r"```\n\$ (attncli check --key samples/class/[^\n]*)\n(.*?)\n```", text, re.S)
@@ -267,4 +268,10 @@ def test_the_readmes_small_class_is_real_output(readme: str, monkeypatch: pytest
         words = [found for word in shlex.split(command)[1:] for found in (sorted(glob.glob(word)) or [word])]
         result = run(*words)
         assert result.exit_code == 1, result.stderr
-        assert result.stdout.rstrip("\n") == expected, command
+        if "gradescope" in words:
+            document = json.loads(result.stdout)
+            for each in (document, *document["tests"]):
+                each["output"] = "…"
+            assert document == json.loads(expected), command
+        else:
+            assert result.stdout.rstrip("\n") == expected, command
