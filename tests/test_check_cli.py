@@ -342,6 +342,7 @@ def test_grading_benchmark_runs_in_quick_mode() -> None:
     rows = {name: value for name, value, _ in benchmark.main(["--quick"])}
     assert rows["gradebook rows / files"] == 1
     assert rows["files graded right or wrong as their students did / files"] == 1
+    assert rows["  the same gradebook, rows in order (1 = yes)"] == 1  # --jobs 1 and every core (issue 27)
 
 
 def test_the_rounding_rule_shows_its_arithmetic_where_it_decided(tmp_path: Path) -> None:
