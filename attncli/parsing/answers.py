@@ -18,9 +18,9 @@ from typing import TypeGuard
 import numpy as np
 
 from attncli.core import Steps
-from attncli.errors import AttnError, Message, fail, listed, phrase
+from attncli.errors import AttnError, fail, listed, phrase
 from attncli.expr import WHOLE_DIGITS, whole_number
-from attncli.i18n import current_language
+from attncli.i18n import Message, current_language
 from attncli.layers import LayerSteps, StackSteps
 from attncli.parsing.fields import FieldReader, row_label
 from attncli.steps import ANSWERED, HEAD_STEPS, MASKABLE, SHARED_STEPS, STREAM_STEPS, labels, matrix, present
