@@ -197,6 +197,7 @@ def test_a_rounding_slip_is_told_from_a_mistake(tmp_path: Path) -> None:
         (["--format", "gradescope", "{homework}"], "Gradescope's results are for one submission"),
         (["--format", "gradescope", "--roster", "{roster}"], "leave out --roster"),
         (["--jobs", "0"], "0 is not in the range"),
+        (["--require", "al"], "'al' is not a step that can be answered; did you mean 'all'?"),
         (["--format", "grades", "-o", "{homework}"], "this run reads it"),
         (["{broken}", "--format", "markdown", "-o", "{homework}"], "this run reads it"),  # before any file's error
     ],

@@ -200,7 +200,7 @@ def step_list(text: str) -> tuple[str, ...]:
         return REQUIRE_ALL
     for name in names:
         if name not in ANSWERED:
-            hint = did_you_mean(name, ANSWERED) or phrase("check.known_steps", names=", ".join(ANSWERED))
+            hint = did_you_mean(name, (*ANSWERED, EVERY_STEP)) or phrase("check.known_steps", names=", ".join(ANSWERED))
             raise fail("check.unknown_step", name=name, hint=hint)
     return names
 
