@@ -238,3 +238,21 @@ def test_every_core_writes_the_same_rows_in_the_order_given(tmp_path: Path, exer
     rows = csv_rows(run("check", "--keys", str(folder), *files, "--format", "csv", "--jobs", "2"))
     assert [row["file"] for row in rows] == files
     assert [row["status"] for row in rows] == ["right" if int(Path(f).stem[1:]) % 3 else "incomplete" for f in files]
+
+
+@pytest.mark.parametrize(
+    ("setting", "message"),
+    [
+        ("decimal_comma: 1", "decimal_comma: expected true or false, got the number 1"),
+        ("decimal_comma: [true]", "decimal_comma: expected true or false"),
+        ("points: 3", "points must be a mapping"),
+        ("points: {carried: some}", "points.carried: expected full, half or none"),
+        ("require: al", "did you mean 'all'?"),
+    ],
+)
+def test_a_bad_key_setting_is_one_line(tmp_path: Path, setting: str, message: str) -> None:
+    """A key's new settings, wrong: one line naming the key's line and the field, exit 2."""
+    key = write(tmp_path, "key.yaml", BANK + setting + "\n")
+    homework = write(tmp_path, "h.yaml", "answers:\n  weights: [0.6652, 0.2447, 0.0900]\n")
+    stderr = refused(run_code, ["check", "--key", key, homework], message)
+    assert "key.yaml:6" in stderr
