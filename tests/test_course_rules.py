@@ -256,3 +256,15 @@ def test_a_bad_key_setting_is_one_line(tmp_path: Path, setting: str, message: st
     homework = write(tmp_path, "h.yaml", "answers:\n  weights: [0.6652, 0.2447, 0.0900]\n")
     stderr = refused(run_code, ["check", "--key", key, homework], message)
     assert "key.yaml:6" in stderr
+
+
+def test_a_hand_made_class_list_with_ragged_rows_is_read_by_its_commas(tmp_path: Path) -> None:
+    """A class list typed by hand, its rows of different lengths (trailing cells left off): before, no delimiter
+    split the first rows evenly, so a semicolon won and the header was one column ("no column to match")."""
+    key = write(tmp_path, "key.yaml", BANK)
+    homework = write(tmp_path, "h.yaml", "student_id: bjones\nanswers:\n  weights: [0.6652, 0.2447, 0.0900]\n")
+    roster = "Student,ID,SIS User ID,SIS Login ID,Section\nAna,1\nBen,2,S2,bjones,A\n,,,,\n"
+    result = run("check", "--key", key, homework, "--roster", write(tmp_path, "r.csv", roster), "--format", "grades")
+    assert result.exit_code == 0, result.stderr
+    rows = csv_rows(result)
+    assert [(row["student_id"], row["status"]) for row in rows] == [("", "no_file"), ("bjones", "right")]
