@@ -8,11 +8,16 @@ from __future__ import annotations
 
 import dataclasses
 
+import numpy as np
 import pytest
 
-from attncli import core, layers, pipeline
+from attncli import backward, core, layers, pipeline
 from attncli.steps import (
     ANSWERED,
+    BACKWARD,
+    BACKWARD_HEAD,
+    BACKWARD_KV,
+    BACKWARD_LAYER,
     BY_NAME,
     CALCULATION,
     HEAD,
@@ -38,6 +43,10 @@ RECORD_FIELDS = {
     HEAD: set(core.HeadSteps._fields),
     SHARED: set(core.Steps._fields),
     LAYER: {field.name for field in dataclasses.fields(layers.LayerSteps)},
+    BACKWARD: set(backward.Gradients._fields),
+    BACKWARD_HEAD: set(backward.HeadGradients._fields),
+    BACKWARD_KV: set(backward.KvGradients._fields),
+    BACKWARD_LAYER: set(backward.LayerGradients._fields),
 }
 # What flows into each step a student answers, from the article's formulas (transitively)
 FLOWS_INTO = {
@@ -154,3 +163,48 @@ def test_reports_sort_layer_by_layer_normed_first_then_heads_then_the_rest() -> 
         (1, "dot", 0),
         (1, "stream", None),
     ]
+
+
+BACKWARD_CASES = [("bank_backward.yaml", None), ("two_heads_backward.yaml", None)] + [
+    (name, {"loss": "sum"}) for name in ("projections.yaml", "gqa.yaml", "rope.yaml", "bias.yaml", "alibi.yaml")
+]
+
+
+@pytest.mark.parametrize(("name", "flags"), BACKWARD_CASES)
+def test_every_backward_step_is_its_json_key_shaped_as_its_labels_say(name: str, flags: dict | None) -> None:
+    """A backward step of head h is `backward.heads[h].<key>` of the JSON, of a kv head `kv_heads[g].<key>`, of
+    head None the top level's `<key>`; where the JSON has no such key, the problem does not have the step."""
+    from attncli.render import backward_doc
+
+    steps = pipeline.solve(pipeline.load(str(SAMPLES / name), flags))
+    assert isinstance(steps, core.Steps) and steps.backward is not None
+    tree = backward_doc.fields(steps.backward)
+    problem, found = steps.problem, 0
+    for step in CALCULATION:
+        if step.place not in (BACKWARD, BACKWARD_HEAD, BACKWARD_KV):
+            continue
+        places = {BACKWARD: [(None, tree)], BACKWARD_KV: list(enumerate(tree.get("kv_heads", [])))}.get(
+            step.place, [(None, tree), *enumerate(tree["heads"])]
+        )
+        for head, where in places:
+            want = where.get(step.name.rpartition(".")[2])
+            assert present(steps, step.name, head) == (want is not None), (step.name, head)
+            if want is None:
+                continue
+            numbers = matrix(steps, step.name, head)
+            assert numbers is not None and np.array_equal(numbers.ravel(), np.asarray(want).ravel())
+            rows, columns = labels(problem, step.name, numbers.shape[1], numbers.shape[0])
+            assert numbers.shape == (len(rows), len(columns)), (step.name, head)
+            found += 1
+    assert found >= 6
+
+
+def test_reports_sort_the_forward_then_the_backward_each_head_then_the_kv_heads() -> None:
+    keys = [("backward.grad_x", None), ("backward.kv_heads.grad_keys", 0), ("backward.grad_values", 1)]
+    keys += [("final", None), ("backward.grad_concat", None), ("weights", 1), ("backward.grad_values", 0)]
+    keys += [("backward.grad_keys", None), ("backward.grad_output", None), ("queries", 0)]
+    ordered = sorted(keys, key=lambda key: position(*key))
+    forward = [("queries", 0), ("weights", 1), ("final", None)]
+    before_heads = [("backward.grad_output", None), ("backward.grad_concat", None)]
+    heads = [("backward.grad_values", 0), ("backward.grad_values", 1), ("backward.kv_heads.grad_keys", 0)]
+    assert ordered == [*forward, *before_heads, *heads, ("backward.grad_keys", None), ("backward.grad_x", None)]

@@ -32,6 +32,7 @@ LAYERS = option(min=1, max=4, help=t("help.generate.layers"))
 NORM = option(metavar=t("help.metavar.norm"), autocompletion=completion(*NORMS), help=t("help.generate.norm"))
 ROPE = option(metavar=t("help.metavar.style"), autocompletion=completion(*ROPES), help=t("help.generate.rope"))
 GQA = option(help=t("help.generate.gqa"))
+BACKWARD = option(help=t("help.generate.backward"))
 SEED = option(min=0, help=t("help.generate.seed"))
 
 # Each option's field in a command's record, and its name on the command line (for messages).
@@ -47,6 +48,7 @@ SHAPING = {
     "norm": "--norm",
     "rope": "--rope",
     "gqa": "--gqa",
+    "backward": "--backward",
 }
 
 
@@ -73,6 +75,7 @@ def exercise_options(given: Any, answers: bool = False) -> Options:
         norm=value["norm"] or defaults.norm,
         rope=value["rope"],
         gqa=bool(value["gqa"]),
+        backward=bool(value["backward"]),
     )
     with located():
         exercises.validate(options)

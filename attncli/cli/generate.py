@@ -32,6 +32,7 @@ EXAMPLES = epilog(
     "  attncli generate --tokens 4 --answers -o exercise.yaml",
     "  attncli generate --rope half --dk 4 --answers",
     "  attncli generate --heads 4 --gqa",
+    "  attncli generate --backward --answers",
     "  attncli generate --count 20 -o worksheet/",
     "  attncli generate --layers 2 --norm layer --answers",
 )
@@ -51,6 +52,7 @@ class Options(NamedTuple):
     norm: Annotated[str, shaping.NORM] = "none"
     rope: Annotated[Optional[str], shaping.ROPE] = None
     gqa: Annotated[bool, shaping.GQA] = False
+    backward: Annotated[bool, shaping.BACKWARD] = False
     seed: Annotated[Optional[int], shaping.SEED] = None
     min_decimals: Annotated[
         Optional[int], option("--min-decimals", min=0, max=17, help=t("help.generate.min_decimals"))
@@ -83,6 +85,8 @@ def generate(env: Environment, given: Options) -> ExitCode:
         choose(sheet, tuple(SHEETS), "--sheet", "generate.bad_sheet")
     if sheet is not None and given.layers > 1:
         raise fail("generate.sheet_no_layers").at(source="--sheet")
+    if sheet is not None and given.backward:
+        raise fail("generate.sheet_no_backward").at(source="--sheet")
     seed = random.SystemRandom().randrange(SEED_LIMIT) if given.seed is None else given.seed
     one_file = EXERCISE_SUFFIXES if sheet is None else (SHEETS[sheet],)  # -o FILE.yaml, or FILE.tex for a sheet
     if output is not None and implied_by(output.suffix) and output.suffix.lower() not in one_file:  # json, csv...

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from attncli.core import Steps
+from attncli.grading import backward_templates
 from attncli.i18n import t
 from attncli.layers import StackSteps
 from attncli.parsing.answers import NOT_ANSWERED, Settings, stream_steps
@@ -58,7 +59,7 @@ def answer_lines(steps: Steps | StackSteps, cell: Cell, comments: bool = False) 
     attention's steps, its residual sum (norm placed post) and the stream it leaves.
     """
     if not isinstance(steps, StackSteps):
-        return ["answers:", *_step_lines(steps, cell, comments, 2)]
+        return ["answers:", *_step_lines(steps, cell, comments, 2), *gradient_lines(steps, cell, comments)]
     lines = ["answers:", "  layers:"]
     for layer in steps.layers:
         tokens = layer.attention.problem.tokens
@@ -71,6 +72,17 @@ def answer_lines(steps: Steps | StackSteps, cell: Cell, comments: bool = False) 
         layer_lines = [*before, *_step_lines(layer.attention, cell, comments, 6), *after]
         lines += [f"    - {layer_lines[0].lstrip()}", *layer_lines[1:]]
     return lines
+
+
+def gradient_lines(steps: Steps, cell: Cell, comments: bool) -> list[str]:
+    """`backward:` when the problem asks for gradients (attncli.grading.backward_templates), each written as a step."""
+
+    def write(
+        name: str, rows: tuple[str, ...], found: np.ndarray, masked: np.ndarray | None, what: str, indent: int
+    ) -> list[str]:
+        return _block(_Block(name, rows, found, masked, what), cell, indent, comments)
+
+    return backward_templates.lines(steps, write, comments, 2)
 
 
 def _step_lines(steps: Steps, cell: Cell, comments: bool, indent: int) -> list[str]:

@@ -68,7 +68,13 @@ def grade(
     for key in _required(steps, required):
         if key not in reports or reports[key].status == NOT_ANSWERED:  # left out, or every cell left `?`
             reports[key] = StepReport(key[0], key[1], head_name(steps, key[1]), (), (), (), MISSING, ())
-    return Report(file, tuple(reports[key] for key in order(steps) if key in reports))
+    found = tuple(reports[key] for key in order(steps) if key in reports)
+    if answers.backward or (steps.backward is not None and any(name.startswith("backward.") for name in required)):
+        from attncli.grading import backward  # the gradients, graded after the steps they are worked from
+
+        found += tuple(backward.grade(steps, answers.backward, rule, reports, replays, require=required,
+                                      diagnose=diagnose))  # fmt: skip
+    return Report(file, found)
 
 
 def _coarse(report: StepReport, carry: int) -> bool:

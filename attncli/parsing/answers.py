@@ -22,6 +22,7 @@ from attncli.errors import AttnError, fail, listed, phrase
 from attncli.expr import WHOLE_DIGITS, whole_number
 from attncli.i18n import Message, current_language
 from attncli.layers import LayerSteps, StackSteps
+from attncli.parsing import backward_answers
 from attncli.parsing.fields import FieldReader, row_label
 from attncli.steps import ANSWERED, HEAD_STEPS, MASKABLE, SHARED_STEPS, STREAM_STEPS, labels, matrix, present
 from attncli.yamldoc import Document, FieldPath, did_you_mean, kind_of
@@ -83,6 +84,7 @@ class Answers:
     carry: int | None = None  # from `carry:`: the decimals inputs are carried at
     min_decimals: int | None = None  # from `min_decimals:`
     require: tuple[str, ...] = ()  # from `require:`: steps that must be answered
+    backward: tuple[Answer, ...] = ()  # from `backward:`: the gradients, in the order of the calculation
 
 
 @dataclass(frozen=True)
@@ -121,6 +123,7 @@ def parse_stack(
     own = settings is None
     settings = settings if settings is not None else reader.settings()
     section = reader.section()
+    backward_answers.refuse_in_stack(reader, section)
     reader.check_fields(section, ("answers",), ("layers",), "check.known_steps")
     listed = section.get("layers")
     if not isinstance(listed, list) or not listed or not all(isinstance(item, dict) for item in listed):
@@ -199,7 +202,7 @@ def step_list(text: str) -> tuple[str, ...]:
     if EVERY_STEP in names:
         return REQUIRE_ALL
     for name in names:
-        if name not in ANSWERED:
+        if name not in ANSWERED and not backward_answers.is_backward(name):
             hint = did_you_mean(name, (*ANSWERED, EVERY_STEP)) or phrase("check.known_steps", names=", ".join(ANSWERED))
             raise fail("check.unknown_step", name=name, hint=hint)
     return names
@@ -283,7 +286,7 @@ class _Reader(FieldReader):
     ) -> Answers | None:
         """The steps answered in the mapping `section` at `path` (`more`: other names it may hold); None for none."""
         assert self.steps is not None
-        self.check_fields(section, path, (*ANSWERED, "heads", *more), "check.known_steps")
+        self.check_fields(section, path, (*ANSWERED, "heads", "backward", *more), "check.known_steps")
         heads = len(self.steps.heads)
         top = [name for name in HEAD_STEPS if name in section]
         if "heads" in section:
@@ -301,9 +304,13 @@ class _Reader(FieldReader):
             if step in fields
         ]
         found += [self.answer((*path, step), section[step], step, None) for step in SHARED_STEPS if step in section]
-        if not found:
+        gradients = (
+            backward_answers.read(self, (*path, "backward"), section["backward"]) if "backward" in section else ()
+        )
+        if not found and not gradients:
             return None
-        return Answers(tuple(found), settings.tolerance, settings.carry, settings.min_decimals, settings.require)
+        s = settings
+        return Answers(tuple(found), s.tolerance, s.carry, s.min_decimals, s.require, gradients)
 
     def head_list(self, path: FieldPath, value: object, heads: int) -> list[tuple[FieldPath, dict]]:
         if not isinstance(value, list) or not value or not all(isinstance(item, dict) for item in value):
@@ -337,7 +344,7 @@ class _Reader(FieldReader):
         else:
             truth = matrix(self.steps, step, head)
         assert truth is not None, step  # a step the problem has
-        rows, columns = labels(problem, step, truth.shape[1])
+        rows, columns = labels(problem, step, truth.shape[1], truth.shape[0])
         maskable = step in MASKABLE
         return _Shape(rows, columns, maskable, problem.mask if maskable else None, truth)
 

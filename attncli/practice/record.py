@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 
 from attncli.parsing.answers import Answer, Entry
+from attncli.practice import backward
 from attncli.practice.session import Session
 from attncli.yamldoc import comment, flow, scalar
 
@@ -20,19 +21,21 @@ _PLAIN_NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)")
 def homework(problem: str, session: Session) -> str:
     """The homework file of `session` on the problem whose YAML text is `problem`."""
     text = without_answers(problem).rstrip("\n") + "\n"
-    found = session.answers().steps
+    answers = session.answers()
+    found = answers.steps
+    gradients = backward.record_lines(session.steps, answers.backward, _step)  # after the forward steps
     if not found:
-        return text
+        return text + "\n".join(["answers:", *gradients]) + "\n" if gradients else text
     heads = len(session.steps.heads)
     if session.steps.concat is None:
-        return text + "\n".join(["answers:", *(line for a in found for line in _step(a, 2))]) + "\n"
+        return text + "\n".join(["answers:", *(line for a in found for line in _step(a, 2)), *gradients]) + "\n"
     lines = ["answers:", "  heads:"]
     last = max((a.head for a in found if a.head is not None), default=-1)
     for h in range(min(last + 1, heads)):
         head_lines = [line for a in found if a.head == h for line in _step(a, 6)]
         lines += [f"    - {head_lines[0].lstrip()}", *head_lines[1:]] if head_lines else ["    - {}"]
     lines += [line for a in found if a.head is None for line in _step(a, 2)]
-    return text + "\n".join(lines) + "\n"
+    return text + "\n".join([*lines, *gradients]) + "\n"
 
 
 def without_answers(text: str) -> str:

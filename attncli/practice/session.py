@@ -28,6 +28,7 @@ from attncli.grading import mistakes
 from attncli.grading.rule import Rule
 from attncli.i18n import current_language
 from attncli.parsing.answers import Answer, Answers, Entry, Settings, decimals
+from attncli.practice import backward
 from attncli.steps import ANSWERED, TUTORED, computed, labels, matrix, order
 from attncli.written import Terms, arithmetic, arithmetic_text, entry, fixed, sum_of_products
 from attncli.yamldoc import finite_number
@@ -154,7 +155,7 @@ def prompts(steps: Steps, level: int = LEVEL) -> tuple[Prompt, ...]:
                 found.append(Prompt("concat", None, i, tuple(range(steps.concat.shape[1]))))
             width = tuple(range(steps.output.shape[1]))
             found += [Prompt("final", None, i, width)] if whole else [Prompt("final", None, i, (c,)) for c in width]
-    return tuple(found)
+    return (*found, *(Prompt(*spec) for spec in backward.prompts(steps)))  # the gradients, after the forward
 
 
 def _each(step: str, h: int, i: int, keys: tuple[int, ...], whole: bool) -> list[Prompt]:
@@ -330,7 +331,7 @@ class Session:
 
     def judge(self, prompt: Prompt, given: tuple[Entry, ...]) -> tuple[str, tuple[str, ...], tuple[int, ...]]:
         """RIGHT, CARRIED or WRONG, the codes of the classic mistakes that reproduce the answer, the wrong cells."""
-        if prompt.step in ANSWERED:
+        if prompt.step in ANSWERED or backward.is_backward(prompt.step):
             return self._graded(prompt, given)
         expected = self._expected(prompt)
         truth = self.truth(prompt)
@@ -365,7 +366,7 @@ class Session:
         """The answers as first given, as `check` reads them from the record; `prompt`'s step holds `given` alone."""
         cells: dict[tuple[str, int | None], list[list[Entry | None]]] = {}
         for other, state in zip(self.prompts, self.states):
-            if other.step not in ANSWERED:
+            if other.step not in ANSWERED and not backward.is_backward(other.step):
                 continue
             if prompt is not None and (other.step, other.head) == (prompt.step, prompt.head):
                 continue
@@ -373,13 +374,16 @@ class Session:
                 self._fill(cells, other, state.first)
         if prompt is not None:
             self._fill(cells, prompt, given)
-        found = [
-            Answer(step, head, *self._labels(step, head), tuple(tuple(row) for row in cells[(step, head)]))
-            for step, head in order(self.steps)
-            if (step, head) in cells
-        ]
+        found, gradients = (
+            tuple(
+                Answer(step, head, *self._labels(step, head), tuple(tuple(row) for row in cells[(step, head)]))
+                for step, head in keys
+                if (step, head) in cells
+            )
+            for keys in (order(self.steps), backward.grading_backward.asked(self.steps))
+        )
         s = self.settings
-        return Answers(tuple(found), s.tolerance, s.carry, s.min_decimals)
+        return Answers(found, s.tolerance, s.carry, s.min_decimals, backward=gradients)
 
     def _fill(self, cells: dict, prompt: Prompt, given: tuple[Entry, ...]) -> None:
         key = (prompt.step, prompt.head)
@@ -391,7 +395,7 @@ class Session:
 
     def _labels(self, step: str, head: int | None) -> tuple[tuple[str, ...], tuple[str, ...]]:
         """The rows and columns of a graded step, as attncli.parsing.answers gives them."""
-        return labels(self.steps.problem, step, self._matrix(step, head).shape[1])
+        return labels(self.steps.problem, step, *self._matrix(step, head).shape[::-1])
 
     def _matrix(self, step: str, head: int | None) -> np.ndarray:
         """The true matrix of a step that has one (each cell a prompt's cell)."""
@@ -496,6 +500,8 @@ class Session:
     def _working(self, prompt: Prompt, column: int) -> str:
         h, i, step = prompt.head, prompt.row, prompt.step
         p = DECIMALS
+        if backward.is_backward(step):
+            return backward.working(self.steps, (step, h), i, column, lambda *cell: self.kept(*cell)[0])
 
         def num(value: float) -> str:
             return entry(value, p)
@@ -556,8 +562,8 @@ class Session:
             counts[state.outcome] += 1
         right = sum(state.outcome in (FIRST, SECOND) for state in self.states)
         seconds = (self.ended if self.ended is not None else self.clock()) - self.started
-        kinds = [step for step in TUTORED if step in rows]
-        codes = tuple(sorted(self.codes.items(), key=lambda item: (-item[1], mistakes.CODES.index(item[0]))))
+        kinds = [step for step in (*TUTORED, *backward.names(self.steps)) if step in rows]
+        codes = tuple(sorted(self.codes.items(), key=lambda item: (-item[1], backward.rank(item[0]))))
         return Summary(
             tuple((step, dict(rows[step])) for step in kinds),
             codes,

@@ -70,20 +70,22 @@ def render_stack(
     """A stack layer by layer (only `layer` when given), then `rollout` when given."""
     records = stack_walk.stack_items(steps, walk.View(precision, follow, heatmap), layer, rollout)
     lines = [line for item in records for line in _RENDER[type(item)](item, precision)]
-    lines += _backward(steps, precision, follow)
+    lines += _backward(steps, precision, follow, layer)
     lines.append(f"_{t('writeup.rounding_note', precision=precision)}_")
     return "\n".join(lines) + "\n"
 
 
-def _backward(steps: Steps | StackSteps, precision: int, follow: tuple[str, ...] | None) -> list[str]:
+def _backward(
+    steps: Steps | StackSteps, precision: int, follow: tuple[str, ...] | None, layer: int | None = None
+) -> list[str]:
     """Every gradient, when the problem asks for them (attncli.render.backward_show's records): a heading per
-    section, the notes as paragraphs, pipe tables."""
+    section, the notes as paragraphs, pipe tables; a stack's `layer`'s alone when given."""
     if steps.backward is None:
         return []
     from attncli.render import backward_show, backward_walk
 
     out: list[str] = []
-    for item in backward_show.records(steps, walk.View(precision, follow)):
+    for item in backward_show.records(steps, walk.View(precision, follow), layer):
         if isinstance(item, backward_walk.Section):
             out += [f"{'#' * (item.level + 1)} {_escape(item.title)}", ""]
         elif isinstance(item, backward_walk.Note):

@@ -7,6 +7,7 @@ so a transcript of one is a transcript of the other; every sentence comes from t
 from __future__ import annotations
 
 from attncli.i18n import describe, t
+from attncli.practice import backward
 from attncli.practice.session import (
     BACK,
     CARRIED,
@@ -88,6 +89,8 @@ def ask(session: Session, prompt: Prompt) -> str:
     steps = session.steps
     problem = steps.problem
     step = prompt.step
+    if backward.is_backward(step):
+        return _ask_gradient(session, prompt) + _of_head(session, prompt)
     query = problem.query_tokens[prompt.row] if step not in ("keys", "values") else problem.tokens[prompt.row]
     if step in ("dot", "scores", "exp", "weights"):
         keys = ", ".join(problem.tokens[j] for j in prompt.columns)
@@ -114,6 +117,16 @@ def ask(session: Session, prompt: Prompt) -> str:
     if prompt.size > 1:
         text += t("practice.numbers_count", count=prompt.size)
     return text + _of_head(session, prompt)
+
+
+def _ask_gradient(session: Session, prompt: Prompt) -> str:
+    """A row of a gradient: `dS, the scores' gradient, row 'bank' (dS = P ∘ (dP − D))`."""
+    rows, columns = session._labels(prompt.step, prompt.head)
+    named = ", ".join(columns[c] for c in prompt.columns) if len(prompt.columns) < len(columns) else ""
+    text = t("practice.ask.gradient", name=t(f"check.step.{prompt.step}"), row=rows[prompt.row])
+    text += t("practice.ask.gradient_keys", keys=named) if named else ""
+    text += f" ({backward.formula(prompt.step)})"
+    return text + (t("practice.numbers_count", count=prompt.size) if prompt.size > 1 else "")
 
 
 def _of_head(session: Session, prompt: Prompt) -> str:
@@ -182,6 +195,8 @@ def _worked(record: Feedback) -> str:
 
 def _formula(session: Session, prompt: Prompt) -> str:
     step = prompt.step
+    if backward.is_backward(step):
+        return t("practice.formula.gradient", formula=backward.formula(step))
     if step == "dot":
         kind = session.steps.heads[prompt.head].spec.score.kind
         if kind in ("scaled_dot", "dot"):
@@ -212,7 +227,7 @@ def summary(result: Summary, width: int, again: str, harder: str) -> list[Line]:
 
 
 def _step_name(step: str) -> str:
-    return t(f"practice.step.{step}")
+    return t(f"check.step.{step}" if backward.is_backward(step) else f"practice.step.{step}")
 
 
 def _duration(seconds: float) -> str:
