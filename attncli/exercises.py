@@ -480,9 +480,10 @@ def key_settings(options: Options) -> Settings:
     return Settings(min_decimals=options.min_decimals, require=REQUIRE_ALL, decimal_comma=current_language() == "es")
 
 
-def _answers(text: str, settings: Settings = Settings()) -> str:
-    """The answer key: its grading settings (`key_settings`), then every step as the core computes it, rounded to
-    ANSWER_DECIMALS or the decimals the key asks for, whichever is more (whole numbers exact)."""
+def _answers(text: str, settings: Settings | None = None) -> str:
+    """The answer key: its grading settings (`key_settings`; None: none), then every step as the core computes it,
+    rounded to ANSWER_DECIMALS or the decimals the key asks for, whichever is more (whole numbers exact)."""
+    settings = settings or Settings()
     steps = pipeline.solve(pipeline.load(text=text, name="generate"))
     decimals = max(ANSWER_DECIMALS, settings.min_decimals or 0)
     lines = answer_lines(steps, lambda value, masked: "masked" if masked else _answer(value, decimals))
