@@ -268,3 +268,19 @@ def test_a_hand_made_class_list_with_ragged_rows_is_read_by_its_commas(tmp_path:
     assert result.exit_code == 0, result.stderr
     rows = csv_rows(result)
     assert [(row["student_id"], row["status"]) for row in rows] == [("", "no_file"), ("bjones", "right")]
+
+
+def test_require_all_covers_the_gradients_of_a_backward_exercise(tmp_path: Path) -> None:
+    """generate --backward: the key's `require: all` asks for the gradients too (their cells are counted): a file
+    with every forward step right and no gradient is incomplete, each gradient missing, not right."""
+    made = run("generate", "--backward", "--count", "1", "--seed", "5", "-o", str(tmp_path / "ex"))
+    assert made.exit_code == 0, made.output
+    key = yaml.safe_load((tmp_path / "ex" / "exercise-01-key.yaml").read_text(encoding="utf-8"))
+    forward = {name: key["answers"][name] for name in ("dot", "scores", "weights", "output")}
+    gradients = len(key["answers"]["backward"])
+    template = (tmp_path / "ex" / "exercise-01-answers.yaml").read_text(encoding="utf-8")
+    homework = write(tmp_path, "h.yaml", filled(template, cells_of(forward), None))
+    result = run("check", "--keys", str(tmp_path / "ex"), homework, "--format", "csv")
+    row = csv_rows(result)[0]
+    assert (result.exit_code, row["status"], row["right"], row["missing"]) == (1, "incomplete", "4", str(gradients))
+    assert int(row["cells_right"]) == 33 < int(row["cells"])

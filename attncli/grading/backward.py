@@ -205,7 +205,7 @@ def grade(
         explain = diagnose is None or key in diagnose
         reports[key] = _Step(judge, answer).report(wrong, coarse, explain)
     for key in asked(steps):
-        if key[0] in require and key not in reports:
+        if key[0] in require and (key not in reports or reports[key].status == NOT_ANSWERED):  # or all `?`
             reports[key] = StepReport(key[0], key[1], _head_name(steps, key), (), (), (), MISSING, ())
     return [reports[key] for key in sorted(reports, key=lambda key: position(*key))]
 

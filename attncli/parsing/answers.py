@@ -24,14 +24,15 @@ from attncli.i18n import Message, current_language
 from attncli.layers import LayerSteps, StackSteps
 from attncli.parsing import backward_answers
 from attncli.parsing.fields import FieldReader, row_label
-from attncli.steps import ANSWERED, HEAD_STEPS, MASKABLE, SHARED_STEPS, STREAM_STEPS, labels, matrix, present
+from attncli.steps import ANSWERED, BY_NAME, HEAD_STEPS, MASKABLE, SHARED_STEPS, STREAM_STEPS, labels, matrix, present
 from attncli.yamldoc import Document, FieldPath, did_you_mean, kind_of
 
 MASK_WORDS = ("masked", "-inf", "-∞", "-infinity")
 NOT_ANSWERED = "?"  # what a template holds in every cell; left there (or empty), the cell is not answered
 SETTINGS = ("tolerance", "carry", "min_decimals", "require", "decimal_comma")  # how the file asks to be graded
 EVERY_STEP = "all"  # `require: all`, `--require all`: every step the problem has a student compute
-REQUIRE_ALL = (*ANSWERED, *STREAM_STEPS)  # what `all` requires: each one the problem has (attncli.steps.computed)
+# what `all` requires: each step the problem has a student compute (attncli.steps.asked), its gradients included
+REQUIRE_ALL = (*ANSWERED, *STREAM_STEPS, *(name for name in BY_NAME if backward_answers.is_backward(name)))
 MAX_DECIMALS = 17
 _DECIMAL = re.compile(
     r"[+-]?\d*\.(?P<fraction>\d*)(?:[eE](?P<exponent>[+-]?\d+))?|[+-]?\d+[eE](?P<power>[+-]?\d+)", re.ASCII
