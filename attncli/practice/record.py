@@ -1,60 +1,137 @@
 """`practice --record FILE`: the session as a homework file that `attncli check` grades as the tutor did.
 
-The file is the problem's own text (without an answers: section it may have had) followed by
-the answers as first given: a second try or a shown answer is practice, not homework.
+The file is a fresh YAML document: the problem as data (every value written back as it was read,
+arrays given in files re-pointed to where they are, so a JSON problem, a flow-style one, one with
+anchors or `...` all come out the same plain mapping), then the answers as first given (a second
+try or a shown answer is practice, not homework), then one comment line holding what `--resume`
+needs to rebuild the session: the level, the time spent and every line that moved it. `check`
+ignores the comment.
 """
 
 from __future__ import annotations
 
+import json
+import math
 import re
+from dataclasses import dataclass
+from pathlib import Path
 
-from attncli.parsing.answers import Answer, Entry
+from attncli.errors import fail
+from attncli.parsing.answers import Entry
+from attncli.practice.judge import Recorded
 from attncli.practice.session import Session
-from attncli.yamldoc import comment, flow, scalar
+from attncli.yamldoc import Document, FieldPath, comment, flow, scalar
 
-_TOP_ANSWERS = re.compile(r"^answers\s*:")
-_TOP_FIELD = re.compile(r"^[^\s#-]")
-_PLAIN_NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)")
+MARK = "# attncli practice: "  # the comment line a session's state is written on
+_PLAIN_NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
+_UNPRINTABLE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x84\x86-\x9f\ud800-\udfff\ufffe\uffff]")
 
 
-def homework(problem: str, session: Session) -> str:
-    """The homework file of `session` on the problem whose YAML text is `problem`."""
-    text = without_answers(problem).rstrip("\n") + "\n"
-    found = session.answers().steps
+@dataclass(frozen=True)
+class Saved:
+    """What a record keeps of a session beside its answers: enough to rebuild it (`--resume`)."""
+
+    level: int
+    seconds: float
+    lines: tuple[str, ...]
+
+
+def homework(document: Document, session: Session, base: Path | None = None) -> str:
+    """The homework file of `session` on the problem read as `document` (its arrays' files relative to `base`)."""
+    data = document.data if isinstance(document.data, dict) else {}
+    problem = {key: value for key, value in data.items() if key != "answers"}
+    lines = [f"{_key(key)}: {_data(value, (key,), document, base)}" for key, value in problem.items()]
+    lines += _answers(session)
+    saved = {"level": session.level, "seconds": session.summary().seconds, "lines": session.lines}
+    lines.append(MARK + json.dumps(saved, ensure_ascii=True))
+    return "\n".join(lines) + "\n"
+
+
+def saved(text: str, name: str) -> Saved:
+    """The session a record holds; a file without one (not written by `practice --record`) is refused."""
+    for line in reversed(text.splitlines()):
+        if line.startswith(MARK):
+            try:
+                found = json.loads(line[len(MARK) :])
+                level, seconds, lines = int(found["level"]), float(found["seconds"]), found["lines"]
+                if level in (1, 2, 3) and math.isfinite(seconds) and all(isinstance(x, str) for x in lines):
+                    return Saved(level, max(seconds, 0.0), tuple(lines))
+            except (ValueError, KeyError, TypeError, OverflowError):
+                pass
+            break
+    raise fail("practice.not_a_record", path=name).at(source="--resume")
+
+
+# The problem, as data
+
+
+def _data(value: object, path: FieldPath, document: Document, base: Path | None) -> str:
+    """A value as YAML flow text that reads back as the same value."""
+    if isinstance(value, dict):
+        if "file" in value and isinstance(value["file"], str) and base is not None:
+            value = {**value, "file": str((base / value["file"]).resolve())}
+        parts = (f"{_key(k)}: {_data(v, (*path, k), document, base)}" for k, v in value.items())
+        return "{" + ", ".join(parts) + "}"
+    if isinstance(value, list):
+        return "[" + ", ".join(_data(v, (*path, i), document, base) for i, v in enumerate(value)) + "]"
+    if value is None or isinstance(value, bool):
+        return json.dumps(value)
+    if isinstance(value, (int, float)):
+        text = document.texts.get(path, "")
+        return text if _PLAIN_NUMBER.fullmatch(text) and float(text) == value else repr(value)
+    return _string(str(value))
+
+
+def _key(key: object) -> str:
+    return _string(str(key))
+
+
+def _string(text: str) -> str:
+    """A double-quoted YAML string (JSON's escapes are YAML's), every character YAML would refuse escaped."""
+    quoted = json.dumps(text, ensure_ascii=False)
+    return _UNPRINTABLE.sub(lambda m: f"\\u{ord(m.group()):04x}", quoted)
+
+
+# The answers, as first given
+
+
+def _answers(session: Session) -> list[str]:
+    found = session.answers()
     if not found:
-        return text
-    heads = len(session.steps.heads)
-    if session.steps.concat is None:
-        return text + "\n".join(["answers:", *(line for a in found for line in _step(a, 2))]) + "\n"
-    lines = ["answers:", "  heads:"]
-    last = max((a.head for a in found if a.head is not None), default=-1)
-    for h in range(min(last + 1, heads)):
-        head_lines = [line for a in found if a.head == h for line in _step(a, 6)]
-        lines += [f"    - {head_lines[0].lstrip()}", *head_lines[1:]] if head_lines else ["    - {}"]
-    lines += [line for a in found if a.head is None for line in _step(a, 2)]
-    return text + "\n".join(lines) + "\n"
+        return []
+    layers = sorted({r.layer for r in found if r.layer is not None})
+    if not layers:
+        return ["answers:", *_part(found, session, None, 2)]
+    lines = ["answers:", "  layers:"]
+    for index in range(max(layers) + 1):
+        here = _part([r for r in found if r.layer == index], session, index, 6)
+        lines += [f"    - {here[0].lstrip()}", *here[1:]] if here else ["    - {}"]
+    return lines
 
 
-def without_answers(text: str) -> str:
-    """`text` without its top-level answers: section: practising a recorded file records it afresh."""
-    out, skipping = [], False
-    for line in text.splitlines(keepends=True):
-        if _TOP_ANSWERS.match(line):
-            skipping = True
-            continue
-        if skipping and _TOP_FIELD.match(line):
-            skipping = False
-        if not skipping:
-            out.append(line)
-    return "".join(out)
+def _part(found: list[Recorded], session: Session, layer: int | None, indent: int) -> list[str]:
+    """One attention problem's answers (a stack's layer's, with its streams): its heads listed when it has several
+    heads or W_O, as attncli.parsing.answers reads them."""
+    from attncli.practice.own import part_of
+
+    steps = part_of(session.solved, layer)
+    if steps.concat is None:
+        return [line for r in found for line in _step(r, indent)]
+    pad = " " * (indent - 2)
+    lines = [f"{pad}  heads:"] if any(r.head is not None for r in found) else []
+    last = max((r.head for r in found if r.head is not None), default=-1)
+    for h in range(min(last + 1, len(steps.heads))):
+        head_lines = [line for r in found if r.head == h for line in _step(r, indent + 4)]
+        lines += [f"{pad}    - {head_lines[0].lstrip()}", *head_lines[1:]] if head_lines else [f"{pad}    - {{}}"]
+    return lines + [line for r in found if r.head is None for line in _step(r, indent)]
 
 
-def _step(answer: Answer, indent: int) -> list[str]:
+def _step(answer: Recorded, indent: int) -> list[str]:
     pad = " " * indent
     rows = [[_cell(e) for e in row] for row in answer.cells]
     if len(set(answer.rows)) == len(answer.rows):
-        return [f"{pad}{answer.step}:", *(f"{pad}  {scalar(n)}: {flow(r)}" for n, r in zip(answer.rows, rows))]
-    return [f"{pad}{answer.step}:", *(f"{pad}  - {flow(r)}  {comment(n)}" for n, r in zip(answer.rows, rows))]
+        return [f"{pad}{answer.field}:", *(f"{pad}  {scalar(n)}: {flow(r)}" for n, r in zip(answer.rows, rows))]
+    return [f"{pad}{answer.field}:", *(f"{pad}  - {flow(r)}  {comment(n)}" for n, r in zip(answer.rows, rows))]
 
 
 def _cell(e: Entry | None) -> str:
