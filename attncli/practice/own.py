@@ -172,8 +172,11 @@ class Own:
             return int(_rotation(of).key_angles.shape[1])
         if step == "product":
             return int(of.values.shape[1] * len(steps.problem.tokens))
-        widths = {"queries": of.q, "turned_queries": of.q, "keys": of.k, "turned_keys": of.k, "values": of.values}
-        return int(widths.get(step, of.output).shape[1])
+        if step in ("queries", "turned_queries"):
+            return int(of.q.shape[1])
+        if step in ("keys", "turned_keys"):
+            return int(of.k.shape[1])
+        return int((of.values if step == "values" else of.output).shape[1])
 
     def truth(self, ref: Ref) -> float:
         """The right value of a cell, from the solved record."""
