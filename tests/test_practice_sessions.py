@@ -166,3 +166,64 @@ def test_a_problem_s_own_huge_tolerance_does_not_end_the_session(tmp_path: Path)
     problem_file.write_text((SAMPLES / "bank.yaml").read_text() + "\ntolerance: 1000\n")
     result = CliRunner().invoke(app, ["practice", str(problem_file)], input="9\n" * 20)
     assert result.exit_code in (0, 1) and "Summary" in result.stdout, result.output[-1500:]
+
+
+# The record is a fresh YAML document: check reads it whatever the problem's text looked like
+
+BANK_AS = {
+    "json": '{"tokens": ["fisherman", "net", "bank"], "query_tokens": ["bank"], "queries": {"bank": ["sqrt(2)", 0]},'
+    ' "keys": [[2, 0], [1, 1], [0, 1]], "values": [[2, 0], [0, 2], [1, 1]]}',
+    "flow and an end marker": "{tokens: [fisherman, net, bank], query_tokens: [bank], queries: {bank: [sqrt(2), 0]},"
+    " keys: [[2, 0], [1, 1], [0, 1]], values: [[2, 0], [0, 2], [1, 1]]}\n...\n",
+    "anchors": "tokens: [fisherman, net, bank]\nquery_tokens: [bank]\nqueries: {bank: [sqrt(2), 0]}\n"
+    "keys: &rows [[2, 0], [1, 1], [0, 1]]\nvalues: *rows\n",
+    "an old answers section": (SAMPLES / "bank.yaml").read_text() + "answers:\n  dot:\n    bank: [9, 9, 9]\n",
+}
+
+
+@pytest.mark.parametrize("shape", BANK_AS)
+def test_the_record_of_any_problem_text_is_read_back_by_check(shape: str, tmp_path: Path) -> None:
+    """The record copied the problem's text before: a JSON or flow problem, `...` or anchors made it unreadable."""
+    problem_file = tmp_path / "problem.yaml"
+    problem_file.write_text(BANK_AS[shape])
+    record = tmp_path / "record.yaml"
+    result = practise([str(problem_file), "--record", str(record)], "2.8284\n1.4142\n0\n")
+    assert result.exit_code == 1, result.output[-1500:]
+    graded = tmp_path / "graded.yaml"
+    graded.write_text(known_to_check(record.read_text()))
+    checked = CliRunner().invoke(app, ["check", str(graded), "--format", "json"])
+    assert checked.exit_code in (0, 1), checked.output[-1500:]
+    dots = [c["given"] for step in json.loads(checked.stdout)["steps"] if step["step"] == "dot" for c in step["cells"]]
+    assert dots == ["2.8284", "1.4142", "0"]
+
+
+def test_a_record_points_at_the_problem_s_array_files_where_they_are(tmp_path: Path) -> None:
+    """A relative {file:} array is written out in the record: the record, written elsewhere, holds the problem's own
+    array, not the file of the same name beside it (nor one outside its folder, which check refuses)."""
+    folder = tmp_path / "problem"
+    folder.mkdir()
+    corpus = Path(__file__).parent / "corpus"
+    for name in ("reads_array.yaml", "two.npz"):
+        (folder / name).write_bytes((corpus / name).read_bytes())
+    elsewhere = tmp_path / "records"
+    elsewhere.mkdir()
+    (elsewhere / "two.npz").write_bytes(b"not the array")  # a file of the same name beside the record
+    record = elsewhere / "record.yaml"
+    result = practise([str(folder / "reads_array.yaml"), "--record", str(record)], "2.8284\n")
+    assert result.exit_code == 1, result.output[-1500:]
+    assert "two.npz" not in record.read_text()
+    graded = elsewhere / "graded.yaml"
+    graded.write_text(known_to_check(record.read_text()))
+    checked = CliRunner().invoke(app, ["check", str(graded)])
+    assert checked.exit_code in (0, 1), checked.output[-1500:]
+
+
+def test_practice_makes_the_exercise_generate_makes_for_the_same_options_and_seed(tmp_path: Path) -> None:
+    from attncli import yamldoc
+
+    options = ["--rope", "half", "--dk", "4", "--heads", "2", "--projections", "--seed", "5"]
+    made = CliRunner().invoke(app, ["generate", *options])
+    record = tmp_path / "record.yaml"
+    practise([*options, "--record", str(record)], "quit\n")
+    recorded = yamldoc.load(record.read_text(), "record").data
+    assert recorded == yamldoc.load(made.stdout, "generated").data

@@ -1,7 +1,7 @@
 """`practice --record FILE`: the session as a homework file that `attncli check` grades as the tutor did.
 
 The file is a fresh YAML document: the problem as data (every value written back as it was read,
-arrays given in files re-pointed to where they are, so a JSON problem, a flow-style one, one with
+arrays given in files written out in full, so a JSON problem, a flow-style one, one with
 anchors or `...` all come out the same plain mapping), then the answers as first given (a second
 try or a shown answer is practice, not homework), then one comment line holding what `--resume`
 needs to rebuild the session: the level, the time spent and every line that moved it. `check`
@@ -69,7 +69,7 @@ def _data(value: object, path: FieldPath, document: Document, base: Path | None)
     """A value as YAML flow text that reads back as the same value."""
     if isinstance(value, dict):
         if "file" in value and isinstance(value["file"], str) and base is not None:
-            value = {**value, "file": str((base / value["file"]).resolve())}
+            return _array(base / value["file"], value.get("key"))
         parts = (f"{_key(k)}: {_data(v, (*path, k), document, base)}" for k, v in value.items())
         return "{" + ", ".join(parts) + "}"
     if isinstance(value, list):
@@ -80,6 +80,15 @@ def _data(value: object, path: FieldPath, document: Document, base: Path | None)
         text = document.texts.get(path, "")
         return text if _PLAIN_NUMBER.fullmatch(text) and float(text) == value else repr(value)
     return _string(str(value))
+
+
+def _array(path: Path, key: object) -> str:
+    """An array the problem reads from a file, written out in full (check reads no array outside a homework's own
+    folder, and one beside the record may be another): each number as repr writes it, which reads back the same."""
+    from attncli import arrays
+
+    rows = arrays.load(path, key)
+    return "[" + ", ".join("[" + ", ".join(repr(float(x)) for x in row) + "]" for row in rows) + "]"
 
 
 def _key(key: object) -> str:
