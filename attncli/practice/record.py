@@ -24,7 +24,6 @@ from attncli.yamldoc import Document, FieldPath, comment, flow, scalar
 
 MARK = "# attncli practice: "  # the comment line a session's state is written on
 _PLAIN_NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
-_UNPRINTABLE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x84\x86-\x9f\ud800-\udfff\ufffe\uffff]")
 
 
 @dataclass(frozen=True)
@@ -79,7 +78,7 @@ def _data(value: object, path: FieldPath, document: Document, base: Path | None)
     if isinstance(value, (int, float)):
         text = document.texts.get(path, "")
         return text if _PLAIN_NUMBER.fullmatch(text) and float(text) == value else repr(value)
-    return _string(str(value))
+    return scalar(str(value))
 
 
 def _array(path: Path, key: object) -> str:
@@ -92,13 +91,7 @@ def _array(path: Path, key: object) -> str:
 
 
 def _key(key: object) -> str:
-    return _string(str(key))
-
-
-def _string(text: str) -> str:
-    """A double-quoted YAML string (JSON's escapes are YAML's), every character YAML would refuse escaped."""
-    quoted = json.dumps(text, ensure_ascii=False)
-    return _UNPRINTABLE.sub(lambda m: f"\\u{ord(m.group()):04x}", quoted)
+    return scalar(str(key))
 
 
 # The answers, as first given
