@@ -714,3 +714,33 @@ def test_parse_reads_numbers_as_check_does() -> None:
     assert [(e.value, e.decimals) for e in session.parse("0.0900", 1)] == [(0.09, 4)]
     assert session.parse("2*sqrt(2)", 1)[0].decimals is None
     assert [e.value for e in session.parse("1 2", 2)] == [1, 2]
+
+
+# The tutor's own words for a slip at one step (issue 26, item 3)
+
+
+def test_the_scale_given_as_sqrt_d_k_is_named_without_naming_scores_that_were_not_asked() -> None:
+    """√2 for 1/√2: it said "these scores look multiplied by √d_k" before, though no score was asked yet."""
+    result = practise([BANK], ["2.8284", "1.4142", "0", "1.4142"])
+    assert "✗ not right: that is √d_k: the scale is its inverse, 1/√d_k" in result.stdout
+    assert "scores" not in result.stdout.split("[4/16]")[1].split("[4/16]")[0]
+
+
+def test_the_score_typed_at_e_s_is_named_as_the_score_itself_in_both_languages() -> None:
+    """2 (the score) at e^s: it said "normalised without e^s … dividing the scores by their sum" before."""
+    lines = ["2.8284", "1.4142", "0", "0.7071", "2", "1", "0", "2"]
+    english = practise([BANK], lines)
+    assert "✗ not right: that is the score itself: raise e to it" in english.stdout
+    assert "no_exp ×1: that is the score itself: raise e to it" in english.stdout
+    spanish = practise([BANK, "--lang", "es"], [line.replace(".", ",") for line in lines])
+    assert "✗ no es correcto: esa es la puntuación misma: eleva e a ella" in spanish.stdout
+
+
+def test_q_k_of_the_unturned_vectors_is_named_rope_forgotten() -> None:
+    """samples/rope.yaml: 2.8284 = q·k of the vectors as given was "not right" with no diagnosis before. The turned
+    vectors, by hand: bank at π turns q = [√2, 0] to [−√2, 0]; the keys at 0, π/2, π to [2, 0], [−1, 1], [0, −1]."""
+    turned = ["-1.4142, 0", "2, 0", "-1, 1", "0, -1"]
+    result = practise([str(SAMPLES / "rope.yaml")], [*turned, "2.8284"])
+    assert "✗ not right: RoPE forgotten: that is q·k of the unturned vectors; use the turned q̃ and k̃" in result.stdout
+    assert verdicts(result.stdout) == ["✓"] * 4 + ["✗"]
+    assert "rope_forgotten ×1" in result.stdout

@@ -95,7 +95,7 @@ class Summary:
     seconds: float
     prompts: int
     right: int  # prompts right, on the first or the second try
-    says: tuple[tuple[str, str], ...] = ()  # code -> the tutor's words for a code `check` has no words for
+    says: tuple[tuple[str, str], ...] = ()  # code -> the tutor's words for it, where the tutor named it in its own
 
     @property
     def ok(self) -> bool:
@@ -185,7 +185,7 @@ class Session:
         self.seen: dict[Ref, Entry] = {}  # the numbers `check` reads: each graded step's cells as first given
         self.index = 0
         self.codes: Counter[str] = Counter()
-        self.said: dict[str, str] = {}  # code -> the tutor's words, for the codes `check` has no words for
+        self.said: dict[str, str] = {}  # code -> the tutor's own words for it, where it said them
         self.unexplained = 0
         self.lines: list[str] = []  # every line that moved the session, in order: replayed, they rebuild it
         self.clock = clock
@@ -394,7 +394,7 @@ class Session:
         codes = tuple(
             sorted(self.codes.items(), key=lambda item: (-item[1], known.index(item[0]) if item[0] in known else 99))
         )
-        said = tuple((code, said) for code, said in self.said.items() if code not in known)
+        said = tuple(self.said.items())
         return Summary(
             tuple((step, dict(rows[step])) for step in kinds),
             codes,

@@ -44,7 +44,7 @@ def _positioned(own: Own, ref: Ref) -> str:
     encoding = part_of(own.solved, layer).problem.positions
     assert encoding is not None and encoding.x is not None and encoding.encoding is not None, "x + PE needs PE"
     x = float(encoding.x[row, column]) if layer is None else own.attention_input(layer, row, column)
-    return f"{num(x)} + {num(float(encoding.encoding[row, column]))}"
+    return f"{num(x)} + {_paren(float(encoding.encoding[row, column]))}"
 
 
 def _projected(own: Own, ref: Ref) -> str:

@@ -237,8 +237,11 @@ def summary(result: Summary, width: int, again: str, harder: str) -> list[Line]:
 
 
 def _code_words(code: str, said: dict[str, str]) -> str:
-    """A code in the summary: `check`'s words for it, or the tutor's for a code `check` does not know yet."""
-    return t(f"check.diagnosis.{code}") if f"check.diagnosis.{code}" in en.MESSAGES else t(said.get(code, "") or code)
+    """A code in the summary: the tutor's words for it where it said its own (the score typed at e^s is no_exp,
+    "that is the score itself"), else `check`'s."""
+    if said.get(code):
+        return t(said[code])
+    return t(f"check.diagnosis.{code}") if f"check.diagnosis.{code}" in en.MESSAGES else code
 
 
 def _step_name(step: str) -> str:
