@@ -9,6 +9,7 @@ independent judge. Each run is in-process (CliRunner) so that 160 sessions finis
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -143,3 +144,59 @@ def test_one_classic_slip_is_named_and_the_session_carries_on_to_the_end(name: s
     assert result.exit_code == 0, result.output[-2000:]  # right on the second try: every step right in the end
     code = {"practice.slip.rope_forgotten": "rope_forgotten", "check.diagnosis.bias_forgotten": "bias_forgotten"}
     assert f"{code.get(words, 'no_exp')} ×1" in result.stdout
+
+
+# The tutor and check agree cell for cell on the record, on every kind of problem
+
+
+ACCEPTED = "right or carried"  # the one verdict of a prompt of several cells, each right or carried
+
+
+def first_try(index: int, truth: tuple[float, ...]) -> str:
+    """A first answer chosen by the prompt's number: right, off by 0.5, rounded early to 2 decimals, or right."""
+    kind = index % 4
+    if kind == 1:
+        return ", ".join(four(x + 0.5) for x in truth)
+    if kind == 2:
+        return ", ".join(f"{x:.2f}" for x in truth)
+    return ", ".join(four(x) for x in truth)
+
+
+@pytest.mark.parametrize("name", ["rope.yaml", "gqa.yaml", "layers.yaml", "bias.yaml", "projections.yaml", "causal"])
+def test_check_grades_each_recorded_cell_as_the_tutor_did_on_the_first_try(name: str, tmp_path: Path) -> None:
+    from attncli import yamldoc
+    from attncli.practice import record
+
+    _, text = problem(name)
+    tutor = session.Session(pipeline.solve(pipeline.load(text=text, name="x")))
+    first: dict[tuple, str] = {}
+    index = 0
+    while (prompt := tutor.current) is not None:
+        is_first = tutor.states[tutor.index].first is None
+        feedback = tutor.respond(first_try(index, tutor.truth(prompt)))
+        index += 1
+        graded = tutor.grader.grades(prompt.layer, prompt.step, prompt.head)
+        if is_first and graded:
+            for k, column in enumerate(prompt.columns or (0,)):  # a row's one verdict: right or carried, for all
+                verdict = "wrong" if k in feedback.wrong else feedback.kind if prompt.size == 1 else ACCEPTED
+                first[(prompt.layer, prompt.step, prompt.head, prompt.row, column)] = verdict
+        if feedback.kind == session.WRONG and feedback.retry:
+            tutor.respond(", ".join(four(x) for x in tutor.truth(prompt)))
+    homework = tmp_path / "homework.yaml"
+    homework.write_text(known_to_check(record.homework(yamldoc.load(text, "x"), tutor, SAMPLES)))
+    graded_file = CliRunner().invoke(app, ["check", str(homework), "--format", "json"])
+    assert graded_file.exit_code in (0, 1), graded_file.output[-1500:]
+    report = json.loads(graded_file.stdout)
+    cells = {
+        (step.get("layer"), step["step"], step.get("head"), cell["row"], cell["column"]): cell["status"]
+        for step in report["steps"]
+        for cell in step["cells"]
+    }
+
+    def seen(key: tuple) -> str | None:
+        """check's status of a cell; right or carried read as accepted where the tutor judged a whole row at once."""
+        status = cells.get(key)
+        return ACCEPTED if first[key] == ACCEPTED and status in ("right", "carried") else status
+
+    assert {key: seen(key) for key in first} == first
+    assert "wrong" in first.values() and {"right", ACCEPTED} & set(first.values())
