@@ -76,10 +76,16 @@ def ask(session: Session, prompt: Prompt) -> str:
     else:
         coordinate = prompt.columns[0] + 1 if len(prompt.columns) == 1 and step in COORDINATE_STEPS else None
         key = f"practice.ask.{step}" + ("_coordinate" if coordinate is not None else "")
-        text = t(key, query=token, token=token, coordinate=coordinate)
+        text = t(key, query=token, token=token, coordinate=coordinate, x=_read_x(session, prompt))
     if prompt.size > 1:
         text += t("practice.numbers_count", count=prompt.size)
     return text + _of(session, prompt)
+
+
+def _read_x(session: Session, prompt: Prompt) -> str:
+    """What a projection multiplies: x, or x + PE where sinusoidal positions are added to it first."""
+    encoding = session.part(prompt).problem.positions
+    return "(x + PE)" if encoding is not None and encoding.kind == "sinusoidal" else "x"
 
 
 def _h(prompt: Prompt) -> int:
