@@ -100,7 +100,7 @@ def practice(env: Environment, given: Options) -> ExitCode:
     if plan.count(exercise.solved, level) > plan.MAX_PROMPTS:
         raise fail("practice.too_large", most=plan.MAX_PROMPTS).at(source=given.file or "--tokens")
     check_targets(("--record", given.record))  # before the first prompt, not after the session
-    if given.record is not None and saved is None and given.record.exists() and not given.force:
+    if given.record is not None and saved is None and given.record.is_file() and not given.force:
         raise fail("practice.record_exists", path=str(given.record)).at(source="--record")
     session = Session(exercise.solved, level, exercise.settings)
     if saved is not None:
