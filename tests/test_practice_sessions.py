@@ -227,3 +227,35 @@ def test_practice_makes_the_exercise_generate_makes_for_the_same_options_and_see
     practise([*options, "--record", str(record)], "quit\n")
     recorded = yamldoc.load(record.read_text(), "record").data
     assert recorded == yamldoc.load(made.stdout, "generated").data
+
+
+def test_the_record_holds_every_answer_as_it_is_given_even_when_the_process_is_killed(tmp_path: Path) -> None:
+    """SIGKILL (a crash, a closed laptop): nothing after the last answer is lost, and --resume goes on from it."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from tests.test_practice import ENVIRONMENT
+
+    record = tmp_path / "record.yaml"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "attncli", "practice", BANK, "--record", str(record)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        env=ENVIRONMENT,
+    )
+    assert process.stdin is not None and process.stdout is not None
+    process.stdin.write(b"2.8284\n1.4142\n")
+    process.stdin.flush()
+    seen, deadline = b"", time.monotonic() + 60
+    while b"[3/16]" not in seen and time.monotonic() < deadline:
+        seen += os.read(process.stdout.fileno(), 4096)
+    process.send_signal(signal.SIGKILL)
+    process.wait(timeout=60)
+    process.stdout.close()
+    process.stdin.close()
+    assert json.loads(record.read_text().splitlines()[-1].removeprefix(MARK))["lines"] == ["2.8284", "1.4142"]
+    resumed = practise(["--record", str(record), "--resume"], "0\nquit\n")
+    assert "[3/16]" in resumed.stdout and "3 of 16 steps right." in resumed.stdout
