@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import random
 import shlex
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, NamedTuple, Optional
 
@@ -122,7 +123,7 @@ def practice(env: Environment, given: Options) -> ExitCode:
     return ExitCode.OK if result.ok else ExitCode.WRONG_ANSWERS
 
 
-def _keeper(exercise: _Exercise, session: Session, record: Path | None, env: Environment):
+def _keeper(exercise: _Exercise, session: Session, record: Path | None, env: Environment) -> Callable[[], None]:
     """What writes the record as it stands (nothing without --record)."""
     from attncli.practice.record import homework
 
@@ -133,7 +134,7 @@ def _keeper(exercise: _Exercise, session: Session, record: Path | None, env: Env
     return keep
 
 
-def _run(session: Session, front: Pipe, keep) -> bool:
+def _run(session: Session, front: Pipe, keep: Callable[[], None]) -> bool:
     """The loop: a prompt, a line, the feedback, until the prompts, the input or the student's patience end.
     Whether it ended on Ctrl-C."""
     from attncli.render import practice as shown

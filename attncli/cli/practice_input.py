@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+from collections.abc import Callable
 from typing import BinaryIO
 
 from attncli.cli.environment import Environment
@@ -50,17 +51,23 @@ class Pipe:
 
     def _line(self) -> str | None:
         stream = self.env.stdin
-        raw: BinaryIO | None = getattr(stream, "buffer", None) if stream is not None else None
-        if raw is None:
-            text = stream.readline(MAX_LINE + 1) if stream is not None else ""
-            return _bounded(text.encode("utf-8", "surrogateescape"), lambda: stream.readline(CHUNK).encode())  # type: ignore[union-attr]
+        if stream is None:  # closed by the shell (`<&-`): the end of the input
+            return None
+        raw: BinaryIO | None = getattr(stream, "buffer", None)
+        if raw is None:  # a text stream without bytes beneath (an embedding program's)
+            text = stream.readline(MAX_LINE + 1)
+            return _bounded(_bytes(text), lambda: _bytes(stream.readline(CHUNK)))
         return _bounded(raw.readline(MAX_LINE * 4 + 2), lambda: raw.readline(CHUNK))
 
     def newline(self) -> None:
         to_stdout("\n", self.env)
 
 
-def _bounded(first: bytes, more) -> str | None:
+def _bytes(text: str) -> bytes:
+    return text.encode("utf-8", "surrogatepass")  # a lone surrogate becomes bytes that decode as U+FFFD
+
+
+def _bounded(first: bytes, more: Callable[[], bytes]) -> str | None:
     """A line from its first bytes (None at the end of the input), TOO_LONG for one past MAX_LINE characters, its
     rest read through `more` and dropped."""
     if not first:
@@ -73,7 +80,7 @@ def _bounded(first: bytes, more) -> str | None:
         chunk = more()
         if not chunk:
             break
-        ended = chunk.endswith(b"\n" if isinstance(chunk, bytes) else "\n")
+        ended = chunk.endswith(b"\n")
     return TOO_LONG
 
 
