@@ -137,13 +137,18 @@ BYTES = st.one_of(LINE.map(lambda s: s.encode("utf-8", "surrogatepass")), st.bin
 
 
 @budget(40)
-@given(name=st.sampled_from(EXERCISES), lines=st.lists(BYTES, max_size=40), lang=st.sampled_from(["en", "es"]))
+@given(
+    name=st.sampled_from(EXERCISES),
+    lines=st.lists(BYTES, max_size=40),
+    lang=st.sampled_from(["en", "es"]),
+    level=st.sampled_from(["1", "2", "3"]),
+)
 def test_random_answers_and_commands_end_0_1_or_130_with_a_readable_summary(
-    name: str, lines: list[bytes], lang: str
+    name: str, lines: list[bytes], lang: str, level: str
 ) -> None:
     args, _ = problem(name)
     stdin = b"".join(line.replace(b"\n", b" ") + b"\n" for line in lines)
-    result = CliRunner().invoke(app, ["practice", *args, "--lang", lang], input=stdin)
+    result = CliRunner().invoke(app, ["practice", *args, "--lang", lang, "--level", level], input=stdin)
     assert result.exit_code in (0, 1, 130), (result.exit_code, result.output[-1500:])
     assert "Traceback" not in result.output
     assert {"en": "Summary", "es": "Resumen"}[lang] in result.stdout
