@@ -94,8 +94,11 @@ class Terminal(Pipe):
 
         self.console = Console(file=env.stdout, highlight=False, no_color=not env.colour, force_terminal=env.colour)
         self.colour = env.colour
+        self.editing = False
         with contextlib.suppress(ImportError):  # Windows without pyreadline: input() as it is
             import readline  # noqa: F401  # input() edits lines with it: arrows, backspace, history
+
+            self.editing = True
 
     def show(self, lines: list[Line]) -> None:
         from attncli.cli.output import print_lines
@@ -104,7 +107,8 @@ class Terminal(Pipe):
             print_lines(self.console, fit(lines, self.console.width))
 
     def read(self, prompt: str) -> str | None:
-        shown = f"\x01\x1b[1;36m\x02{prompt}\x01\x1b[0m\x02" if self.colour else prompt  # \x01…\x02: no width
+        colour = self.colour and self.editing  # \x01…\x02 tell readline the colour has no width; without it, none
+        shown = f"\x01\x1b[1;36m\x02{prompt}\x01\x1b[0m\x02" if colour else prompt
         try:
             while True:
                 self.console.file.flush()
