@@ -162,7 +162,8 @@ def _layer(solved: StackSteps, index: int) -> list[Line]:
     layer = solved.layers[index]
     norm = layer.layer.norm
     words = t("practice.no_norm") if norm is None else t(f"practice.norm.{norm.kind}_{norm.place}", eps=f"{norm.eps:g}")
-    out = [BLANK, line((t("practice.layer", name=layer.layer.label, norm=words), "bold"))]
+    out = [BLANK] if index > 0 else []  # the first follows the intro's blank line
+    out.append(line((t("practice.layer", name=layer.layer.label, norm=words), "bold")))
     if index > 0:
         out.append(line(t("practice.layer_reads", name=solved.layers[index - 1].layer.label)))
     steps = layer.attention
