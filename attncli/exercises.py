@@ -26,6 +26,7 @@ from attncli.yamldoc import Document, comment, did_you_mean, flow, scalar
 
 SCORES = ("scaled_dot", "dot", "cosine")
 MASKS = ("none", "causal")
+BACKWARD_SCORES = ("scaled_dot", "dot")  # the scores whose backward pass is written out (attncli.backward)
 NORMS = ("none", "layer", "rms", "layer:post", "rms:post")  # --norm: every layer's, placed pre unless :post
 MAX_LAYERS = 4
 MAX_TOKENS = 12
@@ -54,6 +55,8 @@ class Options:
     norm: str = "none"  # one of NORMS, for every layer of a stack
     rope: str | None = None  # half | interleaved: queries and keys turned by RoPE
     gqa: bool = False  # every two query heads share one head of keys and values
+    tiles: int | None = None  # B: the softmax written out tile by tile, B keys a tile (`tiles:`, issue 29)
+    backward: bool = False  # a small integer dO: the gradients asked for too (short sums)
 
 
 @dataclass(frozen=True)
@@ -109,6 +112,12 @@ def validate(options: Options) -> None:
         raise fail("generate.gqa_heads", heads=options.heads).at(field="gqa")
     if (options.rope is not None or options.gqa) and options.layers > 1:
         raise fail("generate.positions_layers").at(field="layers")
+    if options.tiles is not None and options.layers > 1:
+        raise fail("generate.tiles_layers").at(field="tiles")
+    if options.backward and options.score not in BACKWARD_SCORES:
+        raise fail("generate.backward_score", score=options.score).at(field="backward")
+    if options.backward and options.layers > 1:
+        raise fail("generate.backward_layers").at(field="backward")
 
 
 def exercise(options: Options, seed: int, within: tuple[str, str] | None = None) -> str:
@@ -145,6 +154,8 @@ def exercise(options: Options, seed: int, within: tuple[str, str] | None = None)
         lines.append(f"score: {options.score}")
     if options.mask != "none" and not stacked:
         lines.append(f"mask: {options.mask}")
+    if options.tiles is not None:
+        lines.append(f"tiles: {options.tiles}")
     if options.rope is not None:
         base, step, _ = ROPE[options.d_k]
         lines.append(f"positions: {{type: rope, base: {base}, style: {options.rope}}}")
@@ -170,8 +181,19 @@ def exercise(options: Options, seed: int, within: tuple[str, str] | None = None)
             lines += [f"  - name: {scalar(t('generate.head', number=index + 1))}", *fields]
         w_o = _rows(rng, options.heads * d_v, d_v, (0, 1), nonzero=True)
         lines += ["w_o:", *(f"  - {flow(str(v) for v in row)}" for row in w_o)]
+    if options.backward:
+        lines += ["backward:", "  grad_output:", *_mapping(tokens, _grad_output(rng, len(tokens), d_v), 4)]
     text = "\n".join(lines) + "\n"
     return text + _answers(text) if options.answers else text
+
+
+def _grad_output(rng: random.Random, n: int, width: int) -> list[list[str]]:
+    """dO: 0 or 1 in each cell, a 1 in every row, so each gradient is a short sum of the forward's numbers."""
+    rows = [[rng.choice((0, 0, 1)) for _ in range(width)] for _ in range(n)]  # (n, width)
+    for row in rows:
+        if not any(row):
+            row[rng.randrange(width)] = 1
+    return [[str(v) for v in row] for row in rows]
 
 
 def _notes(within: tuple[str, str] | None, stacked: bool) -> str:
@@ -261,6 +283,10 @@ def command(options: Options, seed: int) -> str:
         parts.append(f"--rope {options.rope}")
     if options.gqa:
         parts.append("--gqa")
+    if options.tiles is not None:
+        parts.append(f"--tiles {options.tiles}")
+    if options.backward:
+        parts.append("--backward")
     parts.append(f"--seed {seed}")
     if options.answers:
         parts.append("--answers")

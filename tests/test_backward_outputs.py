@@ -172,6 +172,47 @@ def test_a_stack_goes_back_from_its_last_layer() -> None:
     assert "LayerNorm backwards, token by token" in text and "dX₃: the gradient of what the layer leaves" in text
 
 
+LAYERS = str(SAMPLES / "layers.yaml")
+
+
+@pytest.mark.parametrize("fmt", ["text", "markdown", "latex"])
+@pytest.mark.parametrize("layer", [1, 2])
+def test_layer_n_shows_that_layers_backward_alone(fmt: str, layer: int) -> None:
+    """--layer N picks layer N's backward as it picks its forward steps (the whole stack's was shown before)."""
+    whole = run(LAYERS, "--loss", "sum", "--format", fmt).stdout.split("Backward pass")[1]
+    chosen = run(LAYERS, "--loss", "sum", "--format", fmt, "--layer", str(layer)).stdout.split("Backward pass")[1]
+    other = 3 - layer
+    assert f"Layer {layer} of 2" in chosen and f"Layer {other} of 2" not in chosen
+    assert f"Layer {other} of 2" in whole
+    assert "the gradient of the stack" not in chosen and "the gradient of the stack" in whole
+
+
+@pytest.mark.parametrize("layer", [1, 2])
+def test_layer_n_in_json_holds_that_layers_gradients(layer: int) -> None:
+    """JSON with --layer N: `layers` holds layer N alone, grad_output the gradient of the stream it leaves and
+    grad_x of the stream it reads, as its forward document's `output` is the stream it leaves."""
+    whole = backward_of(LAYERS, "--loss", "sum")
+    chosen = backward_of(LAYERS, "--loss", "sum", "--layer", str(layer))
+    assert chosen["layers"] == [whole["layers"][layer - 1]] and chosen["loss"] == whole["loss"]
+    assert chosen["grad_x"] == whole["layers"][layer - 1]["grad_input"]
+    leaving = whole["grad_output"] if layer == 2 else whole["layers"][1]["grad_input"]
+    assert chosen["grad_output"] == leaving
+
+
+def test_backward_products_of_negatives_are_written_as_the_forwards() -> None:
+    """layers.yaml's second layer: v(bank) = [1.2247, −1.2247] with dO all ones. The backward wrote
+    `1×-1.2247` and, in LaTeX, `1$\\times$-1.2247` in text mode; now as the forward's q·k in every format."""
+    args = (LAYERS, "--loss", "sum", "--layer", "2", "--format")
+    for fmt in ("text", "markdown"):
+        backward = run(*args, fmt).stdout.split("Backward pass")[1]
+        assert "1×1.2247 + 1×(−1.2247) + 1×0.0000 = 0.0000" in backward
+        assert "×-" not in backward and "+ -" not in backward
+    tex = run(*args, "latex").stdout.split("Backward pass")[1]
+    assert r"$1 \times 1.2247 + 1 \times (-1.2247) + 1 \times 0.0000 = 0.0000$" in tex
+    rows = [row for row in tex.splitlines() if " & " in row]  # the tables; their products were in text mode
+    assert not [row for row in rows if r"$\times$" in row or r"\times -" in row or "+ -" in row]
+
+
 def test_a_large_problem_shows_its_gradients_condensed() -> None:
     rng = np.random.default_rng(0)
     flags = ["--queries", "; ".join(", ".join(f"{x:.3f}" for x in row) for row in rng.normal(size=(20, 2)))]

@@ -369,14 +369,14 @@ def replayed(steps: core.Steps, follow: tuple[str, ...] | None, fmt: str) -> lis
 
 def replayed_backward(steps: core.Steps, rows: list[int], fmt: str) -> list[tuple[str, list[float]]]:
     """The backward pass's arithmetic: for each followed query, dP = dO·v key by key, then D = dO·O, each term
-    by term up to four coordinates (LaTeX sets dP in its tables' text, and only D = dO·O in math)."""
+    by term up to four coordinates, in every format as the forward's q·k (LaTeX: in math, with real minus signs)."""
     if steps.backward is None or len(steps.problem.tokens) > 16:
         return []
     out = []
     for head, grads in zip(steps.heads, steps.backward.heads):
         for row in rows:
             grad_output = np.asarray(grads.grad_output[row], float)
-            for other in [*([] if fmt == "latex" else head.values), head.output[row]]:
+            for other in [*head.values, head.output[row]]:
                 if len(other) <= 4:
                     pairs = [x for pair in zip(grad_output, other) for x in pair]
                     out.append(("terms", [*pairs, float(np.dot(grad_output, other))]))

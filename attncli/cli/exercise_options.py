@@ -32,6 +32,8 @@ LAYERS = option(min=1, max=4, help=t("help.generate.layers"))
 NORM = option(metavar=t("help.metavar.norm"), autocompletion=completion(*NORMS), help=t("help.generate.norm"))
 ROPE = option(metavar=t("help.metavar.style"), autocompletion=completion(*ROPES), help=t("help.generate.rope"))
 GQA = option(help=t("help.generate.gqa"))
+TILES = option(min=1, max=12, metavar="B", help=t("help.generate.tiles"))
+BACKWARD = option(help=t("help.generate.backward"))
 SEED = option(min=0, help=t("help.generate.seed"))
 
 # Each option's field in a command's record, and its name on the command line (for messages).
@@ -47,6 +49,8 @@ SHAPING = {
     "norm": "--norm",
     "rope": "--rope",
     "gqa": "--gqa",
+    "tiles": "--tiles",
+    "backward": "--backward",
 }
 
 
@@ -73,6 +77,8 @@ def exercise_options(given: Any, answers: bool = False) -> Options:
         norm=value["norm"] or defaults.norm,
         rope=value["rope"],
         gqa=bool(value["gqa"]),
+        tiles=value["tiles"],
+        backward=bool(value["backward"]),
     )
     with located():
         exercises.validate(options)

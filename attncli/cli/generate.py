@@ -31,8 +31,10 @@ EXAMPLES = epilog(
     "  attncli generate --tokens 4 --answers -o exercise.yaml",
     "  attncli generate --rope half --dk 4 --answers",
     "  attncli generate --heads 4 --gqa",
+    "  attncli generate --backward --answers",
     "  attncli generate --count 20 -o worksheet/",
     "  attncli generate --layers 2 --norm layer --answers",
+    "  attncli generate --tokens 4 --tiles 2 --answers",
 )
 
 
@@ -50,6 +52,8 @@ class Options(NamedTuple):
     norm: Annotated[str, shaping.NORM] = "none"
     rope: Annotated[Optional[str], shaping.ROPE] = None
     gqa: Annotated[bool, shaping.GQA] = False
+    tiles: Annotated[Optional[int], shaping.TILES] = None
+    backward: Annotated[bool, shaping.BACKWARD] = False
     seed: Annotated[Optional[int], shaping.SEED] = None
     answers: Annotated[bool, option(help=t("help.generate.answers"))] = False
     how_many: Annotated[Optional[int], option("--count", min=1, max=1000, help=t("help.generate.count"))] = (
@@ -79,6 +83,8 @@ def generate(env: Environment, given: Options) -> ExitCode:
         choose(sheet, tuple(SHEETS), "--sheet", "generate.bad_sheet")
     if sheet is not None and given.layers > 1:
         raise fail("generate.sheet_no_layers").at(source="--sheet")
+    if sheet is not None and given.backward:
+        raise fail("generate.sheet_no_backward").at(source="--sheet")
     seed = random.SystemRandom().randrange(SEED_LIMIT) if given.seed is None else given.seed
     one_file = EXERCISE_SUFFIXES if sheet is None else (SHEETS[sheet],)  # -o FILE.yaml, or FILE.tex for a sheet
     if output is not None and implied_by(output.suffix) and output.suffix.lower() not in one_file:  # json, csv...

@@ -37,6 +37,7 @@ EXAMPLES = epilog(
     "  attncli practice --tokens 4 --mask causal --seed 7 --level 3",
     "  attncli practice --rope half --dk 4 --seed 3",
     "  attncli practice --layers 2 --norm layer --seed 5",
+    "  attncli practice --tokens 4 --tiles 2 --seed 1",
     "  attncli practice samples/bank.yaml --lang es --record homework.yaml",
     "  attncli practice --record homework.yaml --resume",
     "  printf '2*sqrt(2)\\n1/sqrt(2)\\n' | attncli practice samples/bank.yaml",
@@ -58,6 +59,8 @@ class Options(NamedTuple):
     norm: Annotated[Optional[str], shaping.NORM] = None
     rope: Annotated[Optional[str], shaping.ROPE] = None
     gqa: Annotated[bool, shaping.GQA] = False
+    tiles: Annotated[Optional[int], shaping.TILES] = None
+    backward: Annotated[bool, shaping.BACKWARD] = False
     seed: Annotated[Optional[int], shaping.SEED] = None
     level: Annotated[
         int,

@@ -22,8 +22,19 @@ from attncli.errors import AttnError, Message, fail, listed, phrase
 from attncli.expr import WHOLE_DIGITS, whole_number
 from attncli.i18n import current_language
 from attncli.layers import LayerSteps, StackSteps
+from attncli.parsing import backward_answers
 from attncli.parsing.fields import FieldReader, row_label
-from attncli.steps import ANSWERED, HEAD_STEPS, MASKABLE, SHARED_STEPS, STREAM_STEPS, labels, matrix, present
+from attncli.steps import (
+    ANSWERED,
+    HEAD_STEPS,
+    MASKABLE,
+    SHARED_STEPS,
+    STREAM_STEPS,
+    TILED,
+    labels,
+    matrix,
+    present,
+)
 from attncli.yamldoc import Document, FieldPath, did_you_mean, kind_of
 
 MASK_WORDS = ("masked", "-inf", "-∞", "-infinity")
@@ -80,6 +91,7 @@ class Answers:
     carry: int | None = None  # from `carry:`: the decimals inputs are carried at
     min_decimals: int | None = None  # from `min_decimals:`
     require: tuple[str, ...] = ()  # from `require:`: steps that must be answered
+    backward: tuple[Answer, ...] = ()  # from `backward:`: the gradients, in the order of the calculation
 
 
 @dataclass(frozen=True)
@@ -115,6 +127,7 @@ def parse_stack(
     reader = _Reader(document, None)
     settings = settings if settings is not None else reader.settings()
     section = reader.section()
+    backward_answers.refuse_in_stack(reader, section)
     reader.check_fields(section, ("answers",), ("layers",), "check.known_steps")
     listed = section.get("layers")
     if not isinstance(listed, list) or not listed or not all(isinstance(item, dict) for item in listed):
@@ -135,6 +148,12 @@ def parse_stack(
 def stream_steps(layer: LayerSteps) -> dict[str, np.ndarray]:
     """The streams of `layer` a student computes, by name: normed (placed pre), residual (placed post), stream."""
     return {name: found for name in STREAM_STEPS if (found := matrix(layer, name)) is not None}
+
+
+def reader(document: Document) -> _Reader:
+    """A reader of answered cells with no calculation behind them: a softmax homework's
+    (attncli.parsing.softmax_answers)."""
+    return _Reader(document, None)
 
 
 def read_settings(document: Document) -> Settings:
@@ -181,7 +200,7 @@ def step_list(text: str) -> tuple[str, ...]:
     """`--require dot,scores`: the step names, each one that can be answered (an AttnError otherwise)."""
     names = tuple(name.strip() for name in text.split(",") if name.strip())
     for name in names:
-        if name not in ANSWERED:
+        if name not in ANSWERED and not backward_answers.is_backward(name):
             hint = did_you_mean(name, ANSWERED) or phrase("check.known_steps", names=", ".join(ANSWERED))
             raise fail("check.unknown_step", name=name, hint=hint)
     return names
@@ -255,9 +274,10 @@ class _Reader(FieldReader):
     ) -> Answers | None:
         """The steps answered in the mapping `section` at `path` (`more`: other names it may hold); None for none."""
         assert self.steps is not None
-        self.check_fields(section, path, (*ANSWERED, "heads", *more), "check.known_steps")
+        known = (*HEAD_STEPS, TILED, *SHARED_STEPS, "heads", "backward", *more)
+        self.check_fields(section, path, known, "check.known_steps")
         heads = len(self.steps.heads)
-        top = [name for name in HEAD_STEPS if name in section]
+        top = [name for name in (*HEAD_STEPS, TILED) if name in section]
         if "heads" in section:
             if top:
                 raise self.error((*path, top[0]), "check.heads_and_top")
@@ -272,10 +292,15 @@ class _Reader(FieldReader):
             for step in HEAD_STEPS
             if step in fields
         ]
+        found += self.tiles(per_head)
         found += [self.answer((*path, step), section[step], step, None) for step in SHARED_STEPS if step in section]
-        if not found:
+        gradients = (
+            backward_answers.read(self, (*path, "backward"), section["backward"]) if "backward" in section else ()
+        )
+        if not found and not gradients:
             return None
-        return Answers(tuple(found), settings.tolerance, settings.carry, settings.min_decimals, settings.require)
+        s = settings
+        return Answers(tuple(found), s.tolerance, s.carry, s.min_decimals, s.require, gradients)
 
     def head_list(self, path: FieldPath, value: object, heads: int) -> list[tuple[FieldPath, dict]]:
         if not isinstance(value, list) or not value or not all(isinstance(item, dict) for item in value):
@@ -283,8 +308,19 @@ class _Reader(FieldReader):
         if len(value) > heads:
             raise self.error((*path, "heads"), "check.too_many_heads", count=len(value), expected=heads)
         for index, fields in enumerate(value):
-            self.check_fields(fields, (*path, "heads", index), HEAD_STEPS, "check.known_steps")
+            self.check_fields(fields, (*path, "heads", index), (*HEAD_STEPS, TILED), "check.known_steps")
         return [((*path, "heads", index), fields) for index, fields in enumerate(value)]
+
+    def tiles(self, per_head: list[tuple[FieldPath, dict]]) -> list[Answer]:
+        """Each head's `tiles:` (attncli.parsing.tile_answers), after every head's other steps."""
+        from attncli.parsing import tile_answers
+
+        return [
+            Answer(name, head, rows, columns, cells)
+            for head, (head_path, fields) in enumerate(per_head)
+            if TILED in fields
+            for name, rows, columns, cells in tile_answers.read(self, (*head_path, TILED), fields[TILED], head)
+        ]
 
     def layer(self, path: FieldPath, fields: dict, layer: LayerSteps, settings: Settings) -> LayerAnswers:
         """Layer `path`'s answers: its attention's steps and its streams."""
@@ -309,7 +345,7 @@ class _Reader(FieldReader):
         else:
             truth = matrix(self.steps, step, head)
         assert truth is not None, step  # a step the problem has
-        rows, columns = labels(problem, step, truth.shape[1])
+        rows, columns = labels(problem, step, truth.shape[1], truth.shape[0])
         maskable = step in MASKABLE
         return _Shape(rows, columns, maskable, problem.mask if maskable else None, truth)
 

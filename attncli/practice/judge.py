@@ -21,13 +21,14 @@ import numpy as np
 
 from attncli import grading
 from attncli.core import Steps
+from attncli.grading import backward as grading_backward
 from attncli.grading import layers as stacked
 from attncli.grading.report import StepReport
 from attncli.layers import LayerSteps, StackSteps
 from attncli.parsing.answers import Answer, Answers, Entry, LayerAnswers, Settings
 from attncli.practice.own import Own, Ref, part_of
 from attncli.practice.plan import Prompt, Solved
-from attncli.steps import ANSWERED, BY_NAME, STREAM_STEPS, coordinates, labels, matrix, order
+from attncli.steps import ANSWERED, BACKWARD_STEPS, BY_NAME, STREAM_STEPS, coordinates, labels, matrix, order
 
 RECORDED = {"sum": "sums"}  # the answer field a tutor's step is written under, where it is not the step's own name
 UNRECORDED = ("scale", "angles", "product")  # the tutor's own steps no homework holds
@@ -58,9 +59,13 @@ class Recorded:
 def shape(solved: Solved, place: Place, own: Own) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """The names of a recorded step's rows and columns: as attncli.parsing.answers gives them for the fields `check`
     knows, and alike (query tokens or tokens; key tokens or coordinates) for the tutor's own."""
-    layer, field, _head = place
+    layer, field, head = place
     steps = part_of(solved, layer)
     problem = steps.problem
+    if field in BACKWARD_STEPS:  # a weight's gradient is as high as its weight: the table's own shape
+        numbers = matrix(steps, field, head)
+        assert numbers is not None, field
+        return labels(problem, field, *numbers.shape[::-1])
     if field in BY_NAME and field in (*ANSWERED, *STREAM_STEPS):
         return labels(problem, field, _width(solved, place, own))
     rows = problem.tokens if field in ROWS_OF_TOKENS else problem.query_tokens
@@ -112,6 +117,8 @@ class Grader:
             record = self.solved.layers[_layer(layer)]
         elif field in ANSWERED:
             record = part_of(self.solved, layer)
+        elif field in BACKWARD_STEPS:
+            return not isinstance(self.solved, StackSteps)  # a stack's gradients are not graded yet
         else:
             return False
         truth = matrix(record, field, head) if BY_NAME[field].place != "head" or head is not None else None
@@ -141,7 +148,7 @@ class Grader:
         per_layer = []
         for index, layer in enumerate(self.solved.layers[: last + 1]):
             here = [r for r in known if r.layer == index]
-            streams = tuple(_answer(r) for name in STREAM_STEPS for r in here if r.field == name)
+            streams = tuple(answer_of(r) for name in STREAM_STEPS for r in here if r.field == name)
             attention = [r for r in here if r.field not in STREAM_STEPS]
             per_layer.append(LayerAnswers(_answers(attention, layer.attention, s) if attention else None, streams))
         return stacked.grade(self.solved, per_layer, s)
@@ -152,15 +159,17 @@ def _layer(layer: int | None) -> int:
     return layer
 
 
-def _answer(recorded: Recorded) -> Answer:
+def answer_of(recorded: Recorded) -> Answer:
+    """A recorded step as attncli.parsing.answers reads it."""
     return Answer(recorded.field, recorded.head, recorded.rows, recorded.columns, recorded.cells)
 
 
 def _answers(answered: list[Recorded], steps: Steps, settings: Settings) -> Answers:
     """The answers of one attention problem in the order of the calculation, as attncli.parsing.answers makes them."""
     placed = {(r.field, r.head): r for r in answered}
-    found = tuple(_answer(placed[key]) for key in order(steps) if key in placed)
-    return Answers(found, settings.tolerance, settings.carry, settings.min_decimals)
+    found = tuple(answer_of(placed[key]) for key in order(steps) if key in placed)
+    gradients = tuple(answer_of(placed[key]) for key in grading_backward.asked(steps) if key in placed)
+    return Answers(found, settings.tolerance, settings.carry, settings.min_decimals, backward=gradients)
 
 
 def _cells(step: StepReport, prompt: Prompt) -> Verdict:

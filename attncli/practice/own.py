@@ -146,7 +146,10 @@ class Own:
         return self._derive(reading, ref)
 
     def _derive(self, reading: _Reading, ref: Ref) -> float:
-        return _safely(lambda: self._formulas[ref[1]](reading, ref))
+        formula = self._formulas.get(ref[1])
+        if formula is None:  # a step `check` grades with no formula here (the tiles', the gradients'): the truth
+            return self.truth(ref)
+        return _safely(lambda: formula(reading, ref))
 
     # The true numbers
 
@@ -155,6 +158,8 @@ class Own:
         steps = part_of(self.solved, layer)
         if step in ("scale", "sum", "mean", "root"):
             return 1
+        if step not in FORMULAS:  # the tiles', the gradients': as the steps table holds them
+            return int(_tabled(steps, step, head).shape[1])
         if step in ("dot", "scores", "biased_scores", "exp", "weights"):
             return len(steps.problem.tokens)
         if step in LAYER_TRUTH:
@@ -186,6 +191,8 @@ class Own:
             return LAYER_TRUTH[step](self._layer(layer), row, column)
         if step in SHARED_TRUTH:
             return SHARED_TRUTH[step](steps, row, column)
+        if step not in HEAD_TRUTH:
+            return float(_tabled(steps, step, h)[row, column])
         return HEAD_TRUTH[step](steps.heads[_head(h)], row, column)
 
     def _layer(self, layer: int | None) -> LayerSteps:
@@ -272,7 +279,9 @@ class Own:
             return float(operand.x[row, a])
         if encoding is not None and encoding.kind == "sinusoidal":
             return self._read(reading, (layer, "positioned", None, token, a))
-        return self._attention_input(reading, layer, token, a, operand.x if layer is None else None)
+        if layer is None:  # the operand's own x, a row per row it projects (the asking tokens' for queries)
+            return float(operand.x[row, a])
+        return self._attention_input(reading, layer, token, a, None)
 
     _queries = _keys = _values = _projected
 
@@ -455,6 +464,17 @@ FORMULAS = (
     "biased_scores", "exp", "sum", "weights", "product", "output", "concat", "final", "mean", "root", "normed",
     "residual", "stream",
 )  # fmt: skip
+
+
+def _tabled(steps: Steps, step: str, head: int | None) -> np.ndarray:
+    """A step's true numbers from the steps table, a row per prompt row (a head's, else the problem's: dO)."""
+    from attncli.steps import matrix
+
+    found = matrix(steps, step, head)
+    if found is None and head is not None:
+        found = matrix(steps, step, None)
+    assert found is not None, step
+    return found.reshape(found.shape[0], -1)
 
 
 def _token_row(steps: Steps, step: str, row: int) -> int | None:

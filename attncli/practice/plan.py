@@ -56,7 +56,7 @@ class Prompt:
 STEPS = (
     "mean", "root", "normed", "positioned", "queries", "keys", "values", "angles", "turned_queries", "turned_keys",
     "dot", "scale", "scores", "biased_scores", "exp", "sum", "weights", "product", "output", "concat", "final",
-    "residual", "stream",
+    "residual", "stream", "running_max", "rescale", "running_sum", "accumulator",
 )  # fmt: skip
 
 
@@ -279,10 +279,27 @@ def stream_after(layer: LayerSteps, index: int, level: int) -> Iterator[Prompt]:
     yield from (Prompt("stream", None, r, width, None, index) for r in range(layer.input.shape[0]))
 
 
+def online(part: Part, h: int, i: int) -> Iterator[Prompt]:
+    """The online softmax (`tiles:`, issue 29): each tile's m', α, ℓ' and o' of query i, after its output."""
+    from attncli.practice import tiles
+
+    cells = tiles.cells(part.steps.heads[h], i)
+    yield from (part.prompt(step, h, row, columns) for step, row, columns in cells)
+
+
+def gradients(solved: Solved, level: int) -> Iterator[Prompt]:
+    """The backward pass (`backward:`, issue 28): each gradient row by row, after the forward steps."""
+    if isinstance(solved, StackSteps):  # a stack's gradients are not graded yet
+        return
+    from attncli.practice import backward
+
+    yield from (Prompt(step, head, row, columns) for step, head, row, columns in backward.prompts(solved))
+
+
 SHARED_BEFORE: list[SharedStage] = [positioned]
 HEAD_STAGES: list[Stage] = [projections, rope]
-QUERY_STAGES: list[QueryStage] = [scores, softmax, output]
+QUERY_STAGES: list[QueryStage] = [scores, softmax, output, online]
 SHARED_STAGES: list[SharedStage] = [heads_together]
 LAYER_BEFORE: list[LayerStage] = [norm_before]
 LAYER_AFTER: list[LayerStage] = [stream_after]
-AFTER: list[Callable[[Solved, int], Iterator[Prompt]]] = []  # later steps: the backward pass, the online softmax
+AFTER: list[Callable[[Solved, int], Iterator[Prompt]]] = [gradients]  # after the forward steps: the backward pass

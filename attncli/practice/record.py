@@ -16,10 +16,15 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from attncli.core import Steps
 from attncli.errors import fail
-from attncli.parsing.answers import Entry
-from attncli.practice.judge import Recorded
+from attncli.parsing.answers import Answer, Entry
+from attncli.parsing.backward_answers import is_backward
+from attncli.practice import backward, tiles
+from attncli.practice.judge import Recorded, answer_of
+from attncli.practice.own import part_of
 from attncli.practice.session import Session
+from attncli.steps import TILE_STEPS
 from attncli.yamldoc import Document, FieldPath, comment, flow, scalar
 
 MARK = "# attncli practice: "  # the comment line a session's state is written on
@@ -113,27 +118,43 @@ def _answers(session: Session) -> list[str]:
 
 def _part(found: list[Recorded], session: Session, layer: int | None, indent: int) -> list[str]:
     """One attention problem's answers (a stack's layer's, with its streams): its heads listed when it has several
-    heads or W_O, as attncli.parsing.answers reads them."""
-    from attncli.practice.own import part_of
-
+    heads or W_O, each head's tiles under `tiles:` (attncli.practice.tiles), then the gradients under `backward:`
+    (attncli.practice.backward), as attncli.parsing.answers reads them."""
     steps = part_of(session.solved, layer)
+    gradients = [answer_of(r) for r in found if is_backward(r.field)]
+    found = [r for r in found if not is_backward(r.field)]
+    lines = _heads(found, steps, indent)
+    if gradients:  # at the top of answers: (a problem of one layer: a stack's gradients are not asked)
+        lines += backward.record_lines(steps, gradients, _step)
+    return lines
+
+
+def _heads(found: list[Recorded], steps: Steps, indent: int) -> list[str]:
+    queries = len(steps.problem.query_tokens)
+    forward = [answer_of(r) for r in found if r.field not in TILE_STEPS]
+
+    def head_lines(h: int | None, at: int) -> list[str]:
+        mine = [line for a in forward if a.head == h for line in _step(a, at)]
+        tiled = [answer_of(r) for r in found if r.field in TILE_STEPS and r.head == h]
+        return mine + tiles.record(tiled, queries, _cell, at)
+
     if steps.concat is None:
-        return [line for r in found for line in _step(r, indent)]
+        return head_lines(0, indent) + head_lines(None, indent)
     pad = " " * (indent - 2)
     lines = [f"{pad}  heads:"] if any(r.head is not None for r in found) else []
     last = max((r.head for r in found if r.head is not None), default=-1)
     for h in range(min(last + 1, len(steps.heads))):
-        head_lines = [line for r in found if r.head == h for line in _step(r, indent + 4)]
-        lines += [f"{pad}    - {head_lines[0].lstrip()}", *head_lines[1:]] if head_lines else [f"{pad}    - {{}}"]
-    return lines + [line for r in found if r.head is None for line in _step(r, indent)]
+        mine = head_lines(h, indent + 4)
+        lines += [f"{pad}    - {mine[0].lstrip()}", *mine[1:]] if mine else [f"{pad}    - {{}}"]
+    return lines + head_lines(None, indent)
 
 
-def _step(answer: Recorded, indent: int) -> list[str]:
+def _step(answer: Answer, indent: int) -> list[str]:
     pad = " " * indent
     rows = [[_cell(e) for e in row] for row in answer.cells]
     if len(set(answer.rows)) == len(answer.rows):
-        return [f"{pad}{answer.field}:", *(f"{pad}  {scalar(n)}: {flow(r)}" for n, r in zip(answer.rows, rows))]
-    return [f"{pad}{answer.field}:", *(f"{pad}  - {flow(r)}  {comment(n)}" for n, r in zip(answer.rows, rows))]
+        return [f"{pad}{answer.step}:", *(f"{pad}  {scalar(n)}: {flow(r)}" for n, r in zip(answer.rows, rows))]
+    return [f"{pad}{answer.step}:", *(f"{pad}  - {flow(r)}  {comment(n)}" for n, r in zip(answer.rows, rows))]
 
 
 def _cell(e: Entry | None) -> str:

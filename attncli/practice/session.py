@@ -24,16 +24,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from attncli.errors import AttnError, fail
-from attncli.grading import mistakes
 from attncli.grading.rule import Rule
 from attncli.i18n import current_language
 from attncli.parsing.answers import Entry, Settings, decimals
-from attncli.practice import judge, plan
+from attncli.practice import backward, judge, plan, tiles
 from attncli.practice.judge import Grader, Place, Recorded, field_of
 from attncli.practice.own import Own, Ref, cells, part_of
 from attncli.practice.plan import LEVEL, LEVELS, STEPS, Prompt, Solved
 from attncli.practice.slips import slips
 from attncli.practice.working import DECIMALS, working
+from attncli.steps import TILE_STEPS
 from attncli.written import fixed
 from attncli.yamldoc import finite_number
 
@@ -379,7 +379,19 @@ class Session:
         return Recorded(place[0], place[1], place[2], rows, columns, table)
 
     def working(self, prompt: Prompt) -> str:
-        """The numbers to combine for each of the prompt's cells, from the student's own numbers."""
+        """The numbers to combine for each of the prompt's cells, from the student's own numbers (the tiles' from the
+        record's, attncli.practice.tiles; each gradient's products, attncli.practice.backward)."""
+        if prompt.step in TILE_STEPS:
+            head = self.part(prompt).heads[prompt.head or 0]
+            return tiles.working(head, prompt.step, prompt.row, prompt.columns)
+        if backward.is_backward(prompt.step):
+            layer = prompt.layer
+
+            def kept(step: str, head: int | None, row: int, column: int) -> float:
+                return self.own.value((layer, step, head, row, column))
+
+            key = (prompt.step, prompt.head)
+            return "; ".join(backward.working(self.part(prompt), key, prompt.row, c, kept) for c in prompt.columns)
         return working(self.own, prompt, cells(prompt, self.solved))
 
     def summary(self) -> Summary:
@@ -389,11 +401,8 @@ class Session:
             rows.setdefault(prompt.step, Counter())[state.outcome] += 1
         right = sum(state.outcome in (FIRST, SECOND) for state in self.states)
         seconds = (self.ended if self.ended is not None else self.clock()) - self.started + self.earlier
-        kinds = [step for step in STEPS if step in rows]
-        known = mistakes.CODES
-        codes = tuple(
-            sorted(self.codes.items(), key=lambda item: (-item[1], known.index(item[0]) if item[0] in known else 99))
-        )
+        kinds = [step for step in STEPS if step in rows] + [step for step in rows if step not in STEPS]
+        codes = tuple(sorted(self.codes.items(), key=lambda item: (-item[1], backward.rank(item[0]))))
         said = tuple(self.said.items())
         return Summary(
             tuple((step, dict(rows[step])) for step in kinds),

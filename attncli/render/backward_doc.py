@@ -19,8 +19,16 @@ TOP_KEYS = ("grad_w_o", "grad_concat", "grad_x", "grad_x_query", "grad_bias")
 Tree = dict[str, object]  # arrays, numbers, None, lists of trees and trees, by JSON name
 
 
-def fields(record: Gradients | StackGradients) -> Tree:
-    """The record by JSON name: loss, grad_output, then the gradients that apply, heads, kv heads or layers."""
+def fields(record: Gradients | StackGradients, layer: int | None = None) -> Tree:
+    """The record by JSON name: loss, grad_output, then the gradients that apply, heads, kv heads or layers.
+
+    A stack's `layer` (counted from 1) alone, as `--layer N` shows the forward steps: `layers` holds that layer,
+    `grad_output` is the gradient of the stream it leaves and `grad_x` that of the stream it reads (the loss is
+    the stack's).
+    """
+    if isinstance(record, StackGradients) and layer is not None:
+        chosen = record.layers[layer - 1]
+        record = record._replace(grad_output=chosen.grad_output, layers=(chosen,))
     tree: Tree = {"loss": record.loss, "grad_output": record.grad_output}
     if isinstance(record, StackGradients):
         tree["grad_x"] = record.grad_x

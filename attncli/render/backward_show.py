@@ -19,17 +19,17 @@ if TYPE_CHECKING:
     from attncli.render.walk import View
 
 
-def records(steps: Steps | StackSteps, view: View) -> list[walk.Item]:
-    """The records of `steps.backward`, for a problem or a stack."""
+def records(steps: Steps | StackSteps, view: View, layer: int | None = None) -> list[walk.Item]:
+    """The records of `steps.backward`, for a problem or a stack (its `layer` alone, counted from 1, when given)."""
     from attncli.core import Steps
 
-    return walk.items(steps, view) if isinstance(steps, Steps) else walk.stack_items(steps, view)
+    return walk.items(steps, view) if isinstance(steps, Steps) else walk.stack_items(steps, view, layer)
 
 
-def terminal(steps: Steps | StackSteps, view: View, width: int) -> list[Line]:
-    """Styled lines for a screen `width` columns wide (formats rich and text)."""
+def terminal(steps: Steps | StackSteps, view: View, width: int, layer: int | None = None) -> list[Line]:
+    """Styled lines for a screen `width` columns wide (formats rich and text); a stack's `layer` alone when given."""
     out: list[Line] = []
-    for item in records(steps, view):
+    for item in records(steps, view, layer):
         if isinstance(item, walk.Section):
             out.append(line((item.title, "bold underline" if item.level == 1 else "bold reverse")))
         elif isinstance(item, walk.Note):

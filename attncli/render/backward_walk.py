@@ -21,7 +21,20 @@ from attncli.i18n import t
 from attncli.problem import Backward, Norm, Problem, Projection
 from attncli.render.formats import MAX_KEYS, MAX_QUERIES, condensed
 from attncli.render.walk import Grid, View, followed, head_title
-from attncli.written import DOWN, ENTRY, FIXED, GAPS, WRITE_OUT, Num, fixed, names_of, rows, shown_of, vec
+from attncli.written import (
+    DOWN,
+    ENTRY,
+    FIXED,
+    GAPS,
+    WRITE_OUT,
+    Num,
+    fixed,
+    names_of,
+    rows,
+    shown_of,
+    sum_of_products,
+    vec,
+)
 
 if TYPE_CHECKING:
     from attncli.layers import LayerSteps, StackSteps
@@ -66,14 +79,18 @@ def items(steps: Steps, view: View) -> list[Item]:
     return out + attention(steps, steps.backward, shown)
 
 
-def stack_items(steps: StackSteps, view: View) -> list[Item]:
-    """A stack's backward pass: dO of the last stream, then each layer from the last to the first."""
+def stack_items(steps: StackSteps, view: View, layer: int | None = None) -> list[Item]:
+    """A stack's backward pass: dO of the last stream, then each layer from the last to the first (only `layer`,
+    counted from 1, when given, as the forward steps show it alone: it ends with the gradient of the stream it
+    reads), then dx."""
     record, tokens = steps.backward, steps.stack.tokens
     shown = _Shown(view, len(tokens) > MAX_KEYS)
     out = _upstream(steps.stack.backward, record, steps.output, (tokens, "token"), shown)
     count = len(steps.layers)
-    for number in range(count, 0, -1):
+    for number in range(count, 0, -1) if layer is None else (layer,):
         out += _layer(steps.layers[number - 1], record.layers[number - 1], number, count, tokens, shown)
+    if layer is not None:
+        return out
     return [*out, _rows_grid(t("backward.grad_x_stack"), tokens, "token", record.grad_x, "dx", shown)]
 
 
@@ -344,20 +361,21 @@ def _norm(
 
 
 def _dot(a: np.ndarray, b: np.ndarray, value: float, p: int) -> str:
-    """a·b term by term, up to WRITE_OUT coordinates: 1×2 + 0×0 = 2."""
+    """a·b term by term, up to WRITE_OUT coordinates, as the forward writes q·k: 1×2 − 1×(−1) = 3.0000."""
     if len(a) > WRITE_OUT:
         return fixed(value, p)
-    terms = " + ".join(f"{x.text(p)}×{y.text(p)}" for x, y in zip(vec(a, ENTRY).cells, vec(b, ENTRY).cells))
+    terms = sum_of_products((x.text(p), y.text(p)) for x, y in zip(vec(a, ENTRY).cells, vec(b, ENTRY).cells))
     return f"{terms} = {fixed(value, p)}"
 
 
 def _weighted(weights: np.ndarray, vectors: np.ndarray, style: str, value: np.ndarray, seen: np.ndarray, p: int) -> str:
-    """Σ_i w_i·v_i over the rows that see the key, written out up to WRITE_OUT of them: 0.6652×[1, 0] = [0.6652, 0]."""
+    """Σ_i w_i·v_i over the rows that see the key, written out up to WRITE_OUT of them, a negative weight's term
+    subtracted: 0.2726×[2, 0] − 0.2458×[1, 1] = [0.2994, -0.2458]."""
     kept = np.flatnonzero(seen)
     result = vec(value).text(p)
     if not 0 < len(kept) <= WRITE_OUT:
         return result
-    terms = " + ".join(f"{fixed(float(weights[i]), p)}×{vec(vectors[i], style).text(p)}" for i in kept)
+    terms = sum_of_products((fixed(float(weights[i]), p), vec(vectors[i], style).text(p)) for i in kept)
     return f"{terms} = {result}"
 
 

@@ -35,13 +35,13 @@ def render(steps: Steps, view: View, width: int, extra: Sequence[Line] = ()) -> 
     return probes.cautioned_once([*out, *backward, *extra, rounding])
 
 
-def _backward(steps: Steps | StackSteps, view: View, width: int) -> list[Line]:
-    """Every gradient, when the problem asks for them (attncli.render.backward_show)."""
+def _backward(steps: Steps | StackSteps, view: View, width: int, layer: int | None = None) -> list[Line]:
+    """Every gradient, when the problem asks for them (attncli.render.backward_show); a stack's `layer`'s alone."""
     if steps.backward is None:
         return []
     from attncli.render import backward_show
 
-    return backward_show.terminal(steps, view, width)
+    return backward_show.terminal(steps, view, width, layer)
 
 
 def render_stack(
@@ -50,7 +50,7 @@ def render_stack(
     """A stack's explanation, layer by layer (only `layer` when given), then the rollout when asked for."""
     records = stack_walk.stack_items(steps, view, layer, rollout)
     out = [line for item in records for line in _RENDER[type(item)](item, view.precision, width)]
-    out += _backward(steps, view, width)
+    out += _backward(steps, view, width, layer)
     return probes.cautioned_once([*out, line((t("render.rounding_note", precision=view.precision), "dim"))])
 
 

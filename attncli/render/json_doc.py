@@ -100,11 +100,12 @@ def document(steps: Steps) -> dict:
     return doc
 
 
-def _backward(record: Gradients | StackGradients) -> object:
-    """The top-level "backward" object: every gradient, full precision (attncli.render.backward_doc)."""
+def _backward(record: Gradients | StackGradients, layer: int | None = None) -> object:
+    """The top-level "backward" object: every gradient, full precision (attncli.render.backward_doc); a stack's
+    `layer` alone when given (see backward_doc.fields)."""
     from attncli.render import backward_doc
 
-    return backward_doc.json_ready(backward_doc.fields(record))
+    return backward_doc.json_ready(backward_doc.fields(record, layer))
 
 
 def stack_document(steps: StackSteps, rollout: np.ndarray | None = None, layer: int | None = None) -> str:
@@ -128,7 +129,7 @@ def stack_document(steps: StackSteps, rollout: np.ndarray | None = None, layer: 
     if rollout is not None:
         doc["rollout"] = rollout.tolist()
     if steps.backward is not None:
-        doc["backward"] = _backward(steps.backward)
+        doc["backward"] = _backward(steps.backward, layer)
     return dumps(doc)
 
 

@@ -70,18 +70,19 @@ def render_stack(
     widest = max(_widest(record.attention) for record in steps.layers)
     widest = max(widest, steps.stack.x.shape[1], len(steps.stack.tokens))
     view = walk.View(precision, follow, heatmap)
-    return _document(stack_walk.stack_items(steps, view, layer, rollout), widest, precision, _backward(steps, view))
+    backward = _backward(steps, view, layer)
+    return _document(stack_walk.stack_items(steps, view, layer, rollout), widest, precision, backward)
 
 
-def _backward(steps: Steps | StackSteps, view: walk.View) -> list[str]:
+def _backward(steps: Steps | StackSteps, view: walk.View, layer: int | None = None) -> list[str]:
     """Every gradient, when the problem asks for them (attncli.render.backward_show's records): sections, notes
-    as paragraphs of text, tables as tabulars (their text made safe)."""
+    as paragraphs of text, tables as tabulars (their text made safe); a stack's `layer`'s alone when given."""
     if steps.backward is None:
         return []
     from attncli.render import backward_show, backward_walk
 
     out: list[str] = []
-    for item in backward_show.records(steps, view):
+    for item in backward_show.records(steps, view, layer):
         if isinstance(item, backward_walk.Section):
             out.append(rf"\{'sub' * (item.level - 1)}section*{{{prose(item.title)}}}")
         elif isinstance(item, backward_walk.Note):
@@ -93,7 +94,7 @@ def _backward(steps: Steps | StackSteps, view: walk.View) -> list[str]:
 
 def _document(items: Sequence[stack_walk.Item], widest: int, precision: int, backward: Sequence[str] = ()) -> str:
     lines = [
-        *_preamble(widest),
+        *preamble(widest),
         *(line for item in items for line in _RENDER[type(item)](item, precision)),
         *backward,
         "",
@@ -129,10 +130,10 @@ def sheet(steps: Steps) -> str:
     if steps.problem.w_o is not None:
         grid = [[query, WIDE_BLANK] for query in queries]
         lines += [rf"\paragraph{{{prose(t('writeup.sheet_final'))}}}", *tabular(outputs, grid, ruled=True)]
-    return "\n".join([*_preamble(_widest(steps)), *lines, "", r"\end{document}"]) + "\n"
+    return "\n".join([*preamble(_widest(steps)), *lines, "", r"\end{document}"]) + "\n"
 
 
-def _preamble(widest: int) -> list[str]:
+def preamble(widest: int) -> list[str]:
     """The document's start; `widest` is the most columns of any bmatrix (amsmath's MaxMatrixCols)."""
     return [
         f"% {text(t('writeup.latex_comment'))}",

@@ -19,7 +19,7 @@ from attncli.i18n import t
 from attncli.render import latex_math
 from attncli.written import Vec
 
-_NUMERIC = re.compile(r"[\[\]()0-9.,\s+\-−e∞⋯⋮]*[0-9∞⋯⋮][\[\]()0-9.,\s+\-−e∞⋯⋮]*")  # a number or vector as written
+_NUMERIC = re.compile(r"[\[\]()0-9.,\s+\-−e∞⋯⋮×=]*[0-9∞⋯⋮][\[\]()0-9.,\s+\-−e∞⋯⋮×=]*")  # a number, a vector, arithmetic
 PAGE = 345.0  # pt: article's \\textwidth at 10 pt, the width every split aims below
 FIT = (  # \\attnfit{box}: the box as it is, or scaled down to the line's width (and a line in the log) when wider
     r"\newsavebox{\attnbox}",
@@ -86,8 +86,8 @@ def prose(value: str) -> str:
 
 
 def cell(written: str) -> str:
-    """A table cell: a number or a vector as written (−1.4142, [1.2247, -1.2247], ⋯) in math, with real minus
-    signs; anything else (a token) as text."""
+    """A table cell: a number or a vector as written (−1.4142, [1.2247, -1.2247], ⋯), or arithmetic on them
+    (1×2 − 1×(−1) = 3.0000, the backward pass's), in math with real minus signs; anything else (a token) as text."""
     return f"${number(written).tex}$" if _NUMERIC.fullmatch(written) else text(written)
 
 
@@ -151,6 +151,7 @@ def frac(top: Math, bottom: Math) -> Math:
 def number(written: str) -> Math:
     """A number (or a gap, ⋯ or ⋮) in math."""
     tex = written.replace("∞", r"\infty").replace("⋯", r"\cdots").replace("⋮", r"\vdots").replace("−", "-")
+    tex = tex.replace("×", r" \times ")
     return atom(tex, glyphs(written.replace("∞", "00").replace("⋯", "000")))
 
 

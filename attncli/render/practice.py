@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from attncli.errors import printable
 from attncli.i18n import describe, en, t
+from attncli.practice import backward, tiles
+from attncli.practice.judge import shape
 from attncli.practice.plan import Prompt, scaled
 from attncli.practice.session import (
     BACK,
@@ -32,6 +34,7 @@ from attncli.practice.session import (
 from attncli.render.layout import BLANK, Line, line, table
 from attncli.render.practice_intro import intro, section
 from attncli.render.walk import FORMULAS
+from attncli.steps import TILE_STEPS
 
 __all__ = ["ask", "feedback", "intro", "question", "section", "summary"]
 OUTCOMES = (FIRST, SECOND, SHOWN, SKIPPED, "")  # the summary's columns; "" = not reached
@@ -50,6 +53,11 @@ def ask(session: Session, prompt: Prompt) -> str:
     steps = session.part(prompt)
     problem = steps.problem
     step = prompt.step
+    if backward.is_backward(step):
+        return _ask_gradient(session, prompt) + _of(session, prompt)
+    if step in TILE_STEPS:
+        counted = t("practice.numbers_count", count=prompt.size) if prompt.size > 1 else ""
+        return _tile(session, prompt) + counted + _of(session, prompt)
     names = problem.tokens if step in TOKEN_STEPS else problem.query_tokens
     token = names[prompt.row] if prompt.row < len(names) else ""
     if step in KEY_STEPS:
@@ -80,6 +88,23 @@ def ask(session: Session, prompt: Prompt) -> str:
     if prompt.size > 1:
         text += t("practice.numbers_count", count=prompt.size)
     return text + _of(session, prompt)
+
+
+def _tile(session: Session, prompt: Prompt) -> str:
+    """A tile step of a query (attncli.practice.tiles): the accumulator's row is the query's tile, not the query."""
+    steps = session.part(prompt)
+    query, tile = tiles.place(steps.heads[_h(prompt)], prompt.step, prompt.row, prompt.columns)
+    return t(f"practice.ask.{prompt.step}", query=steps.problem.query_tokens[query], tile=tile + 1)
+
+
+def _ask_gradient(session: Session, prompt: Prompt) -> str:
+    """A row of a gradient: `dS, the scores' gradient, row 'bank' (dS = P ∘ (dP − D))`."""
+    rows, columns = shape(session.solved, (prompt.layer, prompt.step, prompt.head), session.own)
+    named = ", ".join(columns[c] for c in prompt.columns) if len(prompt.columns) < len(columns) else ""
+    text = t("practice.ask.gradient", name=t(f"check.step.{prompt.step}"), row=rows[prompt.row])
+    text += t("practice.ask.gradient_keys", keys=named) if named else ""
+    text += f" ({backward.formula(prompt.step)})"
+    return text + (t("practice.numbers_count", count=prompt.size) if prompt.size > 1 else "")
 
 
 def _read_x(session: Session, prompt: Prompt) -> str:
@@ -209,6 +234,8 @@ def _worked(record: Feedback) -> str:
 
 def _formula(session: Session, prompt: Prompt) -> str:
     step = prompt.step
+    if backward.is_backward(step):
+        return t("practice.formula.gradient", formula=backward.formula(step))
     if step == "dot":
         head = session.part(prompt).heads[_h(prompt)]
         kind = head.spec.score.kind
@@ -251,7 +278,7 @@ def _code_words(code: str, said: dict[str, str]) -> str:
 
 
 def _step_name(step: str) -> str:
-    return t(f"practice.step.{step}")
+    return t(f"check.step.{step}" if backward.is_backward(step) else f"practice.step.{step}")
 
 
 def _duration(seconds: float) -> str:
