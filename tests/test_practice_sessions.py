@@ -264,3 +264,9 @@ def test_the_record_holds_every_answer_as_it_is_given_even_when_the_process_is_k
     assert json.loads(record.read_text().splitlines()[-1].removeprefix(MARK))["lines"] == ["2.8284", "1.4142"]
     resumed = practise(["--record", str(record), "--resume"], "0\nquit\n")
     assert "[3/16]" in resumed.stdout and "3 of 16 steps right." in resumed.stdout
+
+
+def test_control_characters_typed_are_echoed_and_reported_escaped() -> None:
+    """An ESC sequence typed into a pipe was echoed raw (it recoloured the student's terminal)."""
+    result = CliRunner().invoke(app, ["practice", BANK], input="\x1b[31m2.8284\x1b[0m\n")
+    assert "\x1b" not in result.stdout and "\\x1b[31m2.8284\\x1b[0m" in result.stdout
