@@ -299,6 +299,17 @@ def layer_gradients(layer: LayerSteps, grad_output: np.ndarray) -> LayerGradient
     return LayerGradients(grad_output, grad_residual, attention, grad_normed, through, grad_input, gain, shift)
 
 
+def layer_attention(layer: LayerSteps, grads: LayerGradients, grad_output: np.ndarray | None = None,
+                    carried: np.ndarray | None = None) -> Steps:  # fmt: skip
+    """A stacked layer's attention as the one-layer problem asking for its gradients that it is: dO the gradient
+    reaching Attn(·) (the layer's, or `grad_output` as a student has it, `carried`: how far off it may be)."""
+    attention = layer.attention
+    given = grads.attention.grad_output if grad_output is None else grad_output  # (S, d)
+    asked = Backward("grad_output", given, carried=carried)
+    steps = attention._replace(problem=attention.problem._replace(backward=asked))
+    return steps._replace(backward=grads.attention if grad_output is None else gradients(steps, given))
+
+
 def normalise_backward(
     rows: np.ndarray, grad: np.ndarray, norm: Norm
 ) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
