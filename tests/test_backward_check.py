@@ -191,7 +191,6 @@ def test_generate_count_templates_include_the_backward_steps(tmp_path: Path) -> 
     ("options", "words"),
     [
         (("--score", "cosine"), "scaled_dot and dot"),
-        (("--layers", "2"), "one layer"),
         (("--sheet", "markdown"), "does not write the backward pass yet"),
     ],
 )
@@ -344,12 +343,18 @@ def junk_is_graded_or_one_line(problem: str, places: list[str], junk: list[str])
             assert result.exit_code == 1 or (len(lines) == 1 and len(lines[0]) <= 200 and not result.stdout)
 
 
-def test_a_worksheet_template_filled_with_the_keys_numbers_passes_check_keys(tmp_path: Path) -> None:
-    """generate --backward --count: the blank template, each ? replaced by the key's number, passes --keys DIR."""
+@pytest.mark.parametrize(
+    "options",
+    [("--heads", "2", "--seed", "4"), ("--layers", "2", "--norm", "layer:post", "--heads", "2", "--seed", "5")],
+    ids=["two-heads", "stack-post-norm"],
+)
+def test_a_worksheet_template_filled_with_the_keys_numbers_passes_check_keys(
+    tmp_path: Path, options: tuple[str, ...]
+) -> None:
+    """generate --backward --count: the blank template, each ? replaced by the key's number, passes --keys DIR
+    (a stack's too: its gradients under backward: layers:)."""
     folder = tmp_path / "sheet"
-    assert (
-        run("generate", "--backward", "--heads", "2", "--seed", "4", "--count", "1", "-o", str(folder)).exit_code == 0
-    )
+    assert run("generate", "--backward", *options, "--count", "1", "-o", str(folder)).exit_code == 0
     key = (folder / "exercise-01-key.yaml").read_text(encoding="utf-8").split("\nanswers:\n")[1]
     cells = [cell.strip() for row in re.findall(r"\[([^\]]*)\]", key) for cell in row.split(",")]
     pieces = (folder / "exercise-01-answers.yaml").read_text(encoding="utf-8").split('"?"')

@@ -743,7 +743,6 @@ MESSAGES: dict[str, str] = {
     "generate.gqa_heads": "--gqa lets every two query heads share one head of keys and values: give an even --heads, not {heads}",
     "generate.positions_layers": "--rope and --gqa make one-layer exercises: leave out --layers",
     "generate.backward_score": "the backward pass is written out for scaled_dot and dot scores: leave out --score {score}",
-    "generate.backward_layers": "check grades the gradients of one layer: leave out --layers",
     "generate.count_needs_output": "--count writes files: name their directory with -o DIR",
     "generate.not_empty": "{path} is not empty: choose an empty directory, or add --force to write over its exercises",
     "generate.bad_suffix": "{path} names a {suffix} file, which generate does not write: give a {one} file for one exercise, or a folder (with --count)",

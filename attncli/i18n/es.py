@@ -815,7 +815,6 @@ MESSAGES: dict[str, str] = {
     "generate.gqa_heads": "--gqa hace que cada dos cabezas de consulta compartan una cabeza de claves y valores: da un --heads par, no {heads}",
     "generate.positions_layers": "--rope y --gqa crean ejercicios de una capa: quita --layers",
     "generate.backward_score": "el paso hacia atrás se escribe para puntuaciones scaled_dot y dot: quita --score {score}",
-    "generate.backward_layers": "check corrige los gradientes de una sola capa: quita --layers",
     "generate.count_needs_output": "--count escribe archivos: indica su directorio con -o DIR",
     "generate.not_empty": "{path} no está vacío: elige un directorio vacío o añade --force para sobrescribir sus ejercicios",
     "generate.bad_suffix": "{path} nombra un archivo {suffix}, que generate no escribe: indica un archivo {one} para un ejercicio, o una carpeta (con --count)",
