@@ -55,6 +55,7 @@ class Options:
     norm: str = "none"  # one of NORMS, for every layer of a stack
     rope: str | None = None  # half | interleaved: queries and keys turned by RoPE
     gqa: bool = False  # every two query heads share one head of keys and values
+    tiles: int | None = None  # B: the softmax written out tile by tile, B keys a tile (`tiles:`, issue 29)
     backward: bool = False  # a small integer dO: the gradients asked for too (short sums)
 
 
@@ -111,6 +112,8 @@ def validate(options: Options) -> None:
         raise fail("generate.gqa_heads", heads=options.heads).at(field="gqa")
     if (options.rope is not None or options.gqa) and options.layers > 1:
         raise fail("generate.positions_layers").at(field="layers")
+    if options.tiles is not None and options.layers > 1:
+        raise fail("generate.tiles_layers").at(field="tiles")
     if options.backward and options.score not in BACKWARD_SCORES:
         raise fail("generate.backward_score", score=options.score).at(field="backward")
 
@@ -149,6 +152,8 @@ def exercise(options: Options, seed: int, within: tuple[str, str] | None = None)
         lines.append(f"score: {options.score}")
     if options.mask != "none" and not stacked:
         lines.append(f"mask: {options.mask}")
+    if options.tiles is not None:
+        lines.append(f"tiles: {options.tiles}")
     if options.rope is not None:
         base, step, _ = ROPE[options.d_k]
         lines.append(f"positions: {{type: rope, base: {base}, style: {options.rope}}}")
@@ -277,6 +282,8 @@ def command(options: Options, seed: int) -> str:
         parts.append(f"--rope {options.rope}")
     if options.gqa:
         parts.append("--gqa")
+    if options.tiles is not None:
+        parts.append(f"--tiles {options.tiles}")
     if options.backward:
         parts.append("--backward")
     parts.append(f"--seed {seed}")

@@ -7,7 +7,8 @@ References:
 - the stable softmax and the log-sum-exp with b = max: d2l.ai §4.1 (softmax regression), "Softmax
   Revisited"; ln Σ e^s = m + ln Σ e^(s − m) for any m, finite for m = max s.
 - temperature: logits divided by T before the softmax (Hinton et al. 2015, "Distilling the Knowledge");
-- top-k: Fan, Lewis & Dauphin 2018, "Hierarchical Neural Story Generation": keep the K most likely;
+- top-k: Fan, Lewis & Dauphin 2018, "Hierarchical Neural Story Generation": keep the K most likely, and, as
+  Hugging Face's TopKLogitsWarper does, every token tied with the K-th (so more than K may stay);
 - top-p (nucleus): Holtzman et al. 2020, "The Curious Case of Neural Text Degeneration": the smallest
   set, most likely first, whose probability is at least P;
 - Hugging Face's samplers apply temperature, then top-k, then top-p, each on what the one before left,
@@ -28,7 +29,7 @@ class Logits(NamedTuple):
     tokens: tuple[str, ...]  # V names, one per logit
     rows: np.ndarray  # (N, V) the logits as given
     temperature: float = 1.0  # the logits are divided by it first
-    top_k: int | None = None  # keep the K most likely (after temperature)
+    top_k: int | None = None  # keep the K most likely (after temperature), and any tied with the K-th
     top_p: float | None = None  # then the smallest most-likely-first set of probability ≥ P
     targets: tuple[int, ...] | None = None  # (N,) the index of each row's target, for cross-entropy
     title: str | None = None
@@ -54,7 +55,7 @@ class Filtered(NamedTuple):
     """What top-k and top-p leave of each row's distribution, every intermediate kept, renormalised at the end."""
 
     order: np.ndarray  # (N, V) each row's tokens, most likely first (ties: the earlier token first)
-    top_k: np.ndarray | None  # (N, V) bool: kept by top-k; None without it
+    top_k: np.ndarray | None  # (N, V) bool: kept by top-k (ties with the K-th too); None without it
     renormalised: np.ndarray | None  # (N, V) with top-k and top-p: p over top-k's tokens / their sum, what top-p reads
     cumulative: np.ndarray | None  # (N, V) with top-p: what it reads summed down `order`, up to each token
     kept: np.ndarray  # (N, V) bool: the tokens kept in the end
@@ -98,10 +99,14 @@ def most_likely_first(scaled: np.ndarray) -> np.ndarray:
     return np.argsort(-scaled, axis=1, kind="stable")  # (N, V)
 
 
-def top_k(order: np.ndarray, k: int) -> np.ndarray:
-    """Which tokens (N, V) are among the `k` first of each row's `order` (all of them when k ≥ V)."""
-    kept = np.zeros(order.shape, dtype=bool)  # (N, V)
-    np.put_along_axis(kept, order[:, :k], True, axis=1)
+def top_k(scaled: np.ndarray, order: np.ndarray, k: int) -> np.ndarray:
+    """Which tokens (N, V) top-k keeps: each at least as large as the `k`-th of its row's `order` (all when k ≥ V).
+
+    Hugging Face's TopKLogitsWarper removes `scores < topk(scores, k)[..., -1]`, so a token tied with the K-th stays
+    and more than K may be kept; the issue's tie rule (the earlier token first) orders the tokens for top-p.
+    """
+    kth = np.take_along_axis(scaled, order[:, min(k, scaled.shape[1]) - 1, None], axis=1)  # (N, 1)
+    kept: np.ndarray = scaled >= kth  # (N, V)
     return kept
 
 
@@ -130,7 +135,7 @@ def renormalised(probabilities: np.ndarray, kept: np.ndarray) -> np.ndarray:
 def filtered(probabilities: np.ndarray, scaled: np.ndarray, k: int | None, p: float | None) -> Filtered:
     """Top-k, then top-p on the distribution top-k leaves (renormalised), as Hugging Face's samplers chain them."""
     order = most_likely_first(scaled)  # (N, V)
-    by_k = None if k is None else top_k(order, k)  # (N, V)
+    by_k = None if k is None else top_k(scaled, order, k)  # (N, V)
     read = probabilities if by_k is None else renormalised(probabilities, by_k)  # (N, V) what top-p reads
     by_p, cumulative = (None, None) if p is None else top_p(read, order, p)
     kept = by_k if by_p is None else by_p if by_k is None else by_k & by_p  # (N, V)

@@ -5,7 +5,13 @@ writes (attncli.parsing.answers), templates and keys, grading and its reports, t
 JSON, CSV and npz writers. A step has one name everywhere; the record keeps its numbers in the
 field of that name (HeadSteps.dot, .scores, ...), and the documents (JSON, CSV, npz) name them by
 the field. The one step whose field is not its name is `final`: the record's, and the documents',
-`output`, which `answers:` calls `final` to tell it from a head's `output`.
+`output`, which `answers:` calls `final` to tell it from a head's `output`. The online softmax's
+running values (issue 29) are kept in a head's `tiles` (attncli.tiles.Tiles), each query's tiles a
+row, and `answers:` writes them as the JSON does, a record per tile under `tiles:` (their `group`).
+
+The softmax homework (`check` on a file with `logits:`, attncli.grading.softmax) is a calculation of
+its own, one row of logits at a time: its steps are SOFTMAX, named as `attncli softmax --format json`
+names them; its `exp` and `sum`, without a head, are not the attention's.
 
 Adding a step is one row of CALCULATION, in its place in the order: e^s, the sums of e^s, RoPE's
 turned queries and keys, x + PE, the biased scores, a norm's mean and root (issue 25) are rows
@@ -42,6 +48,10 @@ QUERIES, TOKENS = "queries", "tokens"  # what a step's rows are: the query token
 KEYS, COORDINATES = "keys", "coordinates"  # what its columns are: the key tokens, or the coordinates 1, 2, ...
 # (a weight's gradient has coordinates for rows too: those of x, or of the concatenation for dW_O)
 NONE = ""  # a step without rows or columns: the tutor's scale is one number, each sum one per query
+TILES, QUERY_TILES = "tiles", "query_tiles"  # columns: a query's tiles 1, 2, ...; rows: each query's tiles in turn
+TILED = "tiles"  # the group of the online softmax's running values in answers: (a record per tile under `tiles:`)
+LOGITS = "logits"  # where the softmax homework's numbers are: attncli.softmax.SoftmaxSteps
+ROWS, VOCABULARY = "rows", "vocabulary"  # the softmax homework's rows (of logits) and columns (the tokens)
 
 Key = tuple[str, int | None]  # (step, head); head None for the steps of the problem or of a layer
 
@@ -53,7 +63,7 @@ class Step(NamedTuple):
     field: str  # the record's attribute holding its numbers; "" for the tutor's own numbers, which no record keeps
     rows: str  # QUERIES or TOKENS (or NONE); COORDINATES for a weight's gradient
     columns: str  # KEYS or COORDINATES (or NONE)
-    maskable: bool  # its cells are (query, key) pairs the mask can leave out: `masked` may be written there
+    maskable: bool  # a cell may be out: a (query, key) pair the mask leaves out, a running max before any key (−∞)
     needs: tuple[str, ...]  # the steps it is computed from, directly; a head's step, for a shared one: every head's
     place: str = HEAD  # HEAD: HeadSteps; SHARED: Steps; LAYER: LayerSteps; BACKWARD_PLACES: the backward record's
     answered: bool = True  # a field of `answers:`: graded by check, written in templates and keys, JSON and CSV
@@ -61,11 +71,17 @@ class Step(NamedTuple):
     tutored: bool = True  # the tutor asks it
     given_in: str = ""  # the head's field in the problem (attncli.problem.Head) that may give it instead
     applies: Callable[[Any], bool] | None = None  # whether a record has it; None: when its field holds a matrix
+    group: str = ""  # the mapping of answers: it is written in, a record per tile (TILED); "" for its own matrix
 
 
 def _scored(head: HeadSteps) -> bool:
     """Whether the head computes q·k (its scores are not given)."""
     return head.queries is not None
+
+
+def _tiled(head: HeadSteps) -> bool:
+    """Whether the head's softmax is written out tile by tile (`tiles:`, `--tiles B`)."""
+    return head.tiles is not None
 
 
 def _post_norm(layer: LayerSteps) -> bool:
@@ -88,6 +104,14 @@ CALCULATION = (
     Step("weights", "weights", QUERIES, KEYS, True, ("exp", "sum")),
     Step("product", "", QUERIES, COORDINATES, False, ("weights", "values"), answered=False, saved=False),
     Step("output", "output", QUERIES, COORDINATES, False, ("weights", "values")),
+    Step("running_max", "tiles.running_max", QUERIES, TILES, True, ("scores",), saved=False, applies=_tiled,
+         group=TILED),
+    Step("rescale", "tiles.rescale", QUERIES, TILES, False, ("running_max",), saved=False, applies=_tiled,
+         group=TILED),
+    Step("running_sum", "tiles.running_sum", QUERIES, TILES, False, ("scores", "running_max", "rescale"),
+         saved=False, applies=_tiled, group=TILED),
+    Step("accumulator", "tiles.accumulated", QUERY_TILES, COORDINATES, False,
+         ("scores", "values", "running_max", "rescale"), saved=False, applies=_tiled, group=TILED),
     Step("concat", "concat", QUERIES, COORDINATES, False, ("output",), SHARED),
     Step("final", "output", QUERIES, COORDINATES, False, ("concat", "output"), SHARED),
     Step("residual", "residual", QUERIES, COORDINATES, False, ("final",), LAYER, saved=False, tutored=False,
@@ -147,9 +171,25 @@ CALCULATION = (
 # A stack attends to itself: the rows of a layer's streams (normed, residual, stream) are its tokens, its queries.
 BY_NAME = {step.name: step for step in CALCULATION}
 INDEX = {step.name: index for index, step in enumerate(CALCULATION)}
+# fmt: off
+SOFTMAX = (  # the softmax homework: a row of logits s (divided by T first), m = max, s − m, e^(s − m), ...
+    Step("max", "stable.max", ROWS, NONE, False, (), LOGITS),
+    Step("shifted", "stable.shifted", ROWS, VOCABULARY, False, ("max",), LOGITS),
+    Step("exp", "stable.exp", ROWS, VOCABULARY, False, ("shifted",), LOGITS),
+    Step("sum", "stable.sum", ROWS, NONE, False, ("exp",), LOGITS),
+    Step("logsumexp", "stable.logsumexp", ROWS, NONE, False, ("max", "sum"), LOGITS),
+    Step("probabilities", "stable.probabilities", ROWS, VOCABULARY, False, ("exp", "sum"), LOGITS),
+    Step("kept", "filtered.kept", ROWS, VOCABULARY, False, ("probabilities",), LOGITS),
+    Step("filtered", "filtered.probabilities", ROWS, VOCABULARY, False, ("probabilities", "kept"), LOGITS),
+    Step("cross_entropy", "cross_entropy.per_row", ROWS, NONE, False, ("logsumexp", "probabilities"), LOGITS),
+    Step("grad_logits", "cross_entropy.gradient", ROWS, VOCABULARY, False, ("probabilities",), LOGITS),
+)
+# fmt: on
+SOFTMAX_BY_NAME = {step.name: step for step in SOFTMAX}
+SOFTMAX_INDEX = {step.name: index for index, step in enumerate(SOFTMAX)}
 
 
-def names(place: str, **wanted: bool) -> tuple[str, ...]:
+def names(place: str, **wanted: bool | str) -> tuple[str, ...]:
     """The names of the steps at `place` in the order of the calculation, those with the flags `wanted` only
     (`answered=True`, `saved=True`, ...)."""
     return tuple(
@@ -159,9 +199,10 @@ def names(place: str, **wanted: bool) -> tuple[str, ...]:
     )
 
 
-HEAD_STEPS = names(HEAD, answered=True)  # a head's steps in answers: queries, keys, values, dot, scores, ...
+HEAD_STEPS = names(HEAD, answered=True, group="")  # a head's steps in answers: queries, keys, values, dot, scores, ...
+TILE_STEPS = names(HEAD, answered=True, group=TILED)  # a head's tiles: running_max, rescale, running_sum, accumulator
 SHARED_STEPS = names(SHARED, answered=True)  # concat, final
-ANSWERED = (*HEAD_STEPS, *SHARED_STEPS)  # every step answers: may hold for a problem of one layer
+ANSWERED = (*HEAD_STEPS, *TILE_STEPS, *SHARED_STEPS)  # every step answers: may hold for a problem of one layer
 STREAM_STEPS = names(LAYER, answered=True)  # a stacked layer's streams: normed, residual, stream
 SAVED_HEAD_STEPS = names(HEAD, saved=True)  # a head's steps in npz: those answered, and its bias
 BACKWARD_STEPS = tuple(step.name for step in CALCULATION if step.place in BACKWARD_PLACES)  # answers: backward:
@@ -170,9 +211,11 @@ TUTORED = tuple(step.name for step in CALCULATION if step.tutored)  # what the t
 
 
 def order(steps: Steps) -> list[Key]:
-    """Every step answers: may hold for `steps`, in the order of the calculation: each head's, then concat, final."""
+    """Every step answers: may hold for `steps`, in the order of the calculation: each head's (its tiles last), then
+    concat, final."""
     heads = range(len(steps.heads))
-    return [*((name, h) for h in heads for name in HEAD_STEPS), *((name, None) for name in SHARED_STEPS)]
+    each_head = (*HEAD_STEPS, *TILE_STEPS)
+    return [*((name, h) for h in heads for name in each_head), *((name, None) for name in SHARED_STEPS)]
 
 
 @functools.lru_cache(maxsize=1024)
@@ -195,13 +238,24 @@ def depends(key: Key, heads: int) -> tuple[Key, ...]:
 def position(name: str, head: int | None, layer: int | None = None) -> tuple[int, int, int, int, int]:
     """Where step `name` (of `head`, of `layer`) comes in the calculation, as a key to sort reports by: the forward
     steps, then the backward pass's; each layer by layer: the steps before the heads (a normed stream, dO,
-    d(concat)), each head's, each shared key/value head's, then the rest (concat, final, the streams, dX)."""
+    d(concat)), each head's, each shared key/value head's, then the rest (concat, final, the streams, dX); a
+    softmax homework's steps (no head) after them all, in their order."""
+    if head is None and name in SOFTMAX_INDEX:
+        return 0, layer or 0, 4, 0, len(CALCULATION) + SOFTMAX_INDEX[name]
     index, place = INDEX[name], BY_NAME[name].place
     backward = int(place in BACKWARD_PLACES)
     if head is not None:
         return backward, layer or 0, 2 if place == BACKWARD_KV else 1, head, index
     before = index < INDEX["backward.grad_values" if backward else "queries"]
     return backward, layer or 0, 0 if before else 3, 0, index
+
+
+def reported(name: str, head: int | None) -> Step:
+    """The step a check report names `name` (of `head`): the softmax homework's, which has no head, or the
+    calculation's (its `exp` and `sum` always belong to a head)."""
+    if head is None and name in SOFTMAX_BY_NAME:
+        return SOFTMAX_BY_NAME[name]
+    return BY_NAME[name]
 
 
 def _record(steps: Any, step: Step, head: int | None) -> Any:
@@ -229,9 +283,14 @@ def _gradients(record: Any, place: str, head: int | None) -> Any:
 
 
 def _value(record: Any, step: Step) -> Any:
-    """The field of `step` in `record`: a forward record has it; a backward one may not (None then)."""
+    """The field of `step` in `record`: a forward record has it, a dotted path (`tiles.running_max`) followed down,
+    None where a part of it is None; a backward one may not (None then)."""
     if step.place not in BACKWARD_PLACES:
-        return getattr(record, step.field)
+        for part in step.field.split("."):
+            if record is None:
+                return None
+            record = getattr(record, part)
+        return record
     return record.get(step.field) if isinstance(record, dict) else getattr(record, step.field, None)
 
 
@@ -279,17 +338,26 @@ def matrix(steps: Steps | LayerSteps, name: str, head: int | None = None) -> np.
 def labels(
     problem: Problem, name: str, width: int, height: int | None = None
 ) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """The names of step `name`'s rows and columns, as answers: and check's reports give them: query tokens or every
-    token, key tokens or the coordinates "1", "2", ... of a step `width` numbers wide (and, for a weight's gradient,
-    `height` numbers high)."""
+    """The names of step `name`'s rows and columns, as answers: and check's reports give them: query tokens, every
+    token, or each query's tiles (`bank · 1`, `bank · 2`, ...); key tokens, or the coordinates (or tiles) "1", "2", ...
+    of a step `width` numbers wide (and, for a weight's gradient, `height` numbers high)."""
     step = BY_NAME[name]
     if step.rows == COORDINATES:
         assert height is not None, name
         rows = coordinates(height)
+    elif step.rows == QUERY_TILES:
+        tiles = coordinates(tile_count(problem))
+        rows = tuple(f"{query} · {tile}" for query in problem.query_tokens for tile in tiles)
     else:
         rows = problem.query_tokens if step.rows == QUERIES else problem.tokens
     columns = problem.tokens if step.columns == KEYS else coordinates(width)
     return rows, columns
+
+
+def tile_count(problem: Problem) -> int:
+    """How many tiles of `tiles:` keys cover a query's keys: ⌈S/B⌉ (a problem with tiles)."""
+    assert problem.tiles is not None, "a problem whose softmax is written out tile by tile"
+    return -(-len(problem.tokens) // problem.tiles)
 
 
 def coordinates(width: int) -> tuple[str, ...]:

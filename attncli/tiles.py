@@ -48,6 +48,11 @@ class Tiles(NamedTuple):
     output: np.ndarray  # (L, d_v) o/ℓ after the last tile
     logsumexp: np.ndarray  # (L,) L = m + ln ℓ after the last tile
 
+    @property
+    def accumulated(self) -> np.ndarray:
+        """(L·T, d_v) o after each tile as rows, query by query (row i·T + t): how answers: and the tutor lay it out."""
+        return self.accumulator.reshape(-1, self.accumulator.shape[2])
+
     def spans(self) -> list[slice]:
         """The keys of each tile, in order: 0..B − 1, B..2B − 1, ..."""
         keys = self.exp.shape[1]

@@ -827,7 +827,7 @@ def test_an_error_quoting_a_students_text_is_escaped_in_every_gradebook(tmp_path
 
 
 def test_each_mediums_one_escaping_function_lets_no_control_character_through() -> None:
-    """The terminal's (printable), CSV's (text_cell), JSON's (json_doc.dumps), Markdown's (cell, and _escape for
+    """The terminal's (printable), CSV's (text_cell), JSON's (json_doc.dumps), Markdown's (cell, and escape for
     titles and notes, line breaks kept) and LaTeX's (latex.text, line breaks kept)."""
     from attncli.render import json_doc, latex, long_table, markdown
 
@@ -837,7 +837,7 @@ def test_each_mediums_one_escaping_function_lets_no_control_character_through() 
         (printable, set()),
         (long_table.text_cell, set()),
         (markdown.cell, set()),
-        (markdown._escape, kept_lines),
+        (markdown.escape, kept_lines),
         (latex.text, kept_lines),
     ):
         shown = escape(hostile)

@@ -124,13 +124,16 @@ def reference(logits: list[float], k: int | None, p: float | None) -> tuple[list
     """Fan et al.'s top-k, then Holtzman et al.'s nucleus on what top-k leaves, renormalised; plain Python.
 
     The order is the logits' from the largest, the earlier token first among equals (Python's sort is stable);
-    top-p keeps the shortest prefix of that order whose probability (renormalised over top-k) adds up to ≥ p.
+    top-k keeps every token at least as large as the K-th of that order (Hugging Face's TopKLogitsWarper keeps
+    `scores >= topk(scores, k)[..., -1]`: ties with the K-th stay); top-p keeps the shortest prefix of that order
+    whose probability (renormalised over top-k) adds up to ≥ p.
     """
     top = max(logits)
     weights = [math.exp(x - top) for x in logits]
     probabilities = [w / sum(weights) for w in weights]
     order = sorted(range(len(logits)), key=lambda j: -logits[j])
-    kept = set(order[:k] if k is not None else order)
+    kth = logits[order[min(k, len(logits)) - 1]] if k is not None else -math.inf
+    kept = {j for j in order if logits[j] >= kth}
     if p is not None:
         mass = sum(probabilities[j] for j in kept)
         running, nucleus = 0.0, set()
@@ -167,15 +170,31 @@ def test_top_k_and_top_p_follow_their_definitions() -> None:
     assert cases == 40 * 35
 
 
-def test_ties_keep_the_earlier_token() -> None:
-    """Logits 1, 2, 2, 0: K = 1 keeps the first of the two 2s, token 2, not token 3; so does P = 0.3, token 2's
-    probability being e²/(1 + e + 2e²) = 0.3995 ≥ 0.3."""
-    assert steps_of({"logits": "1, 2, 2, 0", "top_k": 1}).filtered.kept.tolist() == [[False, True, False, False]]
+def test_ties_keep_the_earlier_token_first_and_top_k_keeps_ties_with_the_kth() -> None:
+    """Logits 1, 2, 2, 0: K = 1 keeps both 2s, tokens 2 and 3, as Hugging Face's TopKLogitsWarper keeps every token
+    tied with the K-th (scores < the K-th's are removed); P = 0.3 keeps the first of the two 2s, token 2, its
+    probability being e²/(1 + e + 2e²) = 0.3995 ≥ 0.3 and the earlier token coming first."""
+    assert steps_of({"logits": "1, 2, 2, 0", "top_k": 1}).filtered.kept.tolist() == [[False, True, True, False]]
     assert steps_of({"logits": "1, 2, 2, 0", "top_k": 2}).filtered.kept.tolist() == [[False, True, True, False]]
+    assert steps_of({"logits": "1, 2, 2, 0", "top_k": 3}).filtered.kept.tolist() == [[True, True, True, False]]
+    assert steps_of({"logits": "1, 2, 2, 2", "top_k": 2}).filtered.kept.tolist() == [[False, True, True, True]]
     filtered = steps_of({"logits": "1, 2, 2, 0", "top_p": "0.3"}).filtered
     assert filtered.kept.tolist() == [[False, True, False, False]]
     close(filtered.probabilities, [[0, 1, 0, 0]])
     assert filtered.order.tolist() == [[1, 2, 0, 3]]
+
+
+def test_top_k_keeps_what_hugging_faces_warper_keeps() -> None:
+    """TopKLogitsWarper's own line in torch, `scores < torch.topk(scores, k)[0][..., -1, None]` removed, on rows of
+    whole numbers (many ties) for every K from 1 to V + 1."""
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(29)
+    rows = rng.integers(0, 4, size=(30, 7)).astype(float)
+    text = "; ".join(", ".join(str(x) for x in row) for row in rows)
+    for k in range(1, 9):
+        scores = torch.tensor(rows, dtype=torch.float64)
+        removed = scores < torch.topk(scores, min(k, 7))[0][..., -1, None]
+        assert steps_of({"logits": text, "top_k": k}).filtered.kept.tolist() == (~removed).tolist(), k
 
 
 def test_top_p_reads_what_top_k_leaves() -> None:

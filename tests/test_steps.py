@@ -11,7 +11,7 @@ import dataclasses
 import numpy as np
 import pytest
 
-from attncli import backward, core, layers, pipeline
+from attncli import backward, core, layers, pipeline, softmax, tiles
 from attncli.steps import (
     ANSWERED,
     BACKWARD,
@@ -24,10 +24,15 @@ from attncli.steps import (
     HEAD_STEPS,
     KEYS,
     LAYER,
+    LOGITS,
     QUERIES,
+    QUERY_TILES,
     SHARED,
     SHARED_STEPS,
+    SOFTMAX,
     STREAM_STEPS,
+    TILE_STEPS,
+    TILES,
     TOKENS,
     computed,
     depends,
@@ -47,6 +52,13 @@ RECORD_FIELDS = {
     BACKWARD_HEAD: set(backward.HeadGradients._fields),
     BACKWARD_KV: set(backward.KvGradients._fields),
     BACKWARD_LAYER: set(backward.LayerGradients._fields),
+}
+# What a dotted field goes through: HeadSteps.tiles is a Tiles; SoftmaxSteps holds Stable, Filtered, CrossEntropy.
+PARTS = {
+    "tiles": tiles.Tiles,
+    "stable": softmax.Stable,
+    "filtered": softmax.Filtered,
+    "cross_entropy": softmax.CrossEntropy,
 }
 # What flows into each step a student answers, from the article's formulas (transitively)
 FLOWS_INTO = {
@@ -69,9 +81,15 @@ def solved(name: str) -> core.Steps:
 def test_every_step_names_a_field_its_record_has() -> None:
     """A renamed field of HeadSteps, Steps or LayerSteps cannot leave the table pointing at nothing."""
     for step in CALCULATION:
-        assert step.field == "" or step.field in RECORD_FIELDS[step.place], step
+        first, _, rest = step.field.partition(".")
+        assert step.field == "" or first in RECORD_FIELDS[step.place], step
+        assert not rest or hasattr(PARTS[first], rest), step
         assert set(step.needs) <= set(BY_NAME), step
         assert CALCULATION.index(step) > max((CALCULATION.index(BY_NAME[need]) for need in step.needs), default=-1)
+    for step in SOFTMAX:  # the softmax homework's, in `attncli softmax`'s record
+        first, _, rest = step.field.partition(".")
+        assert step.place == LOGITS and first in softmax.SoftmaxSteps._fields and rest in PARTS[first]._fields, step
+        assert SOFTMAX.index(step) > max((SOFTMAX.index(s) for s in SOFTMAX if s.name in step.needs), default=-1)
 
 
 def test_answers_lists_the_steps_in_the_order_of_the_calculation() -> None:
@@ -79,6 +97,8 @@ def test_answers_lists_the_steps_in_the_order_of_the_calculation() -> None:
     assert SHARED_STEPS == ("concat", "final")
     assert STREAM_STEPS == ("normed", "residual", "stream")
     assert [BY_NAME[name].maskable for name in HEAD_STEPS] == [False, False, False, True, True, True, False]
+    assert TILE_STEPS == ("running_max", "rescale", "running_sum", "accumulator")  # the JSON's names of a tile
+    assert [BY_NAME[name].maskable for name in TILE_STEPS] == [True, False, False, False]  # m is −∞ before any key
 
 
 @pytest.mark.parametrize("heads", [1, 2, 3])
@@ -103,18 +123,20 @@ def test_every_step_a_problem_has_is_shaped_as_its_labels_say(name: str) -> None
             continue
         rows, columns = labels(problem, step, found.shape[1])
         assert found.shape == (len(rows), len(columns)), (step, head)
-        assert len(rows) == (queries if BY_NAME[step].rows == QUERIES else keys)
+        tile_count = -(-keys // problem.tiles) if problem.tiles else 0
+        assert len(rows) == {QUERIES: queries, TOKENS: keys, QUERY_TILES: queries * tile_count}[BY_NAME[step].rows]
         if BY_NAME[step].columns == KEYS:
             assert columns == problem.tokens
         else:
             assert columns == tuple(str(j) for j in range(1, found.shape[1] + 1))
-        assert BY_NAME[step].rows in (QUERIES, TOKENS)
+        if BY_NAME[step].columns == TILES:
+            assert len(columns) == tile_count
 
 
 def test_given_scores_have_no_queries_keys_or_dot_and_are_not_computed() -> None:
     text = "tokens: [a, b]\nscores: [[1, 2], [3, 4]]\nvalues: [[1, 0], [0, 1]]\n"
     steps = pipeline.solve(pipeline.load(text=text, name="given.yaml"))
-    assert [name for name in ANSWERED if present(steps, name, 0 if name in HEAD_STEPS else None)] == [
+    assert [name for name in ANSWERED if present(steps, name, 0 if BY_NAME[name].place == HEAD else None)] == [
         "values",
         "scores",
         "weights",

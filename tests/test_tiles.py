@@ -387,6 +387,24 @@ def test_a_trace_too_large_is_refused_before_anything_is_computed(tmp_path) -> N
     assert done.stderr.count("\n") == 1 and len(done.stderr) <= 201
 
 
-def test_tiles_on_stacked_layers_from_the_command_line_is_one_line() -> None:
-    code, stdout, stderr = run(str(SAMPLES / "layers.yaml"), "--tiles", "2")
+def test_tiles_at_a_stacks_top_are_every_layers_unless_a_layer_says() -> None:
+    text = (SAMPLES / "layers.yaml").read_text(encoding="utf-8")
+    steps = pipeline.solve(pipeline.load(text=text + "tiles: 2\nstable: true\n", name="layers.yaml"))
+    for layer in steps.layers:
+        head = layer.attention.heads[0]
+        assert (head.tiles.size, head.tiles.running_max.shape) == (2, (3, 2))  # 3 queries, 3 keys in tiles of 2
+        close(head.tiles.output, head.output)
+    first = text.index("layers:") + len("layers:\n")
+    indent = text[first:].index("- ") + 2
+    own = text[: first + indent] + "tiles: 1\n" + " " * indent + text[first + indent :] + "tiles: 3\n"
+    layered = pipeline.solve(pipeline.load(text=own, name="layers.yaml")).layers
+    assert [layer.attention.heads[0].tiles.size for layer in layered] == [1, 3]
+
+
+def test_tiles_on_stacked_layers_from_the_command_line() -> None:
+    code, stdout, stderr = run(str(SAMPLES / "layers.yaml"), "--tiles", "2", "-f", "json")
+    assert (code, stderr) == (0, "")
+    for layer in json.loads(stdout)["layers"]:
+        assert [len(row) for row in layer["attention"]["heads"][0]["tiles"]] == [2, 2, 2]
+    code, stdout, stderr = run(str(SAMPLES / "layers.yaml"), "--tiles", "0")
     assert (code, stdout) == (2, "") and stderr.count("\n") == 1 and "--tiles" in stderr

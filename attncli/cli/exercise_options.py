@@ -32,6 +32,7 @@ LAYERS = option(min=1, max=4, help=t("help.generate.layers"))
 NORM = option(metavar=t("help.metavar.norm"), autocompletion=completion(*NORMS), help=t("help.generate.norm"))
 ROPE = option(metavar=t("help.metavar.style"), autocompletion=completion(*ROPES), help=t("help.generate.rope"))
 GQA = option(help=t("help.generate.gqa"))
+TILES = option(min=1, max=12, metavar="B", help=t("help.generate.tiles"))
 BACKWARD = option(help=t("help.generate.backward"))
 SEED = option(min=0, help=t("help.generate.seed"))
 
@@ -48,6 +49,7 @@ SHAPING = {
     "norm": "--norm",
     "rope": "--rope",
     "gqa": "--gqa",
+    "tiles": "--tiles",
     "backward": "--backward",
 }
 
@@ -75,6 +77,7 @@ def exercise_options(given: Any, answers: bool = False) -> Options:
         norm=value["norm"] or defaults.norm,
         rope=value["rope"],
         gqa=bool(value["gqa"]),
+        tiles=value["tiles"],
         backward=bool(value["backward"]),
     )
     with located():

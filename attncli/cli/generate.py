@@ -34,6 +34,7 @@ EXAMPLES = epilog(
     "  attncli generate --backward --answers",
     "  attncli generate --count 20 -o worksheet/",
     "  attncli generate --layers 2 --norm layer --answers",
+    "  attncli generate --tokens 4 --tiles 2 --answers",
 )
 
 
@@ -51,6 +52,7 @@ class Options(NamedTuple):
     norm: Annotated[str, shaping.NORM] = "none"
     rope: Annotated[Optional[str], shaping.ROPE] = None
     gqa: Annotated[bool, shaping.GQA] = False
+    tiles: Annotated[Optional[int], shaping.TILES] = None
     backward: Annotated[bool, shaping.BACKWARD] = False
     seed: Annotated[Optional[int], shaping.SEED] = None
     answers: Annotated[bool, option(help=t("help.generate.answers"))] = False

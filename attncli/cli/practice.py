@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Optional
 
+from attncli.cli import exercise_options as shaping
 from attncli.cli.common import SCORES, Debug, Lang, NoColor, boundary, command, completion, epilog, located
 from attncli.cli.ending import say
 from attncli.cli.environment import Environment
@@ -65,6 +66,7 @@ def practice(
             help=t("help.practice.level"),
         ),
     ] = 2,
+    tiles: Annotated[Optional[int], shaping.TILES] = None,
     record: Annotated[Optional[Path], option(help=t("help.practice.record"))] = None,
     no_color: NoColor = False,
     lang: Lang = None,
@@ -73,10 +75,11 @@ def practice(
     from attncli.practice.session import Session
 
     made = {"--seed": seed, "--tokens": tokens, "--dk": dk, "--heads": heads, "--mask": mask, "--score": score}
+    made["--tiles"] = tiles
     if file is not None:
         steps, text, settings, again, harder = _from_file(file, made, level)
     else:
-        steps, text, again, harder = _generated(seed, tokens, dk, heads, mask, score, level)
+        steps, text, again, harder = _generated(seed, tokens, dk, heads, mask, score, level, tiles)
         settings = None
     check_targets(("--record", record))  # before the session, not after it
     session = Session(steps, level, settings)
@@ -150,6 +153,7 @@ def _generated(
     mask: str | None,
     score: str | None,
     level: int,
+    tiles: int | None = None,
 ) -> tuple[Steps, str, str, str]:
     """A new exercise as `generate` makes it, the same seed rules, and the commands to practise it again or harder."""
     from attncli import exercises, pipeline
@@ -163,6 +167,7 @@ def _generated(
         heads=heads or defaults.heads,
         mask=mask or defaults.mask,
         score=score or defaults.score,
+        tiles=tiles,
     )
     with located():
         exercises.validate(options)
@@ -178,6 +183,7 @@ def _generated(
         heads=options.heads if count < exercises.MAX_TOKENS else min(options.heads + 1, 4),
         mask=options.mask,
         score=options.score,
+        tiles=options.tiles,
     )
     harder = _practise(exercises.command(more, (seed + 1) % SEED_LIMIT), level)
     return steps, text, again, harder

@@ -33,11 +33,16 @@ def template(
 
     if output is not None and implied_by(output.suffix) is not None:  # a template is YAML, whatever its name says
         raise fail("template.bad_suffix", path=str(output), suffix=output.suffix).at(source="-o")
-    from attncli import pipeline, yamldoc
+    from attncli import pipeline, softmax, yamldoc
     from attncli.grading import submissions, templates
+    from attncli.parsing import softmax_answers
 
     document = yamldoc.read(file)
-    steps = pipeline.solve(pipeline.load(document))
+    exercise = submissions.exercise_id(document)
+    if softmax_answers.is_homework(document):  # `logits:`: a softmax homework (issue 29)
+        text = templates.softmax_template(softmax.compute(pipeline.logits(file)), exercise)
+    else:
+        text = templates.template(pipeline.solve(pipeline.load(document)), exercise)
     check_targets(("-o", output))
-    write(templates.template(steps, submissions.exercise_id(document)), output, env)
+    write(text, output, env)
     return ExitCode.OK

@@ -22,8 +22,9 @@ import numpy as np
 from attncli import core, grading, pipeline, problem, yamldoc
 from attncli.errors import AttnError, fail, listed
 from attncli.grading import layers as layer_grading
+from attncli.grading import softmax as softmax_grading
 from attncli.layers import StackSteps
-from attncli.parsing import answers
+from attncli.parsing import answers, softmax_answers
 
 RIGHT, WRONG, PROBLEM_CHANGED, NOT_GRADED = "right", "wrong", "problem_changed", "not_graded"
 STATUSES = (RIGHT, WRONG, PROBLEM_CHANGED, NOT_GRADED)
@@ -124,6 +125,9 @@ def grade_file(
     try:
         document = yamldoc.read(file)
         exercise = exercise_id(document)
+        if keys is None and softmax_answers.is_homework(document):  # `logits:` and answers: (issue 29)
+            report = softmax_grading.grade_document(document, file, options)
+            return Result(file, RIGHT if report.ok else WRONG, exercise, report)
         if keys is None:
             if not _problem_fields(document):
                 raise fail("check.needs_key").at(source=document.name)

@@ -16,6 +16,7 @@ from dataclasses import replace
 from attncli.core import Steps
 from attncli.grading.diagnose import Diagnosis
 from attncli.grading.mistakes import NO_MISTAKE, ordered
+from attncli.grading.online import Online
 from attncli.grading.replay import Listed, Replays, StepReplays
 from attncli.grading.report import (
     CARRIED,
@@ -30,7 +31,7 @@ from attncli.grading.report import (
 )
 from attncli.grading.rule import Rule
 from attncli.parsing.answers import Answer, Answers
-from attncli.steps import Key, depends, order, present
+from attncli.steps import TILE_STEPS, Key, depends, order, present
 
 
 def grade(
@@ -53,7 +54,8 @@ def grade(
     rule = Rule.chosen(tolerance, carry, min_decimals, answers)
     # a grading that looks for no mistake is of a problem made for one file (grading.layers'): not kept for the next
     kept = diagnose is None or bool(diagnose)
-    replays = Replays(steps, [a for a in answers.steps if a.written is None], rule, kept)
+    replays = Replays(steps, [a for a in answers.steps if a.written is None and a.step not in TILE_STEPS], rule, kept)
+    online = Online(steps, replays, answers.steps, rule)  # the tiles' running values (attncli.grading.online)
     reports: dict[Key, StepReport] = {}
     coarse_steps: dict[Key, bool] = {}
     for answer in answers.steps:
@@ -62,7 +64,8 @@ def grade(
         wrong = any(reports[dep].status in (WRONG, CARRIED) for dep in upstream)
         coarse = any(coarse_steps[dep] for dep in upstream)
         explain = diagnose is None or key in diagnose
-        reports[key] = _Grader(steps, replays, rule, answer).report(wrong, coarse, explain)
+        judges = online.judges(answer) if answer.step in TILE_STEPS else None
+        reports[key] = _Grader(steps, replays, rule, answer, judges).report(wrong, coarse, explain)
         coarse_steps[key] = _coarse(reports[key], rule.carry)
     required = require if require is not None else answers.require
     for key in _required(steps, required):
@@ -94,12 +97,15 @@ def _required(steps: Steps, names: Sequence[str]) -> list[Key]:
 class _Grader:
     """One answered step: its cells, its status and, when it is wrong, what explains it."""
 
-    def __init__(self, steps: Steps, replays: Replays, rule: Rule, answer: Answer) -> None:
+    def __init__(
+        self, steps: Steps, replays: Replays, rule: Rule, answer: Answer, judges: tuple[StepReplays, Diagnosis] | None
+    ) -> None:
+        """`judges`: the step's references and diagnosis when they are not the forward replays' (a tile's)."""
         self.steps = steps
         self.rule = rule
         self.answer = answer
-        self.view = StepReplays(replays, (answer.step, answer.head))
-        self.diagnosis = Diagnosis(steps, self.view, rule, answer)
+        self.view = StepReplays(replays, (answer.step, answer.head)) if judges is None else judges[0]
+        self.diagnosis = Diagnosis(steps, self.view, rule, answer) if judges is None else judges[1]
 
     def report(self, upstream_wrong: bool, upstream_coarse: bool, explain: bool = True) -> StepReport:
         """The step's report; `upstream_wrong`: an earlier step it uses is wrong or carried; `upstream_coarse`:

@@ -24,7 +24,17 @@ from attncli.i18n import current_language
 from attncli.layers import LayerSteps, StackSteps
 from attncli.parsing import backward_answers
 from attncli.parsing.fields import FieldReader, row_label
-from attncli.steps import ANSWERED, HEAD_STEPS, MASKABLE, SHARED_STEPS, STREAM_STEPS, labels, matrix, present
+from attncli.steps import (
+    ANSWERED,
+    HEAD_STEPS,
+    MASKABLE,
+    SHARED_STEPS,
+    STREAM_STEPS,
+    TILED,
+    labels,
+    matrix,
+    present,
+)
 from attncli.yamldoc import Document, FieldPath, did_you_mean, kind_of
 
 MASK_WORDS = ("masked", "-inf", "-∞", "-infinity")
@@ -150,6 +160,12 @@ def stream_steps(layer: LayerSteps) -> dict[str, np.ndarray]:
     return {name: found for name in STREAM_STEPS if (found := matrix(layer, name)) is not None}
 
 
+def reader(document: Document) -> _Reader:
+    """A reader of answered cells with no calculation behind them: a softmax homework's
+    (attncli.parsing.softmax_answers)."""
+    return _Reader(document, None)
+
+
 def read_settings(document: Document) -> Settings:
     """The validated `tolerance:`, `carry:`, `min_decimals:` and `require:` of a file (a key or a homework)."""
     return _Reader(document, None).settings()
@@ -268,9 +284,10 @@ class _Reader(FieldReader):
     ) -> Answers | None:
         """The steps answered in the mapping `section` at `path` (`more`: other names it may hold); None for none."""
         assert self.steps is not None
-        self.check_fields(section, path, (*ANSWERED, "heads", "backward", *more), "check.known_steps")
+        known = (*HEAD_STEPS, TILED, *SHARED_STEPS, "heads", "backward", *more)
+        self.check_fields(section, path, known, "check.known_steps")
         heads = len(self.steps.heads)
-        top = [name for name in HEAD_STEPS if name in section]
+        top = [name for name in (*HEAD_STEPS, TILED) if name in section]
         if "heads" in section:
             if top:
                 raise self.error((*path, top[0]), "check.heads_and_top")
@@ -285,6 +302,7 @@ class _Reader(FieldReader):
             for step in HEAD_STEPS
             if step in fields
         ]
+        found += self.tiles(per_head)
         found += [self.answer((*path, step), section[step], step, None) for step in SHARED_STEPS if step in section]
         gradients = (
             backward_answers.read(self, (*path, "backward"), section["backward"]) if "backward" in section else ()
@@ -300,8 +318,19 @@ class _Reader(FieldReader):
         if len(value) > heads:
             raise self.error((*path, "heads"), "check.too_many_heads", count=len(value), expected=heads)
         for index, fields in enumerate(value):
-            self.check_fields(fields, (*path, "heads", index), HEAD_STEPS, "check.known_steps")
+            self.check_fields(fields, (*path, "heads", index), (*HEAD_STEPS, TILED), "check.known_steps")
         return [((*path, "heads", index), fields) for index, fields in enumerate(value)]
+
+    def tiles(self, per_head: list[tuple[FieldPath, dict]]) -> list[Answer]:
+        """Each head's `tiles:` (attncli.parsing.tile_answers), after every head's other steps."""
+        from attncli.parsing import tile_answers
+
+        return [
+            Answer(name, head, rows, columns, cells)
+            for head, (head_path, fields) in enumerate(per_head)
+            if TILED in fields
+            for name, rows, columns, cells in tile_answers.read(self, (*head_path, TILED), fields[TILED], head)
+        ]
 
     def layer(self, path: FieldPath, fields: dict, layer: LayerSteps, settings: Settings) -> LayerAnswers:
         """Layer `path`'s answers: its attention's steps and its streams."""

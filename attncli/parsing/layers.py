@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from attncli.parsing import backward, heads, masks
+from attncli.parsing import backward, heads, masks, tiling
 from attncli.parsing.fields import FieldReader
 from attncli.parsing.heads import Inputs
 from attncli.parsing.problem_file import TOP_FIELDS, Builder
@@ -19,11 +19,14 @@ from attncli.yamldoc import FieldPath, did_you_mean, kind_of
 
 STACK_FIELDS = (
     "title", "notes", "tokens", "x", "layers", "exercise", "answers", "tolerance", "carry", "min_decimals", "require",
-    "backward", *backward.FIELDS,
+    "backward", *backward.FIELDS, "tiles", "stable",
 )  # fmt: skip
+SHARED = ("tiles", "stable")  # how the softmax is written out: the top level's is every layer's, unless a layer says
 GIVEN = ("queries", "keys", "values", "scores")  # fixed matrices: a layer computes them from its input instead
 NOT_IN_LAYER = ("query_tokens", "x_query")  # a stack is self-attention over one sequence
-LAYER_FIELDS = ("name", "norm", *(f for f in TOP_FIELDS if f not in (*STACK_FIELDS, *GIVEN, *NOT_IN_LAYER)))
+LAYER_FIELDS = (
+    "name", "norm", *(f for f in TOP_FIELDS if f in SHARED or f not in (*STACK_FIELDS, *GIVEN, *NOT_IN_LAYER)),
+)  # fmt: skip
 NORM_FIELDS = ("type", "place", "eps", "gain", "bias")
 DEFAULT_EPS = 1e-5  # torch.nn.LayerNorm's and RMSNorm's usual eps
 DEFAULT_PLACE = "pre"  # as in GPT-2 and Llama; `post` is the original Transformer's
@@ -41,12 +44,14 @@ def read(reader: FieldReader, data: dict) -> Stack:
     if "x" not in data:
         raise reader.error(("layers",), "layers.no_x")
     heads.check_heads(reader, ("layers",), sum(_head_count(layer) for layer in listed))
+    shared = {name: data[name] for name in SHARED if name in data}
+    tiling.read(reader, shared, (), 0, 0)  # a bad value is refused where it is written, before any layer reads it
     tokens = _tokens(reader, data)
     x = reader.matrix(("x",), data["x"], tokens, "tokens")  # (S, d)
     layers: list[Layer] = []
     held = 0  # what the layers read so far will hold: the memory budget is the stack's, not each layer's
     for i, fields in enumerate(listed):
-        layer, needed = _layer(reader.within(("layers", i)), fields, tokens, x, i, held)
+        layer, needed = _layer(reader.within(("layers", i)), shared | fields, tokens, x, i, held)
         layers.append(layer)
         held += needed
     asked = _backward(reader, data, tokens, x.shape[1], tuple(layers))

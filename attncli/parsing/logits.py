@@ -15,11 +15,13 @@ import numpy as np
 
 from attncli.errors import listed, phrase
 from attncli.i18n import Message
+from attncli.parsing.answers import SETTINGS
 from attncli.parsing.fields import FieldReader
 from attncli.softmax import Logits
 from attncli.yamldoc import Document, FieldPath, kind_of
 
 FIELDS = ("title", "notes", "logits", "tokens", "targets", "temperature", "top_k", "top_p")
+GRADED = ("exercise", "answers", *SETTINGS)  # a softmax homework's (attncli.parsing.softmax_answers): not read here
 MAX_LOGITS = 2_000_000  # logits over all rows: every step of each is written out, a few numbers a logit
 # How the command line spells the fields it gives (attncli.cli.softmax): the logits are its argument.
 SPELLED = {"logits": "LOGITS", "targets": "--target"}
@@ -41,7 +43,7 @@ def parse(document: Document, flags: Mapping[str, object] | None = None, base: P
     if not isinstance(data, dict):
         raise reader.error((), "softmax.not_mapping")
     data = {**data, **reader.flags}
-    reader.check_fields(data, (), FIELDS)
+    reader.check_fields(data, (), (*FIELDS, *GRADED))
     if "logits" not in data:
         raise reader.error((), "softmax.no_logits")
     rows = reader.matrix(("logits",), data["logits"])  # (N, V)

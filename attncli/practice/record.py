@@ -9,8 +9,9 @@ from __future__ import annotations
 import re
 
 from attncli.parsing.answers import Answer, Entry
-from attncli.practice import backward
+from attncli.practice import backward, tiles
 from attncli.practice.session import Session
+from attncli.steps import TILE_STEPS
 from attncli.yamldoc import comment, flow, scalar
 
 _TOP_ANSWERS = re.compile(r"^answers\s*:")
@@ -26,13 +27,17 @@ def homework(problem: str, session: Session) -> str:
     gradients = backward.record_lines(session.steps, answers.backward, _step)  # after the forward steps
     if not found:
         return text + "\n".join(["answers:", *gradients]) + "\n" if gradients else text
-    heads = len(session.steps.heads)
+    heads, queries = len(session.steps.heads), len(session.steps.problem.query_tokens)
+    tiled = [a for a in found if a.step in TILE_STEPS]  # written as tiles: records (attncli.practice.tiles)
+    found = tuple(a for a in found if a.step not in TILE_STEPS)
     if session.steps.concat is None:
-        return text + "\n".join(["answers:", *(line for a in found for line in _step(a, 2)), *gradients]) + "\n"
+        lines = [line for a in found for line in _step(a, 2)] + tiles.record(tiled, queries, _cell, 2)
+        return text + "\n".join(["answers:", *lines, *gradients]) + "\n"
     lines = ["answers:", "  heads:"]
-    last = max((a.head for a in found if a.head is not None), default=-1)
+    last = max((a.head for a in (*found, *tiled) if a.head is not None), default=-1)
     for h in range(min(last + 1, heads)):
         head_lines = [line for a in found if a.head == h for line in _step(a, 6)]
+        head_lines += tiles.record([a for a in tiled if a.head == h], queries, _cell, 6)
         lines += [f"    - {head_lines[0].lstrip()}", *head_lines[1:]] if head_lines else ["    - {}"]
     lines += [line for a in found if a.head is None for line in _step(a, 2)]
     return text + "\n".join([*lines, *gradients]) + "\n"

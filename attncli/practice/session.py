@@ -28,8 +28,8 @@ from attncli.grading import mistakes
 from attncli.grading.rule import Rule
 from attncli.i18n import current_language
 from attncli.parsing.answers import Answer, Answers, Entry, Settings, decimals
-from attncli.practice import backward
-from attncli.steps import ANSWERED, TUTORED, computed, labels, matrix, order
+from attncli.practice import backward, tiles
+from attncli.steps import ANSWERED, TILE_STEPS, TUTORED, computed, labels, matrix, order
 from attncli.written import Terms, arithmetic, arithmetic_text, entry, fixed, sum_of_products
 from attncli.yamldoc import finite_number
 
@@ -149,6 +149,7 @@ def prompts(steps: Steps, level: int = LEVEL) -> tuple[Prompt, ...]:
                 found += [Prompt("product", h, i, tuple(range(head.values.shape[1])), j) for j in keys]
             width = tuple(range(head.output.shape[1]))
             found += [Prompt("output", h, i, width)] if whole else [Prompt("output", h, i, (c,)) for c in width]
+            found += [Prompt(step, h, row, columns) for step, row, columns in tiles.cells(head, i)]  # `tiles:`
     if steps.concat is not None:
         for i in range(len(problem.query_tokens)):
             if len(steps.heads) > 1:
@@ -495,6 +496,8 @@ class Session:
 
     def working(self, prompt: Prompt) -> str:
         """The numbers to combine for each of the prompt's cells, from the student's own numbers, "; " between."""
+        if prompt.step in TILE_STEPS:  # the online softmax's, from the record's numbers (attncli.practice.tiles)
+            return tiles.working(self._head(prompt.head), prompt.step, prompt.row, prompt.columns)
         return "; ".join(self._working(prompt, column) for column in (prompt.columns or (0,)))
 
     def _working(self, prompt: Prompt, column: int) -> str:

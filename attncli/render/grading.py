@@ -32,7 +32,7 @@ from attncli.render import markdown as md
 from attncli.render.json_doc import dumps
 from attncli.render.layout import BLANK, Line, line, table
 from attncli.render.long_table import text_cell
-from attncli.steps import BY_NAME, TOKENS, position
+from attncli.steps import QUERY_TILES, ROWS, TOKENS, position, reported
 from attncli.written import fixed
 
 MARKS = {
@@ -48,6 +48,11 @@ CSV_HEADER = (
     "file", "exercise", "status", *STEP_STATUSES, "first_mistake", "codes", "cells_right", "cells", "error",
 )  # fmt: skip
 NEAR = 10  # a wrong number within this many times the rule's allowance shows the rule's arithmetic
+CORNERS = {
+    TOKENS: "render.token",
+    QUERY_TILES: "check.query_tile",
+    ROWS: "render.row",
+}  # what a table's rows are; else the queries
 
 
 def human(report: Report, precision: int, width: int, rule: bool = True) -> list[Line]:
@@ -311,7 +316,7 @@ def _table(step: StepReport, title: str, precision: int, width: int) -> list[Lin
     grid: list[list[str | Line]] = [[name, *([""] * len(step.columns))] for name in step.rows]
     for cell in step.cells:
         grid[cell.row][cell.column + 1] = _cell(cell, precision)
-    corner = t("render.token") if BY_NAME[step.step].rows == TOKENS else t("render.query")
+    corner = t(CORNERS.get(reported(step.step, step.head).rows, "render.query"))
     return table(title, [corner, *step.columns], grid, width, right=range(1, len(step.columns) + 1))
 
 

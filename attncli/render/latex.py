@@ -94,7 +94,7 @@ def _backward(steps: Steps | StackSteps, view: walk.View, layer: int | None = No
 
 def _document(items: Sequence[stack_walk.Item], widest: int, precision: int, backward: Sequence[str] = ()) -> str:
     lines = [
-        *_preamble(widest),
+        *preamble(widest),
         *(line for item in items for line in _RENDER[type(item)](item, precision)),
         *backward,
         "",
@@ -130,10 +130,10 @@ def sheet(steps: Steps) -> str:
     if steps.problem.w_o is not None:
         grid = [[query, WIDE_BLANK] for query in queries]
         lines += [rf"\paragraph{{{prose(t('writeup.sheet_final'))}}}", *tabular(outputs, grid, ruled=True)]
-    return "\n".join([*_preamble(_widest(steps)), *lines, "", r"\end{document}"]) + "\n"
+    return "\n".join([*preamble(_widest(steps)), *lines, "", r"\end{document}"]) + "\n"
 
 
-def _preamble(widest: int) -> list[str]:
+def preamble(widest: int) -> list[str]:
     """The document's start; `widest` is the most columns of any bmatrix (amsmath's MaxMatrixCols)."""
     return [
         f"% {text(t('writeup.latex_comment'))}",

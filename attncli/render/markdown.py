@@ -37,14 +37,14 @@ def sheet(steps: Steps) -> str:
     lines += [f"## {t('writeup.sheet_given')}", ""]
     lines += [line for given in paper.inputs for line in _given(given)]
     for name, givens in paper.heads:
-        lines += [f"### {_escape(name)}", ""] if name is not None else []
+        lines += [f"### {escape(name)}", ""] if name is not None else []
         lines += [line for given in givens for line in _given(given)]
     lines += [line for given in paper.shared for line in _given(given)]
     lines += [f"## {t('writeup.sheet_answers')}", ""]
-    queries = [_escape(name) for name in paper.query_tokens]
-    keys = [t("render.query"), *(_escape(name) for name in paper.tokens)]
+    queries = [escape(name) for name in paper.query_tokens]
+    keys = [t("render.query"), *(escape(name) for name in paper.tokens)]
     for name, _ in paper.heads:
-        lines += [f"### {_escape(name)}", ""] if name is not None else []
+        lines += [f"### {escape(name)}", ""] if name is not None else []
         for title in ("writeup.sheet_scores", "writeup.sheet_weights"):
             lines += _table(t(title), keys, [[query, *[""] * len(paper.tokens)] for query in queries])
         lines += _table(t("render.outputs_title"), [t("render.query"), t("render.output")], [[q, ""] for q in queries])
@@ -54,7 +54,7 @@ def sheet(steps: Steps) -> str:
 
 
 def _given(given: sheets.Given) -> list[str]:
-    rows = [[_escape(name), f"[{', '.join(row)}]"] for name, row in zip(given.row_names, given.rows)]
+    rows = [[escape(name), f"[{', '.join(row)}]"] for name, row in zip(given.row_names, given.rows)]
     return _table(given.name, [given.label, given.name], rows)
 
 
@@ -87,22 +87,22 @@ def _backward(
     out: list[str] = []
     for item in backward_show.records(steps, walk.View(precision, follow), layer):
         if isinstance(item, backward_walk.Section):
-            out += [f"{'#' * (item.level + 1)} {_escape(item.title)}", ""]
+            out += [f"{'#' * (item.level + 1)} {escape(item.title)}", ""]
         elif isinstance(item, backward_walk.Note):
-            out += [_escape(item.text), ""]
+            out += [escape(item.text), ""]
         else:
             out += _grid(item)
     return out
 
 
 def _facts(facts: walk.Facts, p: int) -> list[str]:
-    lines = [f"# {_escape(facts.title or t('writeup.title'))}", ""]
+    lines = [f"# {escape(facts.title or t('writeup.title'))}", ""]
     if facts.notes:
-        lines += [_escape(facts.notes), ""]
+        lines += [escape(facts.notes), ""]
     kind = t("render.cross_attention") if facts.cross else t("render.self_attention")
     lines += [
-        f"- **{t('render.tokens')}:** {_escape(', '.join(facts.tokens))}",
-        f"- **{t('render.queries')}:** {_escape(', '.join(facts.query_tokens))} ({kind})",
+        f"- **{t('render.tokens')}:** {escape(', '.join(facts.tokens))}",
+        f"- **{t('render.queries')}:** {escape(', '.join(facts.query_tokens))} ({kind})",
     ]
     return lines + _rules(facts, p)
 
@@ -111,7 +111,7 @@ def _rules(facts: walk.Facts, p: int) -> list[str]:
     """The score of each head, the mask, the bias and which keys each query may use, as a list."""
     lines = []
     for name, formula in facts.scores:
-        prefix = f"{_escape(name)}: " if name is not None else ""
+        prefix = f"{escape(name)}: " if name is not None else ""
         lines.append(f"- **{t('render.score')}:** {prefix}{formula.words()}; {_formula(formula, p)}")
     lines.append(f"- **{t('render.mask')}:** {facts.mask}")
     if facts.bias is not None:
@@ -120,12 +120,12 @@ def _rules(facts: walk.Facts, p: int) -> list[str]:
         lines.append(f"- **{t('render.positions')}:** {facts.positions}")
     for name, row in zip(facts.query_tokens, facts.access or ()):
         keys = ", ".join(key for key, ok in zip(facts.tokens, row) if ok)
-        lines.append(f"  - {t('writeup.may_use', query=_escape(name), keys=_escape(keys))}")
+        lines.append(f"  - {t('writeup.may_use', query=escape(name), keys=escape(keys))}")
     return [*lines, ""]
 
 
 def _condensed(item: walk.Condensed, p: int) -> list[str]:
-    return [f"_{_escape(item.words())}_", ""]
+    return [f"_{escape(item.words())}_", ""]
 
 
 def _formula(formula: walk.Formula, p: int) -> str:
@@ -139,7 +139,7 @@ def _formula(formula: walk.Formula, p: int) -> str:
 
 
 def _grid(grid: walk.Grid) -> list[str]:
-    rows = [[_escape(row[0]), *row[1:]] for row in grid.rows]  # the first column names tokens
+    rows = [[escape(row[0]), *row[1:]] for row in grid.rows]  # the first column names tokens
     return _table(grid.title, grid.headers, rows, right=grid.right)
 
 
@@ -152,7 +152,7 @@ def _rotary(item: walk.Rotary, p: int) -> list[str]:
 
 
 def _head_title(item: walk.HeadTitle, p: int) -> list[str]:
-    return [f"## {_escape(item.name)}", ""]
+    return [f"## {escape(item.name)}", ""]
 
 
 def _projected(part: walk.Projected, p: int) -> list[str]:
@@ -163,7 +163,7 @@ def _projected(part: walk.Projected, p: int) -> list[str]:
 
 
 def _query(query: walk.Query, p: int) -> list[str]:
-    name = _escape(query.name)
+    name = escape(query.name)
     lines = [f"### {t('render.query_heading', name=name)}", ""]
     if query.q is not None:
         lines += [f"q = {query.q.text(p)}", ""]
@@ -181,10 +181,10 @@ def _scores(query: walk.Query, p: int) -> list[str]:
     for key in query.keys:
         s = key.score.text(p) if key.allowed else t("render.masked")
         if key.k is None or key.dot is None:  # the scores were given: no key vectors, no arithmetic
-            rows.append([_escape(key.key), s])
+            rows.append([escape(key.key), s])
         else:
             cells = walk.score_cells(key, p, t("render.masked"))
-            rows.append([_escape(key.key), key.k.text(p), arithmetic_text(key.dot, p), *cells])
+            rows.append([escape(key.key), key.k.text(p), arithmetic_text(key.dot, p), *cells])
     headers = [t("render.key"), "s"]
     if kind != "given":
         headers = [t("render.key"), "k", walk.FORMULAS[kind].text, *walk.score_headers(query)]
@@ -196,9 +196,9 @@ def _softmax(query: walk.Query, p: int) -> list[str]:
     exp = walk.exp_label(query, p)
     total = query.total.text(p)
     rows = [
-        [_escape(key.key), key.score.text(p), key.exp.text(p), key.weight.text(p)]
+        [escape(key.key), key.score.text(p), key.exp.text(p), key.weight.text(p)]
         if key.allowed
-        else [_escape(key.key), t("render.masked"), "0", "0"]
+        else [escape(key.key), t("render.masked"), "0", "0"]
         for key in query.keys
     ]
     rows.append([f"**{t('render.sum')}**", "", total, query.weight_sum.text(p)])
@@ -210,7 +210,7 @@ def _softmax(query: walk.Query, p: int) -> list[str]:
 def _mix(query: walk.Query, p: int) -> list[str]:
     rows = [
         [
-            _escape(key.key),
+            escape(key.key),
             key.weight.text(p),
             key.value.text(p),
             key.contribution.text(p) if key.allowed else t("render.masked"),
@@ -224,18 +224,18 @@ def _mix(query: walk.Query, p: int) -> list[str]:
 
 def worked(shown: tiles.Worked) -> list[str]:
     """A table of worked numbers (attncli.render.tiles): its title, the table, then its closing lines."""
-    headers = [_escape(header) if isinstance(header, str) else header.text for header in shown.headers]
-    rows = [[_escape(row[0]), *row[1:]] for row in shown.rows]
+    headers = [escape(header) if isinstance(header, str) else header.text for header in shown.headers]
+    rows = [[escape(row[0]), *row[1:]] for row in shown.rows]
     if shown.footer:
         rows.append([f"**{shown.footer[0]}**", *shown.footer[1:]])
-    lines = _table(f"{_escape(shown.words)}: {shown.formula.text}", headers, rows, right=shown.right)
-    return [*lines, *(f"{_escape(words)} {formula.text}\n" for words, formula in shown.closing)]
+    lines = _table(f"{escape(shown.words)}: {shown.formula.text}", headers, rows, right=shown.right)
+    return [*lines, *(f"{escape(words)} {formula.text}\n" for words, formula in shown.closing)]
 
 
 def _matrix(item: walk.WeightMatrix, p: int) -> list[str]:
-    weights = [[_escape(name), *("·" if w is None else w.text(p) for w in row)] for name, row in item.weights]
-    headers = [t("render.query"), *(_escape(name) for name in item.tokens)]
-    outputs = [[_escape(name), out.text(p)] for name, out in item.outputs]
+    weights = [[escape(name), *("·" if w is None else w.text(p) for w in row)] for name, row in item.weights]
+    headers = [t("render.query"), *(escape(name) for name in item.tokens)]
+    outputs = [[escape(name), out.text(p)] for name, out in item.outputs]
     return [
         *_table(t("render.weight_matrix_title"), headers, weights, right=range(1, len(headers))),
         *_table(t("render.outputs_title"), [t("render.query"), t("render.output")], outputs),
@@ -243,13 +243,13 @@ def _matrix(item: walk.WeightMatrix, p: int) -> list[str]:
 
 
 def _combination(item: walk.Combination, p: int) -> list[str]:
-    names = " ‖ ".join(_escape(name) for name in item.names)
-    rows = [[_escape(name), row.text(p)] for name, row in zip(item.query_tokens, item.concat)]
+    names = " ‖ ".join(escape(name) for name in item.names)
+    rows = [[escape(name), row.text(p)] for name, row in zip(item.query_tokens, item.concat)]
     lines = _table(f"{t('writeup.concat_title')}: {names}", [t("render.query"), "concat"], rows)
     if item.w_o is not None:
         w_rows = [[str(i + 1), row.text(p)] for i, row in enumerate(item.w_o)]
         lines += _table(t("render.weight_matrix", name="W_O"), [t("render.row"), "W_O"], w_rows)
-        final = [[_escape(name), row.text(p)] for name, row in zip(item.query_tokens, item.output)]
+        final = [[escape(name), row.text(p)] for name, row in zip(item.query_tokens, item.output)]
         lines += _table(t("render.final_title"), [t("render.query"), t("render.output")], final)
     return lines
 
@@ -273,41 +273,41 @@ def cell(text: str) -> str:
     return printable(text).replace("|", "\\|")
 
 
-def _escape(text: str) -> str:
+def escape(text: str) -> str:
     """User text (titles, token names) with Markdown's own characters made literal, control characters escaped
     (line breaks kept: notes written on several lines)."""
     return "".join(f"\\{c}" if c in "\\`*_[]<>#" else c for c in printable(str(text), lines=True))
 
 
 def _stack_facts(facts: stack_walk.StackFacts, p: int) -> list[str]:
-    lines = [f"# {_escape(facts.title or t('writeup.title'))}", ""]
+    lines = [f"# {escape(facts.title or t('writeup.title'))}", ""]
     if facts.notes:
-        lines += [_escape(facts.notes), ""]
+        lines += [escape(facts.notes), ""]
     lines += [
-        f"- **{t('render.tokens')}:** {_escape(', '.join(facts.tokens))}",
+        f"- **{t('render.tokens')}:** {escape(', '.join(facts.tokens))}",
         f"- **{t('render.stack_width')}:** {facts.d}",
         "",
     ]
-    rows = [[str(number), _escape(name), norm] for number, (name, norm) in enumerate(facts.layers, 1)]
+    rows = [[str(number), escape(name), norm] for number, (name, norm) in enumerate(facts.layers, 1)]
     return lines + _table(t("render.stack_layers"), ["#", t("render.layer"), t("render.norm")], rows)
 
 
 def _layer_title(item: stack_walk.LayerTitle, p: int) -> list[str]:
-    title = t("render.layer_title", number=item.number, count=item.of, name=_escape(item.name)).strip()
+    title = t("render.layer_title", number=item.number, count=item.of, name=escape(item.name)).strip()
     return [f"## {title}", "", f"- **{t('render.norm_label')}:** {item.norm}", *_rules(item.facts, p)]
 
 
 def _stream(item: stack_walk.Stream, p: int) -> list[str]:
-    rows = [[_escape(token), row.text(p)] for token, row in zip(item.tokens, item.rows)]
+    rows = [[escape(token), row.text(p)] for token, row in zip(item.tokens, item.rows)]
     return _table(t(f"render.stream_{item.kind}", formula=item.formula), [t("render.token"), item.name], rows)
 
 
 def _rollout(item: stack_walk.Rollout, p: int) -> list[str]:
-    headers = [t("render.query"), *(_escape(name) for name in item.tokens)]
+    headers = [t("render.query"), *(escape(name) for name in item.tokens)]
     lines = []
     shown = [(t("render.rollout_raw", number=item.last), item.raw)] if item.raw is not None else []
     for title, matrix in (*shown, (t("render.rollout_title", number=item.last), item.rollout)):
-        rows = [[_escape(name), *(fixed(float(w), p) for w in row)] for name, row in zip(item.tokens, matrix)]
+        rows = [[escape(name), *(fixed(float(w), p) for w in row)] for name, row in zip(item.tokens, matrix)]
         lines += _table(title, headers, rows, right=range(1, len(headers)))
     return [*lines, f"_{t('analysis.caution_rollout')}_", ""]
 

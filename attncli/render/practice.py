@@ -7,7 +7,7 @@ so a transcript of one is a transcript of the other; every sentence comes from t
 from __future__ import annotations
 
 from attncli.i18n import describe, t
-from attncli.practice import backward
+from attncli.practice import backward, tiles
 from attncli.practice.session import (
     BACK,
     CARRIED,
@@ -31,6 +31,7 @@ from attncli.practice.session import (
 from attncli.problem import Projection
 from attncli.render.layout import BLANK, Line, line, table
 from attncli.render.walk import FORMULAS
+from attncli.steps import TILE_STEPS
 
 PRECISION = 4
 OUTCOMES = (FIRST, SECOND, SHOWN, SKIPPED, "")  # the summary's columns; "" = not reached
@@ -91,8 +92,11 @@ def ask(session: Session, prompt: Prompt) -> str:
     step = prompt.step
     if backward.is_backward(step):
         return _ask_gradient(session, prompt) + _of_head(session, prompt)
-    query = problem.query_tokens[prompt.row] if step not in ("keys", "values") else problem.tokens[prompt.row]
-    if step in ("dot", "scores", "exp", "weights"):
+    names = problem.tokens if step in ("keys", "values") else problem.query_tokens
+    query = names[prompt.row] if step not in TILE_STEPS else ""  # an accumulator's row is a query's tile
+    if step in TILE_STEPS:
+        text = _tile(session, prompt)
+    elif step in ("dot", "scores", "exp", "weights"):
         keys = ", ".join(problem.tokens[j] for j in prompt.columns)
         head = steps.heads[prompt.head]
         text = t(
@@ -117,6 +121,13 @@ def ask(session: Session, prompt: Prompt) -> str:
     if prompt.size > 1:
         text += t("practice.numbers_count", count=prompt.size)
     return text + _of_head(session, prompt)
+
+
+def _tile(session: Session, prompt: Prompt) -> str:
+    """A tile step of a query (attncli.practice.tiles): the accumulator's row is the query's tile, not the query."""
+    assert prompt.head is not None, "a tile belongs to a head"
+    query, tile = tiles.place(session.steps.heads[prompt.head], prompt.step, prompt.row, prompt.columns)
+    return t(f"practice.ask.{prompt.step}", query=session.steps.problem.query_tokens[query], tile=tile + 1)
 
 
 def _ask_gradient(session: Session, prompt: Prompt) -> str:

@@ -198,13 +198,13 @@ def markdown(steps: SoftmaxSteps, p: int) -> str:
     from attncli.render import markdown as md
 
     logits = steps.logits
-    lines = [f"# {md._escape(logits.title or t('softmax.title'))}", ""]
-    lines += [md._escape(logits.notes), ""] if logits.notes else []
+    lines = [f"# {md.escape(logits.title or t('softmax.title'))}", ""]
+    lines += [md.escape(logits.notes), ""] if logits.notes else []
     for part in parts(steps, p):
         if isinstance(part, Heading):
             lines += [f"## {part.text}", ""]
         elif isinstance(part, Said):
-            lines += [f"{md._escape(part.words)} {part.formula.text}", ""]
+            lines += [f"{md.escape(part.words)} {part.formula.text}", ""]
         else:
             lines += md.worked(part)
     lines.append(f"_{t('writeup.rounding_note', precision=p)}_")
@@ -215,7 +215,7 @@ def latex(steps: SoftmaxSteps, p: int) -> str:
     from attncli.render import latex as tex
 
     logits = steps.logits
-    preamble = tex._preamble(tex.MIN_MATRIX_COLUMNS)
+    preamble = tex.preamble(tex.MIN_MATRIX_COLUMNS)
     preamble[0] = f"% {tex.text(t('softmax.latex_comment'))}"  # what made it: this command, not compute
     lines = [*preamble, rf"\section*{{{tex.prose(logits.title or t('softmax.title'))}}}"]
     lines += [tex.prose(logits.notes), ""] if logits.notes else []
