@@ -49,6 +49,7 @@ if TYPE_CHECKING:
 HEADER = ("step", "head", "query", "key", "index", "value")
 STACK_HEADER = ("layer", *HEADER)  # a stack's rows: the layer (from 0, as JSON's) first
 Row = tuple[str, str, str, str, str, str]
+B = "backward."  # the gradients' rows: backward.<JSON key>, as check labels them (no message key)
 
 
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")  # what makes a spreadsheet evaluate a cell (OWASP)
@@ -227,7 +228,7 @@ def _pairs(step: str, head: str, queries: Sequence[str], keys: Sequence[str], ma
 def gradient_rows(steps: Steps) -> Iterator[Row]:
     """The long rows of every gradient `steps` holds (none without `backward:`): the loss, then as JSON has them."""
     if steps.backward is not None and steps.backward.loss is not None:
-        yield "backward.loss", "", "", "", "", str(steps.backward.loss)
+        yield B + "loss", "", "", "", "", str(steps.backward.loss)
     for step, head, found in _gradients(steps):
         number = "" if head is None else str(head)
         names = _gradient_names(steps, step, found)
@@ -278,7 +279,7 @@ def _layer_gradients(steps: StackSteps, layer: int | None) -> Iterator[tuple[int
             for name in BACKWARD_STEPS
             if BY_NAME[name].place == BACKWARD_LAYER
         ]
-        own += [("backward.grad_norm.gain", _row(grads.grad_gain)), ("backward.grad_norm.bias", _row(grads.grad_shift))]
+        own += [(B + "grad_norm.gain", _row(grads.grad_gain)), (B + "grad_norm.bias", _row(grads.grad_shift))]
         found: list[Block] = [
             ((name,), "query", tokens if m.shape[0] > 1 else [""], [str(i) for i in range(m.shape[1])], m)
             for name, m in own
@@ -304,7 +305,7 @@ def _layer_rows(steps: StackSteps, layer: int | None) -> Iterator[tuple[str, ...
         ):
             yield (str(number), *row)
     if steps.backward is not None and steps.backward.loss is not None:
-        yield "", "backward.loss", "", "", "", "", str(steps.backward.loss)
+        yield "", B + "loss", "", "", "", "", str(steps.backward.loss)
 
 
 def _gradient_names(steps: Steps, step: Step, found: np.ndarray) -> Sequence[str]:
