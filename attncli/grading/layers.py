@@ -83,6 +83,11 @@ def grade(
         passed = next((report for report in judged if report.step == "stream"), None)
         stream, written = _passed_on(given, truth, rule)
         stream_right = written is None or (passed is not None and passed.status == RIGHT)
+    if steps.backward is not None and any(layer.gradients or layer.attention_gradients for layer in answers):
+        from attncli.grading import backward_stack  # a stack's gradients, graded after the forward pass
+
+        found = backward_stack.grade(steps, answers, rule, lambda steps, given: graded(steps, given, True), normalise)
+        reports += [_tagged(report, report.layer or 0, steps.layers[report.layer or 0].layer.label) for report in found]
     return Report(file, tuple(reports))
 
 
