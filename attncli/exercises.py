@@ -118,8 +118,6 @@ def validate(options: Options) -> None:
         raise fail("generate.tiles_layers").at(field="tiles")
     if options.backward and options.score not in BACKWARD_SCORES:
         raise fail("generate.backward_score", score=options.score).at(field="backward")
-    if options.backward and options.layers > 1:
-        raise fail("generate.backward_layers").at(field="backward")
 
 
 def exercise(options: Options, seed: int, within: tuple[str, str] | None = None) -> str:
@@ -184,7 +182,8 @@ def exercise(options: Options, seed: int, within: tuple[str, str] | None = None)
         w_o = _rows(rng, options.heads * d_v, d_v, (0, 1), nonzero=True)
         lines += ["w_o:", *(f"  - {flow(str(v) for v in row)}" for row in w_o)]
     if options.backward:
-        lines += ["backward:", "  grad_output:", *_mapping(tokens, _grad_output(rng, len(tokens), d_v), 4)]
+        width = d_model if stacked else d_v  # the stream's width, or the final output's
+        lines += ["backward:", "  grad_output:", *_mapping(tokens, _grad_output(rng, len(tokens), width), 4)]
     text = "\n".join(lines) + "\n"
     return text + _answers(text, key_settings(options)) if options.answers else text
 

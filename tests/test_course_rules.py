@@ -284,3 +284,15 @@ def test_require_all_covers_the_gradients_of_a_backward_exercise(tmp_path: Path)
     row = csv_rows(result)[0]
     assert (result.exit_code, row["status"], row["right"], row["missing"]) == (1, "incomplete", "4", str(gradients))
     assert int(row["cells_right"]) == 33 < int(row["cells"])
+
+
+def test_require_all_covers_a_stacks_gradients_too(tmp_path: Path) -> None:
+    """generate --backward --layers 2: an untouched template has every step missing, its gradients included (they
+    were not_answered: a file with every forward step right and no gradient would have been right)."""
+    made = run("generate", "--backward", "--layers", "2", "--count", "1", "--seed", "5", "-o", str(tmp_path / "ex"))
+    assert made.exit_code == 0, made.output
+    blank = str(tmp_path / "ex" / "exercise-01-answers.yaml")
+    result = run("check", "--keys", str(tmp_path / "ex"), blank, "--format", "json")
+    steps = json.loads(result.stdout)["steps"]
+    assert result.exit_code == 1 and any(step["step"].startswith("backward.") for step in steps)
+    assert {step["status"] for step in steps} == {"missing"}

@@ -121,6 +121,16 @@ def make_folder(output: Path, option: str) -> list[Path]:
     return made
 
 
+def write_at_once(content: Content, output: Path, env: Environment) -> None:
+    """Write `output` whole now, even inside `all_or_nothing`: a file that holds a conversation as it goes (the
+    tutor's record, rewritten after every answer), so that an interrupted run keeps what it said."""
+    token = _STAGED.set(None)
+    try:
+        write(content, output, env)
+    finally:
+        _STAGED.reset(token)
+
+
 def to_stdout(content: Content, env: Environment) -> None:
     """Print `content` now, even inside `all_or_nothing`: what a conversation (the tutor) says as it goes."""
     data = content.encode("utf-8") if isinstance(content, str) else content

@@ -133,6 +133,11 @@ class _Truth:
         return self.replays[slip]
 
 
+def truth_of(steps: Steps, carry: int) -> _Truth:
+    """The replays of `steps` from the problem alone (a stack's layers read their grad_x: grading.backward_stack)."""
+    return _Truth.of(steps, carry)
+
+
 class _Judge:
     """One file's gradients: the replays from the problem alone and from the student's own numbers."""
 

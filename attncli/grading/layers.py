@@ -84,6 +84,11 @@ def grade(
         passed = next((report for report in judged if report.step == "stream"), None)
         stream, written = _passed_on(given, truth, rule)
         stream_right = written is None or (passed is not None and passed.status == RIGHT)
+    if steps.backward is not None and any(layer.gradients or layer.attention_gradients for layer in answers):
+        from attncli.grading import backward_stack  # a stack's gradients, graded after the forward pass
+
+        found = backward_stack.grade(steps, answers, rule, lambda steps, given: graded(steps, given, True), normalise)
+        reports += [_tagged(report, report.layer or 0, steps.layers[report.layer or 0].layer.label) for report in found]
     required = require if require is not None else settings.require
     return Report(file, tuple(_completed(steps, reports, required)) if required else tuple(reports))
 
@@ -91,14 +96,17 @@ def grade(
 def _completed(steps: StackSteps, reports: list[StepReport], required: Sequence[str]) -> list[StepReport]:
     """`reports` with every required step of every layer that is not answered (left out, a layer not answered at
     all, or every cell left `?`) a MISSING one, in its place: the layer's normed input, attention, residual, stream.
-    (A layer's attention answered has its missing steps from attncli.grading.verdict already.)"""
+    (A layer's attention answered has its missing steps from attncli.grading.verdict already.) The reports on other
+    steps (a stack's gradients) follow, in their order, each required one left all `?` missing."""
     found = {(report.layer, report.step, report.head): report for report in reports}
-    completed = []
+    completed: list[StepReport] = []
+    placed = set()
     for index, layer in enumerate(steps.layers):
         attention, streams = layer.attention, list(stream_steps(layer))
         keys = [*((name, None) for name in streams if name == "normed"), *order(attention)]
         keys += [(name, None) for name in streams if name != "normed"]
         for name, head in keys:
+            placed.add((index, name, head))
             report = found.get((index, name, head))
             wanted = name in required and (name in streams or asked(attention, name, head))
             if wanted and (report is None or report.status == NOT_ANSWERED):
@@ -106,7 +114,13 @@ def _completed(steps: StackSteps, reports: list[StepReport], required: Sequence[
                 report = _tagged(missing, index, layer.layer.label)
             if report is not None:
                 completed.append(report)
-    return completed
+    others = [report for report in reports if (report.layer, report.step, report.head) not in placed]
+    return completed + [
+        dataclasses.replace(report, rows=(), columns=(), cells=(), status=MISSING)
+        if report.step in required and report.status == NOT_ANSWERED
+        else report
+        for report in others
+    ]
 
 
 def _attention(

@@ -85,10 +85,10 @@ def answer_lines(steps: Steps | StackSteps, cell: Cell, comments: bool = False) 
         after = [line for block in streams if block.step != "normed" for line in _block(block, cell, 6, comments)]
         layer_lines = [*before, *_step_lines(layer.attention, cell, comments, 6), *after]
         lines += [f"    - {layer_lines[0].lstrip()}", *layer_lines[1:]]
-    return lines
+    return lines + gradient_lines(steps, cell, comments)
 
 
-def gradient_lines(steps: Steps, cell: Cell, comments: bool) -> list[str]:
+def gradient_lines(steps: Steps | StackSteps, cell: Cell, comments: bool) -> list[str]:
     """`backward:` when the problem asks for gradients (attncli.grading.backward_templates), each written as a step."""
 
     def write(
@@ -96,6 +96,8 @@ def gradient_lines(steps: Steps, cell: Cell, comments: bool) -> list[str]:
     ) -> list[str]:
         return _block(_Block(name, rows, found, masked, what), cell, indent, comments)
 
+    if isinstance(steps, StackSteps):
+        return backward_templates.stack_lines(steps, write, comments, 2)
     return backward_templates.lines(steps, write, comments, 2)
 
 

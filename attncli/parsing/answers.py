@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TypeGuard
 
 import numpy as np
@@ -105,6 +105,8 @@ class LayerAnswers:
 
     attention: Answers | None
     streams: tuple[Answer, ...]  # in the order of attncli.steps.STREAM_STEPS
+    gradients: tuple[Answer, ...] = ()  # from `backward: layers:`: the layer's own (grad_residual, grad_normed, ...)
+    attention_gradients: tuple[Answer, ...] = ()  # ... and its attention's, from its `attention:`
 
 
 @dataclass(frozen=True)
@@ -135,24 +137,35 @@ def parse_stack(
     own = settings is None
     settings = settings if settings is not None else reader.settings()
     section = reader.section()
-    backward_answers.refuse_in_stack(reader, section)
-    reader.check_fields(section, ("answers",), ("layers",), "check.known_steps")
-    listed = section.get("layers")
-    if not isinstance(listed, list) or not listed or not all(isinstance(item, dict) for item in listed):
+    backward_answers.refuse_in_layers(reader, section)
+    reader.check_fields(section, ("answers",), ("layers", "backward"), "check.known_steps")
+    listed = section.get("layers", [] if "backward" in section else None)
+    if not isinstance(listed, list) or not all(isinstance(item, dict) for item in listed):
         raise reader.error(("answers", "layers"), "check.bad_layers", got=kind_of(listed))
     if len(listed) > len(steps.layers):
         raise reader.error(
             ("answers", "layers"), "check.too_many_layers", count=len(listed), expected=len(steps.layers)
         )
-    found = tuple(
+    found = [
         _Reader(document, layer.attention, commas_read(settings, own)).layer(
             (*("answers", "layers"), index), fields, layer, settings
         )
         for index, (fields, layer) in enumerate(zip(listed, steps.layers))
-    )
-    if all(layer.attention is None and not layer.streams for layer in found):
+    ]
+    if "backward" in section:  # a stack's gradients, layer by layer: each layer's answers gain them
+        commas = commas_read(settings, own)
+        gradients = backward_answers.read_stack(
+            reader, steps, section["backward"], lambda s: _Reader(document, s, commas)
+        )
+        found += [LayerAnswers(None, ())] * (len(gradients) - len(found))
+        gradients += [((), ())] * (len(found) - len(gradients))
+        paired = zip(found, gradients)
+        found = [replace(layer, gradients=own, attention_gradients=attention) if own or attention else layer
+                 for layer, (own, attention) in paired]  # fmt: skip
+    if all(layer.attention is None and not layer.streams and not layer.gradients and not layer.attention_gradients
+           for layer in found):  # fmt: skip
         raise reader.error(("answers",), "check.nothing_answered")
-    return found, settings
+    return tuple(found), settings
 
 
 def stream_steps(layer: LayerSteps) -> dict[str, np.ndarray]:
@@ -366,7 +379,7 @@ class _Reader(FieldReader):
     def shape(self, path: FieldPath, step: str, head: int | None) -> _Shape:
         assert self.steps is not None
         problem = self.steps.problem
-        if step in STREAM_STEPS:
+        if step in self.streams:  # a stacked layer's stream, or its own gradient (attncli.parsing.backward_answers)
             truth: np.ndarray | None = self.streams[step]
         elif head is None and not present(self.steps, step):
             raise self.error(path, "check.no_concat")
