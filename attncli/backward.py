@@ -121,6 +121,7 @@ def upstream(asked: Backward, output: np.ndarray) -> tuple[np.ndarray, float | N
     if asked.loss == "target":
         difference = output - asked.target  # (L, d_out)
         return difference, float(0.5 * (difference * difference).sum())
+    assert asked.grad_output is not None, "a given dO"
     return asked.grad_output.astype(output.dtype, copy=False), None
 
 
@@ -139,6 +140,7 @@ def gradients(steps: Steps, grad_output: np.ndarray, loss: float | None = None) 
     problem = steps.problem
     grad_w_o = grad_concat = None
     if problem.w_o is not None:
+        assert steps.concat is not None, "W_O multiplies the concatenation"
         grad_w_o = steps.concat.T @ grad_output  # (Σ d_v, d_out)
         grad_concat = grad_output @ problem.w_o.T  # (L, Σ d_v)
     elif steps.concat is not None:
@@ -174,6 +176,7 @@ def head_gradients(head: HeadSteps, grad_output: np.ndarray, mask: np.ndarray) -
     grad_dot = grad_scores * spec.score.scale  # (L, S)
     rotation = head.rotation
     queries, keys = (head.queries, head.keys) if rotation is None else (rotation.queries, rotation.keys)
+    assert queries is not None and keys is not None, "scores computed from q and k"
     grad_used_queries = grad_dot @ keys  # (L, d_k)
     grad_used_keys = grad_dot.T @ queries  # (S, d_k)
     turned_queries = turned_keys = None
@@ -242,9 +245,9 @@ def _kv_heads(problem: Problem, heads: Sequence[HeadGradients]) -> tuple[KvGradi
             parts = [getattr(heads[h], name) for h in readers]
             return None if parts[0] is None else np.sum(parts, axis=0)
 
-        out.append(
-            KvGradients(readers, *(total(name) for name in ("grad_keys", "grad_values", "grad_w_k", "grad_w_v")))
-        )
+        keys, values, w_k, w_v = (total(name) for name in ("grad_keys", "grad_values", "grad_w_k", "grad_w_v"))
+        assert values is not None, "every head has values"
+        out.append(KvGradients(readers, keys, values, w_k, w_v))
     return tuple(out)
 
 
@@ -286,17 +289,29 @@ def layer_gradients(layer: LayerSteps, grad_output: np.ndarray) -> LayerGradient
     place = None if norm is None else norm.place
     grad_residual = gain = shift = None
     grad_sum = grad_output  # (S, d) of X + Attn(·)
-    if place == "post":
+    if norm is not None and place == "post":
         grad_residual, gain, shift = normalise_backward(layer.residual, grad_output, norm)
         grad_sum = grad_residual
     attention = _finite(gradients(layer.attention, grad_sum))
     grad_normed = None
     through = attention.grad_x  # (S, d) of the attention's input
-    if place == "pre":
+    assert through is not None, "a layer's attention projects the stream it reads"
+    if norm is not None and place == "pre":
         grad_normed = through
         through, gain, shift = normalise_backward(layer.input, grad_normed, norm)
     grad_input = grad_sum + through  # (S, d) the residual's two paths
     return LayerGradients(grad_output, grad_residual, attention, grad_normed, through, grad_input, gain, shift)
+
+
+def layer_attention(layer: LayerSteps, grads: LayerGradients, grad_output: np.ndarray | None = None,
+                    carried: np.ndarray | None = None) -> Steps:  # fmt: skip
+    """A stacked layer's attention as the one-layer problem asking for its gradients that it is: dO the gradient
+    reaching Attn(·) (the layer's, or `grad_output` as a student has it, `carried`: how far off it may be)."""
+    attention = layer.attention
+    given = grads.attention.grad_output if grad_output is None else grad_output  # (S, d)
+    asked = Backward("grad_output", given, carried=carried)
+    steps = attention._replace(problem=attention.problem._replace(backward=asked))
+    return steps._replace(backward=grads.attention if grad_output is None else gradients(steps, given))
 
 
 def normalise_backward(

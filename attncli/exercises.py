@@ -20,6 +20,7 @@ from attncli import expr, pipeline, positions
 from attncli.errors import fail
 from attncli.grading.templates import answer_lines, template
 from attncli.i18n import current_language, t
+from attncli.parsing.answers import EVERY_STEP, REQUIRE_ALL, Settings
 from attncli.parsing.fields import FieldReader
 from attncli.written import fixed
 from attncli.yamldoc import Document, comment, did_you_mean, flow, scalar
@@ -57,6 +58,7 @@ class Options:
     gqa: bool = False  # every two query heads share one head of keys and values
     tiles: int | None = None  # B: the softmax written out tile by tile, B keys a tile (`tiles:`, issue 29)
     backward: bool = False  # a small integer dO: the gradients asked for too (short sums)
+    min_decimals: int | None = None  # written into the key (`min_decimals:`): numbers with fewer are too_few_decimals
 
 
 @dataclass(frozen=True)
@@ -116,8 +118,6 @@ def validate(options: Options) -> None:
         raise fail("generate.tiles_layers").at(field="tiles")
     if options.backward and options.score not in BACKWARD_SCORES:
         raise fail("generate.backward_score", score=options.score).at(field="backward")
-    if options.backward and options.layers > 1:
-        raise fail("generate.backward_layers").at(field="backward")
 
 
 def exercise(options: Options, seed: int, within: tuple[str, str] | None = None) -> str:
@@ -182,9 +182,10 @@ def exercise(options: Options, seed: int, within: tuple[str, str] | None = None)
         w_o = _rows(rng, options.heads * d_v, d_v, (0, 1), nonzero=True)
         lines += ["w_o:", *(f"  - {flow(str(v) for v in row)}" for row in w_o)]
     if options.backward:
-        lines += ["backward:", "  grad_output:", *_mapping(tokens, _grad_output(rng, len(tokens), d_v), 4)]
+        width = d_model if stacked else d_v  # the stream's width, or the final output's
+        lines += ["backward:", "  grad_output:", *_mapping(tokens, _grad_output(rng, len(tokens), width), 4)]
     text = "\n".join(lines) + "\n"
-    return text + _answers(text) if options.answers else text
+    return text + _answers(text, key_settings(options)) if options.answers else text
 
 
 def _grad_output(rng: random.Random, n: int, width: int) -> list[list[str]]:
@@ -248,7 +249,7 @@ def worksheet(options: Options, seed: int, count: int, folder: str) -> list[tupl
         steps = pipeline.solve(pipeline.load(text=sheet, name=name))
         files.append((f"{name}.yaml", sheet))
         files.append((f"{name}-key.yaml", exercise(replace(options, answers=True), seed + number - 1, (name, remake))))
-        files.append((f"{name}-answers.yaml", template(steps, name)))
+        files.append((f"{name}-answers.yaml", template(steps, name, key_settings(options))))
     return files
 
 
@@ -287,6 +288,8 @@ def command(options: Options, seed: int) -> str:
         parts.append(f"--tiles {options.tiles}")
     if options.backward:
         parts.append("--backward")
+    if options.min_decimals is not None:
+        parts.append(f"--min-decimals {options.min_decimals}")
     parts.append(f"--seed {seed}")
     if options.answers:
         parts.append("--answers")
@@ -477,15 +480,27 @@ def _mapping(names: tuple[str, ...], rows: list[list[str]], indent: int) -> list
     return [f"{' ' * indent}{scalar(name)}: {flow(row)}" for name, row in zip(names, rows)]
 
 
-def _answers(text: str) -> str:
-    """The answer key: every step as the core computes it, rounded to ANSWER_DECIMALS (whole numbers exact)."""
+def key_settings(options: Options) -> Settings:
+    """How a key made with `options` grades: every step required, the decimals asked for, and a quoted decimal comma
+    read when the exercise is in Spanish (whatever language grades it)."""
+    return Settings(min_decimals=options.min_decimals, require=REQUIRE_ALL, decimal_comma=current_language() == "es")
+
+
+def _answers(text: str, settings: Settings | None = None) -> str:
+    """The answer key: its grading settings (`key_settings`; None: none), then every step as the core computes it,
+    rounded to ANSWER_DECIMALS or the decimals the key asks for, whichever is more (whole numbers exact)."""
+    settings = settings or Settings()
     steps = pipeline.solve(pipeline.load(text=text, name="generate"))
-    lines = answer_lines(steps, lambda value, masked: "masked" if masked else _answer(value))
-    return "\n".join([comment(t("generate.answers_note", decimals=ANSWER_DECIMALS)), *lines]) + "\n"
+    decimals = max(ANSWER_DECIMALS, settings.min_decimals or 0)
+    lines = answer_lines(steps, lambda value, masked: "masked" if masked else _answer(value, decimals))
+    head = [comment(t("generate.answers_note", decimals=decimals)), f"require: {EVERY_STEP}"]
+    head += [f"min_decimals: {settings.min_decimals}"] if settings.min_decimals is not None else []
+    head += ["decimal_comma: true"] if settings.decimal_comma else []
+    return "\n".join([*head, *lines]) + "\n"
 
 
-def _answer(value: float) -> str:
-    """Whole numbers as integers (checked exactly), the rest with ANSWER_DECIMALS decimals (checked to that)."""
+def _answer(value: float, decimals: int) -> str:
+    """Whole numbers as integers (checked exactly), the rest with `decimals` decimals (checked to that)."""
     if math.isclose(value, round(value), rel_tol=1e-12, abs_tol=1e-13):
         return str(round(value))
-    return fixed(value, ANSWER_DECIMALS)
+    return fixed(value, decimals)

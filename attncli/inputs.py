@@ -35,6 +35,19 @@ def note(status: os.stat_result, name: str) -> None:
         read.setdefault((status.st_dev, status.st_ino), name)
 
 
+def read() -> dict[File, str]:
+    """The files noted so far (a copy), for a worker process to hand back to the run it grades for."""
+    return dict(_READ.get() or {})
+
+
+def noted(files: dict[File, str]) -> None:
+    """Files read elsewhere for this run (by a worker process, `read`), noted as if read here."""
+    found = _READ.get()
+    if found is not None:
+        for file, name in files.items():
+            found.setdefault(file, name)
+
+
 def reading(path: str) -> str | None:
     """The name under which the run read the file `path` is (links followed), or None: not an input, or no file."""
     read = _READ.get()

@@ -117,6 +117,8 @@ class Backward(NamedTuple):
     loss: str  # grad_output | sum | target
     grad_output: np.ndarray | None = None  # (L, d_out) dO as given; rows = the output's rows
     target: np.ndarray | None = None  # (L, d_out) T of the `target` loss
+    carried: np.ndarray | None = None  # (L, d_out) how far a careful student's dO may be from grad_output: a stacked
+    # layer's attention reads the gradient the layers after it hand on (attncli.grading.backward_stack); None: exact
 
 
 class Problem(NamedTuple):

@@ -365,6 +365,13 @@ def computed(steps: Steps, name: str, head: int | None = None) -> bool:
     return given is None or isinstance(given, Projection)
 
 
+def asked(steps: Steps, name: str, head: int | None = None) -> bool:
+    """Whether a template asks a student for step `name` (of `head`): one they compute, and concat and final only
+    where heads are concatenated (several heads, or W_O). What `require: all` requires."""
+    before = name in INDEX and INDEX[name] < INDEX["queries"]  # x + PE, asked of one head too
+    return (head is not None or steps.concat is not None or before) and computed(steps, name, head)
+
+
 def matrix(steps: Steps | LayerSteps, name: str, head: int | None = None) -> np.ndarray | None:
     """Step `name`'s numbers (of `head`) as the record and the documents keep them, None where the problem does not
     have it."""

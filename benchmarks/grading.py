@@ -13,6 +13,14 @@ wrong file cost once the key is solved. Last, a class of 1,000 files that no mis
 student works carefully but writes one row of one step as 1.1·x + 0.37 and carries on from it, so
 that check tries every replay and every pair of slips on every file (issue 23).
 Target (issues 10 and 23): ≤ 10 s for 1,000 files, either class, on the machine the suite runs on.
+
+Scale (issue 27): 10,000 small files (the default exercise: 3 tokens, one head; 70 % careful, 30 % a mistake)
+against one key, by one `check --key --format csv -o` process on one core (`--jobs 1`) and on every core (the
+default): the ratio of the two wall times (goal ≤ 0.6 on two cores, on a quiet machine: the load average is
+printed beside it), that both gradebooks are the same rows in the same order, and the peak memory of each run,
+beside a run over a tenth of the files (flat: rows are written as they are graded).
+
+    python benchmarks/grading.py --scale-only    # only the scale figures
 """
 
 from __future__ import annotations
@@ -42,6 +50,9 @@ from tests.replays.suite import clear_limit, differs  # noqa: E402
 TARGET = 10.0  # seconds for 1,000 files
 WRONG = 0.3  # the share of the class that slips
 KEY = (Options(tokens=4, heads=2, mask="causal", answers=True), 7)
+SMALL_KEY = (Options(answers=True), 7)  # the scale class: generate's default exercise
+SCALE_FILES = 10_000
+SCALE_GOAL = 0.6  # wall time on every core / on one, two cores
 
 
 def slipped(problem: object) -> list[tuple[str, str]]:
@@ -60,9 +71,11 @@ def slipped(problem: object) -> list[tuple[str, str]]:
     return found
 
 
-def write_class(folder: Path, count: int) -> tuple[Path, list[tuple[Path, str]]]:
+def write_class(
+    folder: Path, count: int, key_options: tuple[Options, int] = KEY
+) -> tuple[Path, list[tuple[Path, str]]]:
     """The key and `count` homework files, each with what its student did ("careful" or the mistake)."""
-    key = exercise(*KEY)
+    key = exercise(*key_options)
     problem = read(key)
     (folder / "key.yaml").write_text(key, encoding="utf-8")
     careful = answers_yaml(Work(problem))
@@ -137,6 +150,50 @@ def as_subprocess(key: Path, files: list[Path], grades: Path) -> tuple[float, fl
     return elapsed, cpu
 
 
+def measured_run(key: Path, files: list[Path], grades: Path, jobs: int | None) -> tuple[float, float]:
+    """Wall seconds and peak memory (MB, the largest process: the run or one of its workers) of one `check --key`
+    process over every file, with `--jobs` (None: its default, every core). A wrapper process runs it, so that the
+    peak is this run's alone."""
+    command = [sys.executable, "-m", "attncli", "check", "--key", str(key), *map(str, files)]
+    command += ["--format", "csv", "-o", str(grades), *(["--jobs", str(jobs)] if jobs else [])]
+    wrapper = (
+        "import resource, subprocess, sys, time; start = time.perf_counter(); "
+        "code = subprocess.run(sys.argv[1:]).returncode; elapsed = time.perf_counter() - start; "
+        "print(code, elapsed, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)"
+    )
+    environment = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run(
+        [sys.executable, "-c", wrapper, *command], capture_output=True, text=True, cwd=ROOT, env=environment
+    )
+    code, elapsed, peak_kb = done.stdout.split()
+    if int(code) not in (0, 1):
+        raise SystemExit(done.stderr)
+    return float(elapsed), int(peak_kb) / 1024
+
+
+def scale_figures(folder: Path, count: int) -> list[tuple[str, float, str]]:
+    """`count` small files graded on one core and on every core: the ratio of the wall times, the same rows, the
+    peak memory beside a tenth of the class."""
+    key, files = write_class(folder, count, SMALL_KEY)
+    paths = [path for path, _ in files]
+    load = os.getloadavg()[0]
+    one, one_peak = measured_run(key, paths, folder / "one.csv", 1)
+    every, every_peak = measured_run(key, paths, folder / "every.csv", None)
+    _, tenth_peak = measured_run(key, paths[: count // 10], folder / "tenth.csv", None)
+    same = (folder / "one.csv").read_bytes() == (folder / "every.csv").read_bytes()
+    rows = (folder / "every.csv").read_text(encoding="utf-8").count("\n") - 1
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return [
+        (f"check --key, {count} small files, --jobs 1 (s)", one, f"load average {load:.2f} before"),
+        (f"  on every core ({cores}) (s)", every, ""),
+        ("  every core / one core", every / one, f"goal ≤ {SCALE_GOAL} on two cores"),
+        ("  the same gradebook, rows in order (1 = yes)", float(same and rows == count), "must be 1"),
+        ("  peak memory, one core (MB)", one_peak, ""),
+        ("  peak memory, every core (MB)", every_peak, "the largest process"),
+        (f"  peak memory, every core, {count // 10} files (MB)", tenth_peak, "flat: about the same"),
+    ]
+
+
 def one_by_one(key: Path, files: list[tuple[Path, str]]) -> dict[str, list[float]]:
     """CPU seconds each file takes to grade alone, by what its student did, once one file of each kind has been
     graded: what depends on the key alone is then solved."""
@@ -154,8 +211,13 @@ def one_by_one(key: Path, files: list[tuple[Path, str]]) -> dict[str, list[float
 def main(argv: list[str] | None = None) -> list[tuple[str, float, str]]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="20 files: checks the script, measures nothing")
+    parser.add_argument("--scale-only", action="store_true", help=f"only {SCALE_FILES:,} small files, 1 vs every core")
     args = parser.parse_args(argv)
     count = 20 if args.quick else 1000
+    with tempfile.TemporaryDirectory() as name:
+        scale = scale_figures(Path(name), 40 if args.quick else SCALE_FILES)
+    if args.scale_only:
+        return report(scale)
     with tempfile.TemporaryDirectory() as name:
         folder = Path(name)
         key, files = write_class(folder, count)
@@ -191,6 +253,11 @@ def main(argv: list[str] | None = None) -> list[tuple[str, float, str]]:
         ("  its CPU time (s)", unexplained_cpu, "the same on a busy machine"),
         ("  files graded wrong / files", sum(row["status"] == "wrong" for row in odd_rows) / count, "must be 1"),
     ]
+    return report(figures + scale)
+
+
+def report(figures: list[tuple[str, float, str]]) -> list[tuple[str, float, str]]:
+    """The figures printed as a table, and returned."""
     print(f"{'measure':<60} {'value':>10}  note")
     for label, value, note in figures:
         print(f"{label:<60} {value:>10.4g}  {note}")

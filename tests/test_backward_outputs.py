@@ -263,3 +263,86 @@ def test_any_backward_section_is_an_answer_or_one_line(section: object) -> None:
         assert "backward" in json.loads(result.stdout) or section is None
     else:
         assert len(result.output.splitlines()) == 1 and "Traceback" not in result.output
+
+
+GAINED = "samples/layers.yaml, its second layer's LayerNorm placed post, learning a gain and a bias"
+
+
+def _gained(folder: Path) -> str:
+    text = (
+        Path(LAYERS)
+        .read_text(encoding="utf-8")
+        .replace(
+            "norm: {type: layer, place: pre, eps: 1e-5}",
+            "norm: {type: layer, place: post, gain: [1, 2, 3], bias: [0, 1, 0]}",
+        )
+    )
+    path = folder / "gained.yaml"
+    path.write_text(text + "backward: {loss: sum}\n", encoding="utf-8")
+    return str(path)
+
+
+def _csv_gradients(text: str, stacked: bool) -> dict[tuple, list[float]]:
+    """The gradients' numbers in a long CSV, in the order written, by (layer, step, head)."""
+    import csv
+    import io
+
+    found: dict[tuple, list[float]] = {}
+    for row in csv.DictReader(io.StringIO(text)):
+        if row["step"].startswith("backward.") and row["step"] != "backward.loss":
+            key = (row.get("layer") if stacked else None, row["step"], row["head"])
+            found.setdefault(key, []).append(float(row["value"]))
+    return found
+
+
+def _json_gradient(doc: dict, layer: str | None, step: str, head: str, first: int = 0) -> object:
+    """The JSON array CSV's (layer, step, head) names: a layer's own or its attention's, a head's, a kv head's
+    (`first`: the number of JSON's first layer, with --layer N)."""
+    name = step.removeprefix("backward.")
+    if layer is not None:
+        own = doc["layers"][int(layer) - first]
+        if name.startswith("grad_norm."):
+            return own["grad_norm"][name.removeprefix("grad_norm.")]
+        if name in own:
+            return own[name]
+        doc = own["attention"]
+    if name.startswith("kv_heads."):
+        return doc["kv_heads"][int(head)][name.removeprefix("kv_heads.")]
+    return doc["heads"][int(head)][name] if head else doc[name]
+
+
+@pytest.mark.parametrize(
+    ("path", "flags"),
+    [(BANK_BACKWARD, ()), (TWO_HEADS, ()), (LAYERS, ("--loss", "sum")), (LAYERS, ("--layer", "2")), (GAINED, ())],
+)
+def test_csv_holds_every_gradient_of_json_number_for_number(path: str, flags: tuple[str, ...], tmp_path: Path) -> None:
+    """-f csv: after the forward's rows, one row per number of each gradient (backward.<JSON key>, with its head
+    and, in a stack, its layer), equal to JSON's to the last bit; every array of JSON's backward object is there;
+    the wide layout holds the same numbers, a block per gradient."""
+    stacked = path in (LAYERS, GAINED)
+    path = _gained(tmp_path) if path == GAINED else path
+    extra = ("--loss", "sum", *flags) if "--layer" in flags else flags
+    doc = backward_of(path, *extra)
+    result = run(path, *extra, "--format", "csv")
+    assert result.exit_code == 0
+    found = _csv_gradients(result.stdout, stacked)
+    for (layer, step, head), numbers in found.items():
+        first = int(flags[-1]) - 1 if "--layer" in flags else 0
+        assert numbers == np.ravel(_json_gradient(doc, layer, step, head, first)).tolist(), (layer, step, head)
+
+    def arrays(node: object, path: tuple = ()) -> set[tuple]:
+        if isinstance(node, dict):
+            return {found for key, value in node.items() for found in arrays(value, (*path, key))}
+        if isinstance(node, list) and node and isinstance(node[0], dict):
+            return {found for index, item in enumerate(node) for found in arrays(item, (*path, index))}
+        return {path} if isinstance(node, list) else set()
+
+    layers = doc.get("layers", [None])
+    wanted = {
+        p for index, part in enumerate(layers) for p in arrays(part if stacked else doc, (index,) if stacked else ())
+    }
+    assert len(found) == len(wanted) and found
+    wide = run(path, *extra, "--format", "csv", "--csv-layout", "wide").stdout
+    blocks = [block for block in wide.split("\n\n") if "backward." in block.splitlines()[0]]
+    assert len(blocks) == len(found)
+    assert (doc["loss"] is not None) == ("backward.loss" in result.stdout)

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.replays import backward as replays
+from tests.replays import backward_layers as stack_replays
 
 COUNT = 2  # exercises of each set
 
@@ -58,3 +59,46 @@ def test_the_figures_no_false_alarm_no_missed_no_unnamed(suite: list[replays.Cas
     table = replays.figures(suite)
     bad = {row: counts for row, counts in table.items() if set(counts) != {replays.GOOD}}
     assert bad == {}
+
+
+# Stacked layers (tests/replays/backward_layers.py): pre and post, LayerNorm and RMSNorm, two heads, a causal
+# mask, three layers; each slip made in head 0 of each layer, the layers before it worked on from it.
+STACK_COUNT = 1  # stacks of each set
+
+
+@pytest.fixture(scope="module")
+def stack_suite(tmp_path_factory: pytest.TempPathFactory) -> list[stack_replays.Case]:
+    cases, _ = stack_replays.build(Path(tmp_path_factory.mktemp("backward-stack-replays")), STACK_COUNT)
+    return cases
+
+
+def test_the_stack_suite_has_every_case(stack_suite: list[stack_replays.Case]) -> None:
+    careful = [case for case in stack_suite if case.slip is None]
+    assert len(careful) == STACK_COUNT * len(stack_replays.SETS)
+    assert {case.slip for case in stack_suite} == {None, *stack_replays.SLIPS}
+    assert {case.where[2] for case in stack_suite if case.where is not None} == {0, 1, 2}  # every layer of three
+
+
+@pytest.mark.parametrize("row", [None, *stack_replays.SLIPS])
+def test_stack_students_careful_pass_and_each_slip_is_named_in_its_layer(
+    stack_suite: list[stack_replays.Case], row: str | None
+) -> None:
+    """Careful: every step right, forward and backward, through the residual's two paths and the norms' backward.
+    A slip: wrong with its code at its step and layer; every other step right or carried (↷)."""
+    cases = [case for case in stack_suite if case.slip == row]
+    failures = [f"{c.exercise}: {v}" for c in cases for v in [stack_replays.verdict(c)] if v[0] != stack_replays.GOOD]
+    assert cases and not failures, "\n".join(failures[:8])
+    if row is None:
+        assert all({s["status"] for s in case.result["steps"]} == {"right"} for case in cases)
+
+
+def test_a_slip_in_the_last_layer_leaves_the_layers_before_carried(stack_suite: list[stack_replays.Case]) -> None:
+    """Worked on from the student's own wrong gradient, the first layer's gradients are carried (or, where the slip
+    moves them less than a careful student's rounding may, right), never wrong."""
+    late = [
+        case for case in stack_suite if case.where is not None and case.where[2] == 1 and "three" not in case.exercise
+    ]
+    found = [{s["status"] for s in case.result["steps"] if s["layer"] == 0 and s["step"].startswith("backward.")}
+             for case in late]  # fmt: skip
+    assert late and not [statuses for statuses in found if "wrong" in statuses]
+    assert sum("carried" in statuses for statuses in found) >= len(late) // 2

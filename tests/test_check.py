@@ -269,7 +269,8 @@ def test_several_files_one_line_each_and_a_total() -> None:
     assert lines[1].endswith("— weights: normalised without e^s")
     assert lines[2] == f"{files[2]}: not graded (bad input: see the error above)"
     assert lines[3] == (
-        "Total: 3 files, 1 all right, 1 with mistakes, 0 with a changed problem, 1 not graded; 14/19 cells right"
+        "Total: 3 files, 1 all right, 0 wrong only by rounding, 1 with mistakes, 0 incomplete, 0 with a changed"
+        " problem, 1 not graded; 14/19 cells right"
     )
     assert run(*files[:2]).exit_code == 1
 

@@ -175,11 +175,13 @@ def test_csv_has_one_row_per_file_broken_ones_included(tmp_path: Path, key: str)
     assert result.exit_code == 2
     rows = list(csv.DictReader(io.StringIO(result.stdout)))
     assert [row["file"] for row in rows] == files
-    assert [row["status"] for row in rows] == ["right", "wrong", "wrong", "not_graded", "problem_changed", "not_graded"]
+    statuses = ["right", "wrong", "incomplete", "not_graded", "problem_changed", "not_graded"]  # blank: nothing done
+    assert [row["status"] for row in rows] == statuses
     right, wrong, blank, broken, changed, _ = rows
-    assert (right["right"], right["wrong"], right["cells_right"], right["cells"]) == ("2", "0", "5", "5")
+    # the key asks for every step (it holds no answers: and no require:): 3 + 3 + 3 + 2 cells
+    assert (right["right"], right["wrong"], right["cells_right"], right["cells"]) == ("2", "0", "5", "11")
     assert (wrong["wrong"], wrong["carried"], wrong["first_mistake"]) == ("1", "1", "weights")  # output: 0.5·v1 + ...
-    assert blank["not_answered"] == "1" and blank["cells"] == "0"
+    assert blank["not_answered"] == "1" and (blank["cells_right"], blank["cells"]) == ("0", "11")
     assert "decimal comma? write 0.0900" in broken["error"] and changed["error"] == "keys"
 
 
@@ -218,7 +220,8 @@ def test_command_line_settings_reach_the_grader(tmp_path: Path, key: str, monkey
     monkeypatch.setattr(grading, "grade", spy)
     homework = write(tmp_path, "a.yaml", RIGHT_ANSWERS)
     run("--key", key, homework, "--min-decimals", "2", "--require", "weights", "--tolerance", "0.01")
-    assert [{name: kw[name] for name in ("tolerance", "min_decimals", "require")} for kw in seen] == [
+    graded = [kw for kw in seen if kw.get("file") == homework]  # not the key's blank template, counting its cells
+    assert [{name: kw[name] for name in ("tolerance", "min_decimals", "require")} for kw in graded] == [
         {"tolerance": 0.01, "min_decimals": 2, "require": ("weights",)}
     ]
 
@@ -256,13 +259,16 @@ def test_markdown_class_report(tmp_path: Path, key: str) -> None:
     result = run("--key", key, *files, "--format", "markdown")
     lines = result.stdout.splitlines()
     assert lines[0] == "# Class report"
-    assert lines[2] == "| file | status | scores | weights | output | cells right | note |"
-    assert lines[4] == f"| `{files[0]}` | right |  | ✓ 3/3 | ✓ 2/2 | 5/5 |  |"
-    assert lines[5] == f"| `{files[1]}` | wrong | ✗ 1/3 `missing_scale` |  |  | 1/3 |  |"
+    assert lines[2] == "| file | status | scores | weights | output | cells right | points | note |"
+    # the key asks for every step: dot, scores, weights (3 cells each) and output (2), a point a cell
+    assert lines[4] == f"| `{files[0]}` | right |  | ✓ 3/3 | ✓ 2/2 | 5/11 | 5 of 11 (45.45 %) |  |"
+    assert lines[5] == f"| `{files[1]}` | wrong | ✗ 1/3 `missing_scale` |  |  | 1/11 | 1 of 11 (9.09 %) |  |"
     assert (
-        lines[6].startswith(f"| `{files[2]}` | not graded |  |  |  |  | ") and "answers must be a mapping" in lines[6]
+        lines[6].startswith(f"| `{files[2]}` | not graded |  |  |  |  |  | ")
+        and "answers must be a mapping" in lines[6]
     )
-    assert len(lines) == 9 and lines[8].startswith("Total: 3 files, 1 all right, 1 with mistakes")
+    assert lines[8].startswith("Total: 3 files, 1 all right, 0 wrong only by rounding, 1 with mistakes")
+    assert lines[10] == "## The class at a glance"  # what the class got wrong, ending the report
 
 
 def test_spanish_gradebook_keeps_the_codes(tmp_path: Path, key: str) -> None:
@@ -272,7 +278,7 @@ def test_spanish_gradebook_keeps_the_codes(tmp_path: Path, key: str) -> None:
     ]
     markdown = run("--key", key, *files, "--format", "markdown", "--lang", "es").stdout.splitlines()
     assert markdown[0] == "# Informe de la clase"
-    assert markdown[2] == "| archivo | estado | puntuaciones | pesos | salida | celdas bien | nota |"
+    assert markdown[2] == "| archivo | estado | puntuaciones | pesos | salida | celdas bien | puntos | nota |"
     assert "| bien |" in markdown[4] and "| mal | ✗ 1/3 `missing_scale` |" in markdown[5]
     rows = list(csv.DictReader(io.StringIO(run("--key", key, *files, "--format", "csv", "--lang", "es").stdout)))
     assert [row["status"] for row in rows] == ["right", "wrong"] and rows[1]["codes"] == "scores:missing_scale"
@@ -336,6 +342,7 @@ def test_grading_benchmark_runs_in_quick_mode() -> None:
     rows = {name: value for name, value, _ in benchmark.main(["--quick"])}
     assert rows["gradebook rows / files"] == 1
     assert rows["files graded right or wrong as their students did / files"] == 1
+    assert rows["  the same gradebook, rows in order (1 = yes)"] == 1  # --jobs 1 and every core (issue 27)
 
 
 def test_the_rounding_rule_shows_its_arithmetic_where_it_decided(tmp_path: Path) -> None:

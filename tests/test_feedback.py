@@ -226,19 +226,22 @@ def test_the_class_at_a_glance_adds_up(tmp_path: Path) -> None:
     assert found.students == 5
     rows = {step.step.step: step for step in found.steps}
     assert list(rows) == ["dot", "scores", "weights", "output"]
-    counted = {name: (s.answered, s.right, s.carried, s.wrong, s.missing, s.not_answered) for name, s in rows.items()}
+    counted = {
+        name: (s.answered, s.right, s.carried, s.rounded, s.wrong, s.missing, s.not_answered)
+        for name, s in rows.items()
+    }
     assert counted == {
-        "dot": (1, 0, 0, 1, 0, 4),
-        "scores": (3, 0, 1, 2, 0, 2),  # a: carried; c, d: missing_scale
-        "weights": (4, 1, 1, 2, 0, 1),  # b right; c carried; a rounded_early, e uniform (no cause): wrong
-        "output": (1, 0, 1, 0, 0, 4),
+        "dot": (1, 0, 0, 0, 1, 0, 4),
+        "scores": (3, 0, 1, 0, 2, 0, 2),  # a: carried; c, d: missing_scale
+        "weights": (4, 1, 1, 1, 1, 0, 1),  # b right; c carried; a rounded_early: rounded; e uniform (no cause): wrong
+        "output": (1, 0, 1, 0, 0, 0, 4),
     }
     for step in found.steps:
         assert step.answered + step.missing + step.not_answered == found.students
-        assert step.answered == step.right + step.carried + step.wrong
+        assert step.answered == step.right + step.carried + step.rounded + step.wrong
     assert rows["scores"].causes[0] == ("missing_scale", 2)
     text = in_language("en", gradebook.glance_markdown, found)
-    assert "| scores | 3 | 0 | 1 | 2 | 0 | 2 | missing\\_scale ×2 |" in text
+    assert "| scores | 3 | 0 | 1 | 0 | 2 | 0 | 2 | missing\\_scale ×2 |" in text
     assert text.startswith("## The class at a glance\n\n5 graded files;")
     html = in_language("es", gradebook.glance_html, found)
     assert html.startswith("<h2>La clase de un vistazo</h2>") and "<td>missing_scale ×2</td>" in html

@@ -36,7 +36,7 @@ CHOICES = {
     ("compute", "--weights"): ["uniform", "permute", "permute:"],
     ("compute", "--csv-layout"): ["long", "wide"],
     ("compute", "--lang"): list(LANGUAGES),
-    ("check", "--format"): ["rich", "text", "json", "csv", "markdown"],
+    ("check", "--format"): ["rich", "text", "json", "csv", "markdown", "html", "gradescope", "canvas", "grades"],
     ("compare", "--format"): list(compare.FORMATS),
     ("scaling", "--format"): ["rich", "text", "json"],
     ("generate", "--mask"): ["none", "causal"],

@@ -25,6 +25,7 @@ from attncli.errors import AttnError
 from attncli.layers import StackSteps
 from attncli.problem import Stack
 from attncli.render import latex
+from attncli.steps import BY_NAME
 from tests.paths import SAMPLES, STACK_SAMPLES
 from tests.test_positions import REFERENCES
 from tests.test_writeups import compile_log
@@ -593,7 +594,9 @@ def test_a_generated_stack_key_grades_itself_right_and_its_template_blank(tmp_pa
     template = tmp_path / "blank.yaml"
     template.write_text(blank.stdout, encoding="utf-8")
     (empty,) = check_json([template], key)
-    assert empty["status"] == "wrong" and all(step["status"] == "not_answered" for step in empty["steps"])
+    # the key requires every step (require: all, issue 27): an untouched template is incomplete, every step missing
+    required = [step for step in empty["steps"] if not BY_NAME[step["step"]].aside]  # a norm's mean and root: optional
+    assert empty["status"] == "incomplete" and all(step["status"] == "missing" for step in required)
 
 
 def test_the_stack_students_are_graded_as_they_worked(tmp_path: Path) -> None:
@@ -640,12 +643,13 @@ def test_a_class_report_of_stacks_gives_each_layer_s_steps_a_column(tmp_path: Pa
     lines = result.stdout.splitlines()[2 : 4 + len(files)]
     header, _, *rows = [[cell.strip() for cell in line.strip("|").split("|")] for line in lines]
     order = [(step["layer"], step["step"], step["head"]) for step in docs[0]["steps"]]  # the careful file: every step
-    assert [column.rsplit("(layer ", 1)[1] for column in header[2:-2]] == [f"{layer + 1})" for layer, _, _ in order]
-    marks = {"right": "✓", "carried": "↷", "wrong": "✗", "not_answered": "?", "missing": "—"}
+    steps = slice(2, -3)  # after file and status; before cells right, points and note
+    assert [column.rsplit("(layer ", 1)[1] for column in header[steps]] == [f"{layer + 1})" for layer, _, _ in order]
+    marks = {"right": "✓", "carried": "↷", "rounded": "≈", "wrong": "✗", "not_answered": "?", "missing": "—"}
     for row, doc in zip(rows, docs):
         graded = {(step["layer"], step["step"], step["head"]): marks[step["status"]] for step in doc["steps"]}
-        assert [cell[:1] for cell in row[2:-2]] == [graded.get(key, "") for key in order]
-    assert [doc["status"] for doc in docs] == ["right", "wrong", "wrong"]
+        assert [cell[:1] for cell in row[steps]] == [graded.get(key, "") for key in order]
+    assert [doc["status"] for doc in docs] == ["right", "wrong", "incomplete"]  # norm_misplaced: no layer-1 normed
 
 
 def test_stack_answers_refused_where_they_cannot_be_read(tmp_path: Path) -> None:

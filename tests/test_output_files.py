@@ -174,12 +174,12 @@ def test_the_summary_says_what_holds_every_number_at_its_size(tmp_path: Path) ->
 
 COMMANDS = {
     "compute": (["p.yaml"], {".json", ".csv", ".tsv", ".npy", ".npz", ".md", ".tex", ".txt"}),
-    "check": ([str(SAMPLES.parent / "tests" / "corpus" / "answered.yaml")], {".json", ".csv", ".md", ".txt"}),
+    "check": ([str(SAMPLES.parent / "tests" / "corpus" / "answered.yaml")], {".json", ".csv", ".md", ".txt", ".html"}),
     "compare": ([str(SAMPLES / "bank.yaml"), str(SAMPLES / "bank_cashier.yaml")], {".json", ".csv", ".tsv", ".txt"}),
     "scaling": (["--dk", "2,8", "--samples", "200", "--seed", "1"], {".json", ".txt"}),
 }
 FORMAT_OF = {".json": "json", ".csv": "csv", ".tsv": "tsv", ".npy": "npy", ".npz": "npz", ".md": "markdown"}
-FORMAT_OF |= {".tex": "latex", ".txt": "text"}
+FORMAT_OF |= {".tex": "latex", ".txt": "text", ".html": "html"}
 CASES = [(command, suffix) for command, (_, suffixes) in COMMANDS.items() for suffix in sorted(suffixes)]
 
 
@@ -216,7 +216,10 @@ def test_an_unknown_extension_keeps_the_default(problem: Path, name: str) -> Non
     assert Path(name).read_bytes() == Path("text.out").read_bytes()
 
 
-@pytest.mark.parametrize(("command", "name"), [("check", "grades.npy"), ("scaling", "table.csv"), ("compare", "c.tex")])
+@pytest.mark.parametrize(
+    ("command", "name"),
+    [("check", "grades.npy"), ("scaling", "table.csv"), ("compare", "c.tex"), ("compute", "view.html")],
+)
 def test_an_extension_the_command_does_not_write_is_refused(problem: Path, command: str, name: str) -> None:
     result = run(command, *COMMANDS[command][0], "-o", name)
     assert result.exit_code == 2 and result.stdout == "" and result.stderr.count("\n") == 1

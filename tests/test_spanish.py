@@ -39,7 +39,7 @@ NOT_PROSE = re.compile(
     r"'[^']*'|\"[^\"]*\"|`[^`]*`"  # quoted: names, values, code
     r"|\S*(?:/|\.\w)\S*"  # paths and file names
     r"|(?<![\w-])--?[a-zA-Z][\w-]*"  # options
-    r"|\w*_\w*"  # identifiers
+    r"|\w*(?:\\?_\w*)+"  # identifiers (Markdown escapes their underscores: not\_normalized)
     r"|\\[a-zA-Z]+"  # LaTeX commands (\the, \begin)
     r"|\(from attncli import attention\)"  # Python code in the advice to use the API
     r"|^ *(?:cat \S+ \| )?attncli .*$"  # an example command line

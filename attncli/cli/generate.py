@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import random
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, NamedTuple, Optional
 
@@ -12,7 +13,7 @@ from attncli.cli.common import Debug, Lang, boundary, choose, command, completio
 from attncli.cli.ending import say
 from attncli.cli.environment import Environment
 from attncli.cli.lean import option
-from attncli.cli.output import all_or_nothing, check_targets, write
+from attncli.cli.output import all_or_nothing, check_targets, make_folder, write
 from attncli.errors import ExitCode, fail
 from attncli.i18n import t
 from attncli.render.formats import implied_by
@@ -55,6 +56,9 @@ class Options(NamedTuple):
     tiles: Annotated[Optional[int], shaping.TILES] = None
     backward: Annotated[bool, shaping.BACKWARD] = False
     seed: Annotated[Optional[int], shaping.SEED] = None
+    min_decimals: Annotated[
+        Optional[int], option("--min-decimals", min=0, max=17, help=t("help.generate.min_decimals"))
+    ] = None
     answers: Annotated[bool, option(help=t("help.generate.answers"))] = False
     how_many: Annotated[Optional[int], option("--count", min=1, max=1000, help=t("help.generate.count"))] = (
         None  # not `count`: tuple.count
@@ -77,7 +81,7 @@ def generate(env: Environment, given: Options) -> ExitCode:
     """One exercise on stdout or in -o (or its sheet), or `--count` of them with their keys into a folder."""
     from attncli import exercises
 
-    options = shaping.exercise_options(given, answers=given.answers)
+    options = replace(shaping.exercise_options(given, answers=given.answers), min_decimals=given.min_decimals)
     sheet, output = given.sheet, given.output
     if sheet is not None:
         choose(sheet, tuple(SHEETS), "--sheet", "generate.bad_sheet")
@@ -124,7 +128,7 @@ def _worksheet(
         files += [
             (name.removesuffix(".yaml") + SHEETS[sheet], _sheet(text, sheet)) for name, text in files if name in names
         ]
-    made = _folder(output)
+    made = make_folder(output, "-o")
     try:
         with all_or_nothing():  # the set whole, or none of it (a target that is a folder, a full disk): said last
             for name, text in files:
@@ -140,19 +144,6 @@ def _worksheet(
         env.stderr,
         whole=True,
     )
-
-
-def _folder(output: Path) -> list[Path]:
-    """Make the folder `output` and those above it that are missing: the ones made, the innermost first."""
-    made, folder = [], output
-    while not folder.exists() and not folder.is_symlink() and folder != folder.parent:
-        made.append(folder)
-        folder = folder.parent
-    try:
-        output.mkdir(parents=True, exist_ok=True)
-    except OSError as error:
-        raise fail("cli.output_failed", path=str(output), reason=error.strerror or str(error)).at(source="-o") from None
-    return made
 
 
 def _sheet(exercise: str, kind: str) -> str:

@@ -106,6 +106,31 @@ def _check_target(output: Path) -> None:
         raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR))
 
 
+def make_folder(output: Path, option: str) -> list[Path]:
+    """Make the folder `output` (given with `option`) and those above it that are missing: the ones made, the
+    innermost first, for a run that fails to remove again."""
+    made, folder = [], output
+    while not folder.exists() and not folder.is_symlink() and folder != folder.parent:
+        made.append(folder)
+        folder = folder.parent
+    try:
+        output.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        reason = error.strerror or str(error)
+        raise fail("cli.output_failed", path=str(output), reason=reason).at(source=option) from None
+    return made
+
+
+def write_at_once(content: Content, output: Path, env: Environment) -> None:
+    """Write `output` whole now, even inside `all_or_nothing`: a file that holds a conversation as it goes (the
+    tutor's record, rewritten after every answer), so that an interrupted run keeps what it said."""
+    token = _STAGED.set(None)
+    try:
+        write(content, output, env)
+    finally:
+        _STAGED.reset(token)
+
+
 def to_stdout(content: Content, env: Environment) -> None:
     """Print `content` now, even inside `all_or_nothing`: what a conversation (the tutor) says as it goes."""
     data = content.encode("utf-8") if isinstance(content, str) else content

@@ -1,61 +1,67 @@
-"""`attncli practice`: the tutor in a terminal (Rich, colour) or in a pipe (one answer per line, plain text).
+"""`attncli practice`: the tutor in a terminal (line editing, colour) or in a pipe (one answer per line, plain text).
 
 The session itself is attncli.practice.session; this module only reads lines, prints the
-records as attncli.render.practice words them, and ends: 0 when every step was eventually
-right, 1 otherwise, 130 on Ctrl-C, each time after the summary (and the --record file).
+records as attncli.render.practice words them, writes the `--record` file after every line
+that moves the session (atomically: a crash, Ctrl-C or SIGTERM loses nothing), and ends: 0
+when every step was eventually right, 1 otherwise, 130 on Ctrl-C, each time after the summary.
 """
 
 from __future__ import annotations
 
 import random
 import shlex
-from collections.abc import Mapping
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, NamedTuple, Optional
 
 from attncli.cli import exercise_options as shaping
-from attncli.cli.common import SCORES, Debug, Lang, NoColor, boundary, command, completion, epilog, located
+from attncli.cli.common import Debug, Lang, NoColor, boundary, command, completion, epilog
 from attncli.cli.ending import say
 from attncli.cli.environment import Environment
 from attncli.cli.lean import argument, option
-from attncli.cli.output import check_targets, to_stdout, write
+from attncli.cli.output import check_targets, write_at_once
+from attncli.cli.practice_input import Pipe, Terminal
 from attncli.errors import ExitCode, fail
 from attncli.i18n import current_language, t
-from attncli.render.layout import Line, fit, to_text
 
 if TYPE_CHECKING:
-    from attncli.core import Steps
     from attncli.parsing.answers import Settings
+    from attncli.practice.plan import Solved
+    from attncli.practice.record import Saved
     from attncli.practice.session import Session
+    from attncli.yamldoc import Document
 
 SEED_LIMIT = 1_000_000  # as generate: random seeds stay short enough to copy by hand
 EXAMPLES = epilog(
     "  attncli practice samples/bank.yaml",
     "  attncli practice --tokens 4 --mask causal --seed 7 --level 3",
+    "  attncli practice --rope half --dk 4 --seed 3",
+    "  attncli practice --layers 2 --norm layer --seed 5",
+    "  attncli practice --tokens 4 --tiles 2 --seed 1",
     "  attncli practice samples/bank.yaml --lang es --record homework.yaml",
+    "  attncli practice --record homework.yaml --resume",
     "  printf '2*sqrt(2)\\n1/sqrt(2)\\n' | attncli practice samples/bank.yaml",
 )
 
 
-@command(t("help.practice"), EXAMPLES)
-@boundary
-def practice(
-    env: Environment,
-    file: Annotated[Optional[str], argument(metavar=t("help.metavar.file"), help=t("help.practice.file"))] = None,
-    seed: Annotated[Optional[int], option(min=0, help=t("help.generate.seed"))] = None,
-    tokens: Annotated[Optional[str], option(metavar=t("help.metavar.tokens"), help=t("help.generate.tokens"))] = None,
-    dk: Annotated[Optional[int], option("--dk", min=1, max=8, help=t("help.generate.dk"))] = None,
-    heads: Annotated[Optional[int], option(min=1, max=4, help=t("help.generate.heads"))] = None,
-    mask: Annotated[
-        Optional[str],
-        option(
-            metavar=t("help.metavar.mask"), autocompletion=completion("none", "causal"), help=t("help.generate.mask")
-        ),
-    ] = None,
-    score: Annotated[
-        Optional[str],
-        option(metavar=t("help.metavar.name"), autocompletion=completion(*SCORES), help=t("help.score")),
-    ] = None,
+class Options(NamedTuple):
+    """The options of `practice`, as the command line gives them; those that shape an exercise are generate's."""
+
+    file: Annotated[Optional[str], argument(metavar=t("help.metavar.file"), help=t("help.practice.file"))] = None
+    tokens: Annotated[Optional[str], shaping.TOKENS] = None
+    dk: Annotated[Optional[int], shaping.DK] = None
+    dv: Annotated[Optional[int], shaping.DV] = None
+    heads: Annotated[Optional[int], shaping.HEADS] = None
+    mask: Annotated[Optional[str], shaping.MASK] = None
+    score: Annotated[Optional[str], shaping.SCORE] = None
+    projections: Annotated[bool, shaping.PROJECTIONS] = False
+    layers: Annotated[Optional[int], shaping.LAYERS] = None
+    norm: Annotated[Optional[str], shaping.NORM] = None
+    rope: Annotated[Optional[str], shaping.ROPE] = None
+    gqa: Annotated[bool, shaping.GQA] = False
+    tiles: Annotated[Optional[int], shaping.TILES] = None
+    backward: Annotated[bool, shaping.BACKWARD] = False
+    seed: Annotated[Optional[int], shaping.SEED] = None
     level: Annotated[
         int,
         option(
@@ -65,128 +71,187 @@ def practice(
             autocompletion=completion("1", "2", "3"),
             help=t("help.practice.level"),
         ),
-    ] = 2,
-    tiles: Annotated[Optional[int], shaping.TILES] = None,
-    record: Annotated[Optional[Path], option(help=t("help.practice.record"))] = None,
-    no_color: NoColor = False,
-    lang: Lang = None,
-    debug: Debug = False,
-) -> ExitCode:
+    ] = 2
+    record: Annotated[Optional[Path], option(help=t("help.practice.record"))] = None
+    resume: Annotated[bool, option("--resume", help=t("help.practice.resume"))] = False
+    force: Annotated[bool, option("--force", help=t("help.practice.force"))] = False
+    no_color: NoColor = False
+    lang: Lang = None
+    debug: Debug = False
+
+
+class _Exercise(NamedTuple):
+    """The problem a session works: as read (for the record), solved, its settings, and what to practise next."""
+
+    document: Document
+    base: Path | None  # where its arrays' files are found
+    solved: Solved
+    settings: Settings | None
+    again: str
+    harder: str
+
+
+@command(t("help.practice"), EXAMPLES)
+@boundary
+def practice(env: Environment, given: Options) -> ExitCode:
+    """A session on a problem file, a new exercise, or the one a record holds (`--resume`)."""
+    from attncli.practice import plan
     from attncli.practice.session import Session
 
-    made = {"--seed": seed, "--tokens": tokens, "--dk": dk, "--heads": heads, "--mask": mask, "--score": score}
-    made["--tiles"] = tiles
-    if file is not None:
-        steps, text, settings, again, harder = _from_file(file, made, level)
-    else:
-        steps, text, again, harder = _generated(seed, tokens, dk, heads, mask, score, level, tiles)
-        settings = None
-    check_targets(("--record", record))  # before the session, not after it
-    session = Session(steps, level, settings)
-    front = _Terminal(env) if env.stdin_is_terminal else _Pipe(env)
-    interrupted = False
-    try:
-        _run(session, front)
-    except KeyboardInterrupt:
-        interrupted = True
-        front.newline()  # the prompt waiting for an answer ends its line
+    saved = _saved(given) if given.resume else None
+    level = saved.level if saved is not None else given.level
+    exercise = _from_record(given, level) if saved is not None else _exercise(given, level)
+    if plan.count(exercise.solved, level) > plan.MAX_PROMPTS:
+        raise fail("practice.too_large", most=plan.MAX_PROMPTS).at(source=given.file or "--tokens")
+    check_targets(("--record", given.record))  # before the first prompt, not after the session
+    if given.record is not None and saved is None and given.record.is_file() and not given.force:
+        raise fail("practice.record_exists", path=str(given.record)).at(source="--record")
+    session = Session(exercise.solved, level, exercise.settings)
+    if saved is not None:
+        session.replay(list(saved.lines), saved.seconds)
+    front = Terminal(env) if env.stdin_is_terminal else Pipe(env)
+    keep = _keeper(exercise, session, given.record, env)
+    interrupted = _run(session, front, keep)
     session.stop()
+    keep()
     if interrupted:
         front.show([((t("practice.interrupted"), "bold"),)])
     from attncli.render.practice import summary
 
     result = session.summary()
-    front.show(summary(result, env.width, again, harder))
-    if record is not None:
-        from attncli.practice.record import homework
-
-        write(homework(text, session), record, env)
+    front.show(summary(result, env.width, exercise.again, exercise.harder))
     if interrupted:
         say(t("cli.interrupted"), env.stderr)
         return ExitCode.INTERRUPTED
     return ExitCode.OK if result.ok else ExitCode.WRONG_ANSWERS
 
 
-def _run(session: Session, front: _Pipe) -> None:
-    """The loop: a prompt, a line, the feedback, until the prompts, the input or the student's patience end."""
+def _keeper(exercise: _Exercise, session: Session, record: Path | None, env: Environment) -> Callable[[], None]:
+    """What writes the record as it stands (nothing without --record)."""
+    from attncli.practice.record import homework
+
+    def keep() -> None:
+        if record is not None:
+            write_at_once(homework(exercise.document, session, exercise.base), record, env)
+
+    return keep
+
+
+def _run(session: Session, front: Pipe, keep: Callable[[], None]) -> bool:
+    """The loop: a prompt, a line, the feedback, until the prompts, the input or the student's patience end.
+    Whether it ended on Ctrl-C."""
     from attncli.render import practice as shown
 
     front.show(shown.intro(session))
-    while (prompt := session.current) is not None:
-        answer = front.read(shown.question(session, prompt))
-        if answer is None:  # the end of the input
-            return
-        front.show(shown.feedback(session, session.respond(answer)))
+    before = None
+    try:
+        while (prompt := session.current) is not None:
+            front.show(shown.section(session, prompt, before))
+            before = prompt
+            answer = front.read(shown.question(session, prompt))
+            if answer is None:  # the end of the input
+                return False
+            kept = len(session.lines)
+            front.show(shown.feedback(session, session.respond(answer)))
+            if len(session.lines) != kept:
+                keep()
+    except KeyboardInterrupt:
+        front.newline()  # the prompt waiting for an answer ends its line
+        return True
+    return False
 
 
-def _from_file(file: str, made: Mapping[str, object], level: int) -> tuple[Steps, str, Settings, str, str]:
-    """The exercise in `file` (no option that makes one may come with it), its text and settings, and the
-    commands to practise it again or harder."""
+def _saved(given: Options) -> Saved:
+    """The session `--record` holds, for `--resume`; a problem or an exercise's options beside it are refused."""
+    from attncli.practice.record import saved
+
+    if given.record is None:
+        raise fail("practice.resume_needs_record").at(source="--resume")
+    _no_exercise_options(given, "practice.resume_with_problem")
+    record = str(given.record)
+    return saved(_record_text(record), record)
+
+
+def _record_text(record: str) -> str:
+    """The text of the record to resume: read, not noted as an input of the run (it is the file the run writes)."""
+    from attncli import inputs
+    from attncli.yamldoc import read_text
+
+    with inputs.recorded():
+        return read_text(record)
+
+
+def _from_record(given: Options, level: int) -> _Exercise:
+    """The problem a record holds, read from its text (it is the record to write, not an input the run guards)."""
     from attncli import pipeline, yamldoc
     from attncli.parsing import answers
 
-    given = next((flag for flag, value in made.items() if value is not None), None)
-    if given is not None:
-        raise fail("practice.flags_with_file", flag=given).at(source=given)
+    assert given.record is not None, "--resume reads --record"
+    name = str(given.record)
+    document = yamldoc.load(_record_text(name), name)
+    solved = pipeline.solve(pipeline.load(document))
+    again = _command(["attncli practice", shlex.quote(name)], level)
+    return _Exercise(document, None, solved, answers.read_settings(document), again, again)
+
+
+def _exercise(given: Options, level: int) -> _Exercise:
+    return _from_file(given.file, given, level) if given.file is not None else _generated(given, level)
+
+
+def _no_exercise_options(given: Options, key: str) -> None:
+    """Refuse an option that makes a new exercise where the problem is given otherwise."""
+    made = {flag: getattr(given, field) for field, flag in shaping.SHAPING.items()} | {"--seed": given.seed}
+    flag = next((flag for flag, value in made.items() if value not in (None, False)), None)
+    if flag is None and key == "practice.resume_with_problem" and given.file is not None:
+        flag = given.file
+    if flag is not None:
+        raise fail(key, flag=flag).at(source=flag)
+
+
+def _from_file(file: str, given: Options, level: int) -> _Exercise:
+    """The exercise in `file` (no option that makes one may come with it), and the commands to practise it again
+    or harder."""
+    from attncli import pipeline, yamldoc
+    from attncli.parsing import answers
+
+    _no_exercise_options(given, "practice.flags_with_file")
     if file == "-":
         raise fail("practice.stdin").at(source="-")
     document = yamldoc.read(file)
-    steps = pipeline.solve(pipeline.single(pipeline.load(document), "practice"))
-    try:
-        text = Path(file).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as error:  # yamldoc read it a moment ago
-        raise fail("cli.output_failed", path=file, reason=str(error)) from None
+    solved = pipeline.solve(pipeline.load(document))
     again = _command(["attncli practice", shlex.quote(file)], level)
-    harder = (
-        _command(["attncli practice", shlex.quote(file)], level + 1)
-        if level < 3
-        else _command([f"attncli practice --tokens {min(len(steps.problem.tokens) + 1, 12)}"], level)
-    )
-    return steps, text, answers.read_settings(document), again, harder
+    harder = _command(["attncli practice", shlex.quote(file)], level + 1) if level < 3 else _more(solved, level)
+    base = Path(file).absolute().parent
+    return _Exercise(document, base, solved, answers.read_settings(document), again, harder)
 
 
-def _generated(
-    seed: int | None,
-    tokens: str | None,
-    dk: int | None,
-    heads: int | None,
-    mask: str | None,
-    score: str | None,
-    level: int,
-    tiles: int | None = None,
-) -> tuple[Steps, str, str, str]:
-    """A new exercise as `generate` makes it, the same seed rules, and the commands to practise it again or harder."""
-    from attncli import exercises, pipeline
+def _more(solved: Solved, level: int) -> str:
+    from attncli.practice.own import part_of
 
-    with located("--tokens"):
-        parsed = exercises.parse_tokens(tokens) if tokens is not None else None
-    defaults = exercises.Options()
-    options = exercises.Options(
-        tokens=parsed,
-        d_k=dk or defaults.d_k,
-        heads=heads or defaults.heads,
-        mask=mask or defaults.mask,
-        score=score or defaults.score,
-        tiles=tiles,
-    )
-    with located():
-        exercises.validate(options)
-    if seed is None:
-        seed = random.SystemRandom().randrange(SEED_LIMIT)
+    tokens = len(part_of(solved, 0 if hasattr(solved, "layers") else None).problem.tokens)
+    return _command([f"attncli practice --tokens {min(tokens + 1, 12)}"], level)
+
+
+def _generated(given: Options, level: int) -> _Exercise:
+    """A new exercise as `generate` makes it from the same options and seed, and the commands to practise it again
+    or harder."""
+    from dataclasses import replace
+
+    from attncli import exercises, pipeline, yamldoc
+
+    options = shaping.exercise_options(given)
+    seed = random.SystemRandom().randrange(SEED_LIMIT) if given.seed is None else given.seed
     text = exercises.exercise(options, seed)
-    steps = pipeline.solve(pipeline.single(pipeline.load(text=text, name="practice"), "practice"))
+    document = yamldoc.load(text, "practice")
+    solved = pipeline.solve(pipeline.load(document))
     again = _practise(exercises.command(options, seed), level)
-    count = len(steps.problem.tokens)
-    more = exercises.Options(
-        tokens=min(count + 1, exercises.MAX_TOKENS),
-        d_k=options.d_k,
-        heads=options.heads if count < exercises.MAX_TOKENS else min(options.heads + 1, 4),
-        mask=options.mask,
-        score=options.score,
-        tiles=options.tiles,
-    )
+    count = len(options.tokens) if isinstance(options.tokens, tuple) else (options.tokens or 3)
+    if count < exercises.MAX_TOKENS:
+        more = replace(options, tokens=count + 1)
+    else:
+        more = replace(options, heads=min(options.heads + 1, 4))
     harder = _practise(exercises.command(more, (seed + 1) % SEED_LIMIT), level)
-    return steps, text, again, harder
+    return _Exercise(document, None, solved, None, again, harder)
 
 
 def _practise(generate: str, level: int) -> str:
@@ -200,56 +265,3 @@ def _command(parts: list[str], level: int) -> str:
     if current_language() != "en" and not any("--lang" in part for part in parts):
         parts.append(f"--lang {current_language()}")
     return " ".join(parts)
-
-
-class _Pipe:
-    """Without a terminal: the prompt, then the line read (echoed, so that the output reads as a transcript)."""
-
-    def __init__(self, env: Environment) -> None:
-        self.env = env
-
-    def show(self, lines: list[Line]) -> None:
-        to_stdout(to_text(fit(lines, self.env.width)), self.env)
-
-    def read(self, prompt: str) -> str | None:
-        to_stdout(prompt, self.env)
-        stdin = self.env.stdin
-        answer = stdin.readline() if stdin is not None else ""
-        if not answer:
-            self.newline()
-            return None
-        answer = answer.rstrip("\r\n")
-        to_stdout(f"{answer}\n", self.env)
-        return answer
-
-    def newline(self) -> None:
-        to_stdout("\n", self.env)
-
-
-class _Terminal(_Pipe):
-    """On a terminal: Rich, in colour unless NO_COLOR or --no-color; an empty line asks again."""
-
-    def __init__(self, env: Environment) -> None:
-        super().__init__(env)
-        from rich.console import Console
-
-        self.console = Console(file=env.stdout, highlight=False, no_color=not env.colour, force_terminal=env.colour)
-
-    def show(self, lines: list[Line]) -> None:
-        from attncli.cli.output import print_lines
-
-        print_lines(self.console, fit(lines, self.console.width))
-
-    def read(self, prompt: str) -> str | None:
-        from rich.text import Text
-
-        try:
-            while not (answer := self.console.input(Text(prompt, style="bold cyan"))).strip():
-                pass  # an Enter pressed by accident skips nothing here: `skip` does
-            return answer
-        except EOFError:  # Ctrl-D
-            self.newline()
-            return None
-
-    def newline(self) -> None:
-        self.console.print()

@@ -35,14 +35,15 @@ def template(
         raise fail("template.bad_suffix", path=str(output), suffix=output.suffix).at(source="-o")
     from attncli import pipeline, softmax, yamldoc
     from attncli.grading import submissions, templates
-    from attncli.parsing import softmax_answers
+    from attncli.parsing import answers, softmax_answers
 
     document = yamldoc.read(file)
     exercise = submissions.exercise_id(document)
     if softmax_answers.is_homework(document):  # `logits:`: a softmax homework (issue 29)
         text = templates.softmax_template(softmax.compute(pipeline.logits(file)), exercise)
     else:
-        text = templates.template(pipeline.solve(pipeline.load(document)), exercise)
+        steps = pipeline.solve(pipeline.load(document))
+        text = templates.template(steps, exercise, answers.read_settings(document))
     check_targets(("-o", output))
     write(text, output, env)
     return ExitCode.OK

@@ -189,7 +189,7 @@ def score(report: Report, spec: PointsSpec, key: KeyCells) -> Score:
     for step in key.steps:
         given = answered.get(step_key(step))
         share = shares[step.step]
-        if share == 0 and given is None:  # a step the points leave out, not answered (e^s, their sums): not listed
+        if share == 0 and (given is None or BY_NAME[step.step].aside):  # no points, not answered or optional: unlisted
             continue
         cells = {} if given is None else {(cell.row, cell.column): cell for cell in given.cells}
         kinds: Counter[str] = Counter()
@@ -234,6 +234,15 @@ def _kind(cell: Cell | None, step: StepReport | None) -> str:
     if only_rounding(cell, step):
         return ROUNDED
     return CARRIED if cell.status == CARRIED else WRONG
+
+
+def step_status(step: StepReport) -> str:
+    """A step's status as gradebooks count it: ROUNDED for a wrong step whose only fault is rounding (each answered
+    cell of it that is not right is wrong only by rounding, `only_rounding`), else the grader's own."""
+    if step.status != WRONG:
+        return step.status
+    faults = [cell for cell in step.cells if cell.entry is not None and cell.status != RIGHT]
+    return ROUNDED if faults and all(only_rounding(cell, step) for cell in faults) else WRONG
 
 
 def only_rounding(cell: Cell, step: StepReport) -> bool:

@@ -48,18 +48,57 @@ class StudentRecord:
 def record(
     result: Result, score: Score | None = None, student: str | None = None, student_id: str | None = None
 ) -> StudentRecord:
-    """The record of one graded (or ungradable) file."""
+    """The record of one graded (or ungradable) file: its score and who it is from, as the result says unless given."""
     return StudentRecord(
         result.file,
         result.status,
-        student,
-        student_id,
+        student if student is not None else result.student.name,
+        student_id if student_id is not None else result.student.id,
         result.exercise,
         result.report,
-        score if result.report is not None else None,
+        (score if score is not None else result.score) if result.report is not None else None,
         result.error,
         result.changed,
     )
+
+
+@dataclass(frozen=True)
+class Tally:
+    """What a class's records add up to, counted as they are written: files (or students) by status, and the key's
+    cells right of all the key's cells."""
+
+    statuses: tuple[tuple[str, int], ...] = ()  # (status, how many), in the order first met
+    right: int = 0
+    cells: int = 0
+
+    def plus(self, record: StudentRecord) -> Tally:
+        return self.counted(*counted(record))
+
+    def counted(self, status: str, right: int, cells: int) -> Tally:
+        """With one more record of `status`, `right` of the key's `cells` right."""
+        counts = dict(self.statuses)
+        counts[status] = counts.get(status, 0) + 1
+        return Tally(tuple(counts.items()), self.right + right, self.cells + cells)
+
+    def count(self, status: str) -> int:
+        return dict(self.statuses).get(status, 0)
+
+    @property
+    def records(self) -> int:
+        return sum(count for _, count in self.statuses)
+
+
+def counted(record: StudentRecord) -> tuple[str, int, int]:
+    """What a tally counts of a record: its status, and the key's cells right of all the key's cells."""
+    steps = () if record.score is None else record.score.steps
+    return record.status, sum(step.right for step in steps), sum(step.cells for step in steps)
+
+
+def tally(records: Iterable[StudentRecord]) -> Tally:
+    found = Tally()
+    for each in records:
+        found = found.plus(each)
+    return found
 
 
 def no_file(student: str | None, student_id: str | None, max_score: Fraction | None) -> StudentRecord:

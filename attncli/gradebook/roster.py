@@ -148,16 +148,21 @@ def parse_roster(text: str, name: str, match: str | None = None) -> Roster:
 
 
 def _delimiter(text: str) -> str:
-    """The delimiter that splits the first rows into the most fields, as many in each; `,` when none does."""
-    best, most = ",", 0
+    """The delimiter that splits the first rows into the most fields, as many in each (an export); else, for rows
+    of different lengths (a list typed by hand), the one that splits the header into the most; `,` when none
+    splits anything. A delimiter found in no row splits each into one field, evenly: that never wins."""
+    best, most = ",", (0, 0)
     for delimiter in DELIMITERS:
         try:
-            first = itertools.islice(csv.reader(io.StringIO(text), delimiter=delimiter), SNIFFED_ROWS)
-            widths = {len(row) for row in first}
+            first = list(itertools.islice(csv.reader(io.StringIO(text), delimiter=delimiter), SNIFFED_ROWS))
         except csv.Error:
             continue
-        if len(widths) == 1 and (width := widths.pop()) > most:
-            best, most = delimiter, width
+        widths = {len(row) for row in first}
+        header = len(first[0]) if first else 0
+        even = widths.pop() if len(widths) == 1 else 0
+        rank = (even if even > 1 else 0, header)
+        if rank > most:
+            best, most = delimiter, rank
     return best
 
 

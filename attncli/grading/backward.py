@@ -133,6 +133,11 @@ class _Truth:
         return self.replays[slip]
 
 
+def truth_of(steps: Steps, carry: int) -> _Truth:
+    """The replays of `steps` from the problem alone (a stack's layers read their grad_x: grading.backward_stack)."""
+    return _Truth.of(steps, carry)
+
+
 class _Judge:
     """One file's gradients: the replays from the problem alone and from the student's own numbers."""
 
@@ -205,7 +210,7 @@ def grade(
         explain = diagnose is None or key in diagnose
         reports[key] = _Step(judge, answer).report(wrong, coarse, explain)
     for key in asked(steps):
-        if key[0] in require and key not in reports:
+        if key[0] in require and (key not in reports or reports[key].status == NOT_ANSWERED):  # or all `?`
             reports[key] = StepReport(key[0], key[1], _head_name(steps, key), (), (), (), MISSING, ())
     return [reports[key] for key in sorted(reports, key=lambda key: position(*key))]
 

@@ -183,6 +183,10 @@ class _Replay:
             difference = minus(self.forward[("final", None)], interval.exact(asked.target))
             return self.settle((B + "grad_output", None), difference)
         assert self.steps.backward is not None
+        if asked.carried is not None:  # a stacked layer's: as far off as the layers after it leave it
+            return self.settle(
+                (B + "grad_output", None), interval.known(self.steps.backward.grad_output, asked.carried)
+            )
         return self.settle((B + "grad_output", None), given(self.steps.backward.grad_output, self.carry))
 
     def through_w_o(self, grad: Carried) -> list[Carried]:

@@ -15,8 +15,21 @@ import numpy as np
 from attncli.core import Steps
 from attncli.grading.backward import asked
 from attncli.i18n import t
+from attncli.layers import StackSteps
 from attncli.parsing.backward_answers import key_of
-from attncli.steps import BACKWARD_KV, BY_NAME, COORDINATES, KEYS, NONE, QUERIES, Key, labels, matrix
+from attncli.steps import (
+    BACKWARD_KV,
+    BACKWARD_LAYER,
+    BACKWARD_STEPS,
+    BY_NAME,
+    COORDINATES,
+    KEYS,
+    NONE,
+    QUERIES,
+    Key,
+    labels,
+    matrix,
+)
 from attncli.yamldoc import comment
 
 # Writes one gradient `indent` spaces in, as attncli.grading.templates writes a step: its name, rows, numbers,
@@ -38,6 +51,39 @@ def lines(steps: Steps, write: Write, comments: bool, indent: int) -> list[str]:
         listed = [key for key in keys if key not in top and _kind(key) == place]
         out += _listed(steps, group, listed, write, indent + 2)
     return out + _blocks(steps, [key for key in top if not _before(key)], write, indent + 2)
+
+
+def stack_lines(steps: StackSteps, write: Write, comments: bool, indent: int) -> list[str]:
+    """A stack's `backward:`: `layers:`, a mapping per layer from the first, in the order a student works each one
+    (grad_residual post-norm, the attention's under `attention:`, grad_normed pre-norm, grad_input)."""
+    from attncli.backward import layer_attention  # the stack's record: read only for a stack's template
+
+    record = steps.backward
+    if record is None:
+        return []
+    pad = " " * indent
+    title = f"{pad}backward:" + (f"  {comment(t('template.backward'))}" if comments else "")
+    out = [title, f"{pad}  layers:"]
+    for layer, grads in zip(steps.layers, record.layers):
+        tokens = layer.attention.problem.tokens
+        own = [(name, found) for name in _LAYER if (found := getattr(grads, key_of(name))) is not None]
+        what = t("template.token_coordinates", count=grads.grad_input.shape[1])
+
+        attention = lines(layer_attention(layer, grads), write, False, indent + 6)
+        blocks = {name: write(key_of(name), tokens, found, None, what, indent + 6) for name, found in own}
+        mine = [line for name in own_names(blocks, first=True) for line in blocks[name]]
+        mine += [f"{pad}      attention:", *attention[1:]]
+        mine += [line for name in own_names(blocks, first=False) for line in blocks[name]]
+        out += [f"{pad}    - {mine[0].lstrip()}", *mine[1:]]
+    return out
+
+
+_LAYER = tuple(name for name in BACKWARD_STEPS if BY_NAME[name].place == BACKWARD_LAYER)  # grad_residual first
+
+
+def own_names(blocks: dict[str, list[str]], first: bool) -> list[str]:
+    """A layer's own gradients before its attention's (grad_residual) or after them (grad_normed, grad_input)."""
+    return [name for name in _LAYER if name in blocks and (name == _LAYER[0]) == first]
 
 
 def _kind(key: Key) -> str:

@@ -136,9 +136,8 @@ class Diagnosis:
     def facts(self, triples: list[Triple]) -> list[str]:
         """What the numbers show by themselves: too few decimals, weights that do not add up to 1."""
         found = []
-        if self.rule.min_decimals is not None and any(
-            entry.decimals is not None and entry.decimals < self.rule.min_decimals for _, _, entry in triples
-        ):
+        truth = self.listed(self.truth)[0]
+        if any(self.rule.too_few(entry, truth[i][j]) for i, j, entry in triples):
             found.append("too_few_decimals")
         if self.answer.step == "weights" and self.unnormalized_row(triples):
             found.append("not_normalized")

@@ -23,10 +23,12 @@ from attncli import core, layers
 from attncli.core import Steps
 from attncli.grading import interval, norms, verdict
 from attncli.grading.interval import Carried
-from attncli.grading.report import CARRIED, NOT_ANSWERED, RIGHT, WRONG, Cell, Report, StepReport
+from attncli.grading.report import CARRIED, MISSING, NOT_ANSWERED, RIGHT, WRONG, Cell, Report, StepReport
 from attncli.grading.rule import Rule
 from attncli.layers import LayerSteps, StackSteps
-from attncli.parsing.answers import Answer, Answers, Entry, LayerAnswers, Settings, before_attention
+from attncli.parsing.answers import Answer, Answers, Entry, LayerAnswers, Settings, before_attention, stream_steps
+from attncli.problem import Norm
+from attncli.steps import asked, order
 
 CODES = ("residual_forgotten", "norm_misplaced", *norms.CODES)  # a stack's slips, beside attncli.grading.CODES
 Graded = Callable[[Steps, Answers, bool, Carried | None], Report]
@@ -79,7 +81,43 @@ def grade(
         passed = next((report for report in later if report.step == "stream"), None)
         stream, written = _passed_on(given, truth, rule)
         stream_right = written is None or (passed is not None and passed.status == RIGHT)
-    return Report(file, tuple(reports))
+    if steps.backward is not None and any(layer.gradients or layer.attention_gradients for layer in answers):
+        from attncli.grading import backward_stack  # a stack's gradients, graded after the forward pass
+
+        found = backward_stack.grade(steps, answers, rule, lambda steps, given: graded(steps, given, True), normalise)
+        reports += [_tagged(report, report.layer or 0, steps.layers[report.layer or 0].layer.label) for report in found]
+    required = require if require is not None else settings.require
+    return Report(file, tuple(_completed(steps, reports, required)) if required else tuple(reports))
+
+
+def _completed(steps: StackSteps, reports: list[StepReport], required: Sequence[str]) -> list[StepReport]:
+    """`reports` with every required step of every layer that is not answered (left out, a layer not answered at
+    all, or every cell left `?`) a MISSING one, in its place: the layer's normed input, attention, residual, stream.
+    (A layer's attention answered has its missing steps from attncli.grading.verdict already.) The reports on other
+    steps (a stack's gradients) follow, in their order, each required one left all `?` missing."""
+    found = {(report.layer, report.step, report.head): report for report in reports}
+    completed: list[StepReport] = []
+    placed = set()
+    for index, layer in enumerate(steps.layers):
+        attention, streams = layer.attention, list(stream_steps(layer))
+        keys = [*((name, None) for name in streams if before_attention(layer, name)), *order(attention)]
+        keys += [(name, None) for name in streams if not before_attention(layer, name)]
+        for name, head in keys:
+            placed.add((index, name, head))
+            report = found.get((index, name, head))
+            wanted = name in required and (name in streams or asked(attention, name, head))
+            if wanted and (report is None or report.status == NOT_ANSWERED):
+                missing = StepReport(name, head, verdict.head_name(attention, head), (), (), (), MISSING, ())
+                report = _tagged(missing, index, layer.layer.label)
+            if report is not None:
+                completed.append(report)
+    others = [report for report in reports if (report.layer, report.step, report.head) not in placed]
+    return completed + [
+        dataclasses.replace(report, rows=(), columns=(), cells=(), status=MISSING)
+        if report.step in required and report.status == NOT_ANSWERED
+        else report
+        for report in others
+    ]
 
 
 def _layer_attention(
@@ -335,3 +373,8 @@ class _Streams:
         layer, norm = self.truth.layer, self.norm
         assert norm is not None, "only a layer with a norm has it placed wrong"
         return layers.through(layer._replace(norm=norm._replace(place=other)), read).attention
+
+
+def normalise(rows: Carried, norm: Norm) -> Carried:
+    """attncli.layers.normalise on carried numbers, its mean and root not rounded (a stack's backward replay)."""
+    return norms.worked(rows, norm, None)["normed"]

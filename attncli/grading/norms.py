@@ -53,11 +53,12 @@ def slips(norm: Norm) -> list[Slip]:
 
 
 def worked(
-    rows: Carried, norm: Norm, carry: int, written: Mapping[str, Carried] | None = None, slip: Slip = NONE
+    rows: Carried, norm: Norm, carry: int | None, written: Mapping[str, Carried] | None = None, slip: Slip = NONE
 ) -> dict[str, Carried]:
     """The mean (LayerNorm), the root and the normalised rows of `rows` (S, d) as a student works them: each from
     the student's own mean and root where they wrote them (`written`), else from their own kept at the carry
-    precision; under `slip` another way."""
+    precision (`carry` None: not rounded, as attncli.layers.normalise on carried numbers); under `slip` another
+    way."""
     written = written or {}
     layer = (norm.kind == "layer") != slip.swapped
     width = rows.t.shape[1]
@@ -81,9 +82,9 @@ def worked(
     return out
 
 
-def _kept(num: Carried, carry: int) -> Carried:
+def _kept(num: Carried, carry: int | None) -> Carried:
     """A number a student keeps at the carry precision: within half a unit of it more (a rounding not tracked)."""
-    return Carried(num.t, num.g, num.e + half_unit(carry))
+    return num if carry is None else Carried(num.t, num.g, num.e + half_unit(carry))
 
 
 def _wide(column: Carried, width: int) -> Carried:

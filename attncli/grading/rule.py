@@ -96,6 +96,13 @@ class Rule:
         """How far a number a careful student carries is from the true one: half a unit of the carry's decimal."""
         return half_unit(self.carry)
 
+    def too_few(self, entry: Written, value: float) -> bool:
+        """Whether a number shows fewer decimals than min_decimals asks for and is not the true `value` itself
+        (0.5 for 0.5 is never wrong, whatever its decimals)."""
+        if self.min_decimals is None or entry.decimals is None or entry.decimals >= self.min_decimals:
+            return False
+        return entry.value is None or not math.isfinite(value) or abs(entry.value - value) > allowed(0, 0, value)
+
     def agrees(self, entry: Written, value: float, radius: float, excluded: bool = False) -> bool:
         """Whether what the student wrote is `value` up to `radius` carried in (a "masked" mark: whether it is out)."""
         if entry.value is None:

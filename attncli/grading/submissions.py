@@ -2,7 +2,12 @@
 
 Whatever goes wrong with a file (unreadable, a problem that differs from the key,
 no key for its exercise) becomes that file's result, so a gradebook lists every
-student. A key is read and solved once, however many files it grades.
+student. A key is read and solved once, however many files it grades, with the cells it
+counts and its points (attncli.gradebook.points); every graded file gets its score.
+
+A file's status: right; rounded (its only faults are rounding, attncli.gradebook.points.step_status);
+wrong; incomplete (a required step not answered, or nothing answered at all); problem_changed;
+not_graded. Only `right` ends a run with exit code 0.
 
 Graded files come from other people: the array files their problems name must resolve, links
 followed, inside their own folder. A key is the teacher's (`--key`, `--keys`), like the problem
@@ -13,7 +18,7 @@ from __future__ import annotations
 
 import functools
 import gc
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -21,28 +26,23 @@ import numpy as np
 
 from attncli import core, grading, pipeline, problem, yamldoc
 from attncli.errors import AttnError, fail, listed
+from attncli.gradebook import points
+from attncli.gradebook.points import KeyCells, PointsSpec, Score
 from attncli.grading import layers as layer_grading
 from attncli.grading import softmax as softmax_grading
 from attncli.layers import StackSteps
-from attncli.parsing import answers, softmax_answers
+from attncli.parsing import answers, softmax_answers, student
+from attncli.parsing.student import Student
 
 RIGHT, WRONG, PROBLEM_CHANGED, NOT_GRADED = "right", "wrong", "problem_changed", "not_graded"
-STATUSES = (RIGHT, WRONG, PROBLEM_CHANGED, NOT_GRADED)
-ANSWER_FIELDS = ("exercise", "title", "notes", "answers", *answers.SETTINGS)  # what a student's file may hold
+ROUNDED, INCOMPLETE = "rounded", "incomplete"
+STATUSES = (RIGHT, ROUNDED, WRONG, INCOMPLETE, PROBLEM_CHANGED, NOT_GRADED)
+# what a student's file may hold besides a problem: who they are, how it is graded, the answers
+ANSWER_FIELDS = ("exercise", "title", "notes", "answers", *answers.SETTINGS, "points", *student.FIELDS)
 # A problem copied into a homework must have the key's numbers, up to float noise: relative, absolute
 SAME_RTOL, SAME_ATOL = 1e-9, 1e-12
 KEY_SUFFIXES = (".yaml", ".yml", ".json")
 FREEZE_EVERY = 25  # files graded between two gc.freeze() calls
-
-
-@dataclass(frozen=True)
-class Key:
-    """A teacher's problem, solved once, with the grading settings it asks for."""
-
-    file: str
-    steps: core.Steps | StackSteps
-    settings: answers.Settings
-    exercise: str | None
 
 
 @dataclass(frozen=True)
@@ -56,8 +56,20 @@ class Options:
 
 
 @dataclass(frozen=True)
+class Key:
+    """A teacher's problem, solved once, with the grading settings it asks for, the cells it counts and its points."""
+
+    file: str
+    steps: core.Steps | StackSteps
+    settings: answers.Settings
+    exercise: str | None
+    cells: KeyCells
+    points: PointsSpec = field(default_factory=PointsSpec)
+
+
+@dataclass(frozen=True)
 class Result:
-    """One file's verdict: its status, its report when it was graded, and why when it was not."""
+    """One file's verdict: its status, its report and score when it was graded, why when it was not, and who."""
 
     file: str
     status: str  # one of STATUSES
@@ -65,6 +77,8 @@ class Result:
     report: grading.Report | None = None
     error: str | None = None  # not_graded: the one-line error
     changed: tuple[str, ...] = field(default=())  # problem_changed: the fields that differ from the key
+    score: Score | None = None  # with the report: the points it earns over the key's cells
+    student: Student = field(default_factory=Student)  # the file's student: and student_id:
 
 
 def exercise_id(document: yamldoc.Document) -> str | None:
@@ -80,14 +94,32 @@ def exercise_id(document: yamldoc.Document) -> str | None:
     return str(value).strip()
 
 
-def load_key(file: str) -> Key:
-    """The key in `file`: a problem, with or without answers:."""
+def load_key(file: str, options: Options = Options()) -> Key:
+    """The key in `file`: a problem, with or without answers:, its cells (`counted`) and its `points:`."""
     document = yamldoc.read(file)
     steps = pipeline.solve(pipeline.load(document))
-    return Key(file, steps, answers.read_settings(document), exercise_id(document))
+    settings = answers.read_settings(document)
+    data = document.data if isinstance(document.data, dict) else {}
+    names = counted(options, settings, _answered(steps, document) if "answers" in data else None)
+    cells = points.key_cells(steps, names)
+    return Key(file, steps, settings, exercise_id(document), cells, points.read_points(document, cells))
 
 
-def load_keys(folder: Path) -> dict[str, Key]:
+def counted(options: Options, settings: answers.Settings, answered: Collection[str] | None) -> Collection[str] | None:
+    """The steps whose cells a key counts (None: every step a student is asked for): those required (--require,
+    else the key's `require:`; `all` is every one), else those its `answers:` holds (`answered`), else every one."""
+    required = options.require if options.require is not None else settings.require
+    if required:
+        return None if set(answers.REQUIRE_ALL) <= set(required) else required
+    return answered
+
+
+def _answered(steps: core.Steps | StackSteps, document: yamldoc.Document) -> frozenset[str]:
+    """The steps a key's (or a file's own) `answers:` holds, read as a homework's would be."""
+    return frozenset(step.step for step in pipeline.grade(steps, document).steps)
+
+
+def load_keys(folder: Path, options: Options = Options()) -> dict[str, Key]:
     """The keys in `folder` by exercise id: every problem there with an `exercise:` (answer templates are skipped).
 
     generate writes each problem twice, as the sheet and as the key; the one with answers: is the key.
@@ -108,7 +140,7 @@ def load_keys(folder: Path) -> dict[str, Key]:
         with_answers = [name for has, name in files if has] or [name for _, name in files]
         if len(with_answers) > 1:
             raise fail("check.several_keys", exercise=ident, files=listed(with_answers)).at(source=str(folder))
-        keys[ident] = load_key(with_answers[0])
+        keys[ident] = load_key(with_answers[0], options)
     if not keys:
         raise fail("check.no_keys").at(source=str(folder))
     return keys
@@ -121,18 +153,19 @@ def grade_file(
     describe: Callable[[AttnError], str],
 ) -> Result:
     """`file` graded against `keys` (one key, keys by exercise id, or None to grade it against its own problem)."""
-    exercise = None
+    exercise, who = None, Student()
     try:
         document = yamldoc.read(file)
         exercise = exercise_id(document)
+        who = student.read_student(document)
         if keys is None and softmax_answers.is_homework(document):  # `logits:` and answers: (issue 29)
             report = softmax_grading.grade_document(document, file, options)
-            return Result(file, RIGHT if report.ok else WRONG, exercise, report)
+            return Result(file, RIGHT if report.ok else WRONG, exercise, report, student=who)
         if keys is None:
             if not _problem_fields(document):
                 raise fail("check.needs_key").at(source=document.name)
             steps = pipeline.solve(pipeline.load(document, confined=True))
-            return _graded(file, exercise, steps, document, None, options)
+            return _graded(file, exercise, who, steps, document, None, options)
         key = _key_for(document, exercise, keys)
         changed = _setting_changes(key, document)
         if _problem_fields(document):
@@ -141,24 +174,27 @@ def grade_file(
                 *changed,
             )
         if changed:
-            return Result(file, PROBLEM_CHANGED, exercise, changed=changed)
-        return _graded(file, exercise, key.steps, document, key.settings, options)
+            return Result(file, PROBLEM_CHANGED, exercise, changed=changed, student=who)
+        return _graded(file, exercise, who, key.steps, document, key, options)
     except AttnError as error:
-        return Result(file, NOT_GRADED, exercise, error=describe(error))
+        return Result(file, NOT_GRADED, exercise, error=describe(error), student=who)
 
 
 def _graded(
     file: str,
     exercise: str | None,
+    who: Student,
     steps: core.Steps | StackSteps,
     document: yamldoc.Document,
-    settings: answers.Settings | None,
+    key: Key | None,
     options: Options,
 ) -> Result:
-    """`document`'s answers graded against `steps`, with `settings` (the key's; None: the file's own)."""
+    """`document`'s answers graded against `steps`, with the `key`'s settings (None: the file's own), and scored
+    over the key's cells (without a key, over the file's own: its required steps, else those it answers)."""
+    settings = key.settings if key is not None else None
     if isinstance(steps, StackSteps):
-        layered, counted = answers.parse_stack(document, steps, settings)
-        grade = functools.partial(layer_grading.grade, steps, layered, counted)
+        layered, own = answers.parse_stack(document, steps, settings)
+        grade = functools.partial(layer_grading.grade, steps, layered, own)
     else:
         grade = functools.partial(grading.grade, steps, answers.parse(document, steps, settings))
     report = grade(
@@ -168,7 +204,24 @@ def _graded(
         require=options.require,
         file=file,
     )
-    return Result(file, RIGHT if report.ok else WRONG, exercise, report)
+    if key is None:
+        mine = answers.read_settings(document)
+        cells = points.key_cells(steps, counted(options, mine, {step.step for step in report.steps}))
+        spec = points.read_points(document, cells)
+    else:
+        cells, spec = key.cells, key.points
+    return Result(file, status_of(report), exercise, report, score=points.score(report, spec, cells), student=who)
+
+
+def status_of(report: grading.Report) -> str:
+    """A graded file's status: incomplete when a required step is missing or nothing is answered; else wrong when
+    a step is wrong for more than rounding; else rounded when a step is wrong only by rounding; else right."""
+    statuses = {points.step_status(step) for step in report.steps}
+    if grading.MISSING in statuses or statuses <= {grading.NOT_ANSWERED}:
+        return INCOMPLETE
+    if grading.WRONG in statuses:
+        return WRONG
+    return ROUNDED if points.ROUNDED in statuses else RIGHT
 
 
 def _key_for(document: yamldoc.Document, ident: str | None, keys: Key | Mapping[str, Key]) -> Key:
@@ -238,12 +291,14 @@ def _same_norm(a: problem.Norm | None, b: problem.Norm | None) -> bool:
 
 
 def _setting_changes(key: Key, document: yamldoc.Document) -> tuple[str, ...]:
-    """The grading settings a homework sets otherwise than its key (a student may not loosen the tolerance)."""
+    """The grading settings a homework sets otherwise than its key (a student may not loosen the tolerance, nor
+    give themselves points)."""
     data = document.data if isinstance(document.data, dict) else {}
     mine = answers.read_settings(document)
-    return tuple(
-        name for name in answers.SETTINGS if name in data and getattr(mine, name) != getattr(key.settings, name)
-    )
+    changed = [name for name in answers.SETTINGS if name in data and getattr(mine, name) != getattr(key.settings, name)]
+    if "points" in data and points.read_points(document) != key.points:
+        changed.append("points")
+    return tuple(changed)
 
 
 def _head_changes(a: problem.Head, b: problem.Head) -> list[str]:

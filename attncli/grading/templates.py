@@ -16,7 +16,8 @@ from attncli.core import Steps
 from attncli.grading import backward_templates
 from attncli.i18n import t
 from attncli.layers import StackSteps
-from attncli.parsing.answers import NOT_ANSWERED, before_attention, stream_steps
+from attncli.parsing.answers import NOT_ANSWERED, Settings, before_attention, stream_steps
+from attncli.parsing.student import FIELDS as STUDENT_FIELDS
 from attncli.softmax import SoftmaxSteps
 from attncli.steps import (
     BY_NAME,
@@ -30,6 +31,7 @@ from attncli.steps import (
     TILE_STEPS,
     TILED,
     answered,
+    asked,
     computed,
     labels,
 )
@@ -47,11 +49,22 @@ class _Block:
     columns: str  # what the columns are, for the template's comment
 
 
-def template(steps: Steps | StackSteps, exercise: str | None = None) -> str:
-    """A blank answers: section for the problem of `steps`: every step to compute, `?` in every cell."""
-    lines = [comment(t("template.comment")), comment(t("template.rows"))]
+def template(steps: Steps | StackSteps, exercise: str | None = None, settings: Settings | None = None) -> str:
+    """A blank answers: section for the problem of `steps`: who hands it in (`student:` and `student_id:`, blank),
+    every step to compute, `?` in every cell. Its instructions say what the key's `settings` enforce: at least
+    min_decimals decimals (or as many as the student carries), a decimal comma in quotes where it is read."""
+    settings = settings or Settings()
+    decimals = (
+        t("template.decimals_carried")
+        if settings.min_decimals is None
+        else t("template.decimals_at_least", count=settings.min_decimals)
+    )
+    lines = [comment(t("template.comment", decimals=decimals)), comment(t("template.rows"))]
+    lines += [comment(t("template.decimal_comma"))] if settings.decimal_comma else []
+    lines.append(comment(t("template.student")))
     if exercise is not None:
         lines.append(f"exercise: {scalar(exercise)}")
+    lines += [f"{name}:" for name in STUDENT_FIELDS]
     return "\n".join([*lines, *answer_lines(steps, lambda value, masked: scalar(NOT_ANSWERED), True)]) + "\n"
 
 
@@ -75,10 +88,10 @@ def answer_lines(steps: Steps | StackSteps, cell: Cell, comments: bool = False) 
         after = [line for block in streams if block not in first for line in _block(block, cell, 6, comments)]
         layer_lines = [*before, *_step_lines(layer.attention, cell, comments, 6), *after]
         lines += [f"    - {layer_lines[0].lstrip()}", *layer_lines[1:]]
-    return lines
+    return lines + gradient_lines(steps, cell, comments)
 
 
-def gradient_lines(steps: Steps, cell: Cell, comments: bool) -> list[str]:
+def gradient_lines(steps: Steps | StackSteps, cell: Cell, comments: bool) -> list[str]:
     """`backward:` when the problem asks for gradients (attncli.grading.backward_templates), each written as a step."""
 
     def write(
@@ -86,6 +99,8 @@ def gradient_lines(steps: Steps, cell: Cell, comments: bool) -> list[str]:
     ) -> list[str]:
         return _block(_Block(name, rows, found, masked, what), cell, indent, comments)
 
+    if isinstance(steps, StackSteps):
+        return backward_templates.stack_lines(steps, write, comments, 2)
     return backward_templates.lines(steps, write, comments, 2)
 
 
@@ -121,7 +136,7 @@ def _step_lines(steps: Steps, cell: Cell, comments: bool, indent: int) -> list[s
 def _head_blocks(steps: Steps, h: int) -> list[_Block]:
     """One head's steps to compute: the projections (when the problem gives x and W), dot unless scores are given,
     scores unless given, weights and output."""
-    return [_step_block(steps, name, h) for name in HEAD_STEPS if computed(steps, name, h)]
+    return [_step_block(steps, name, h) for name in HEAD_STEPS if asked(steps, name, h)]
 
 
 def _step_block(steps: Steps, name: str, head: int | None) -> _Block:

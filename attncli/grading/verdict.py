@@ -32,7 +32,7 @@ from attncli.grading.report import (
 )
 from attncli.grading.rule import Rule
 from attncli.parsing.answers import Answer, Answers
-from attncli.steps import TILE_STEPS, Key, depends, order, position, present
+from attncli.steps import TILE_STEPS, Key, asked, depends, order, position
 
 
 def grade(
@@ -74,8 +74,8 @@ def grade(
         coarse_steps[key] = _coarse(reports[key], rule.carry)
     required = require if require is not None else answers.require
     for key in _required(steps, required):
-        if key not in reports:
-            reports[key] = StepReport(key[0], key[1], _head_name(steps, key[1]), (), (), (), MISSING, ())
+        if key not in reports or reports[key].status == NOT_ANSWERED:  # left out, or every cell left `?`
+            reports[key] = StepReport(key[0], key[1], head_name(steps, key[1]), (), (), (), MISSING, ())
     found = tuple(reports[key] for key in order(steps) if key in reports)
     if answers.backward or (steps.backward is not None and any(name.startswith("backward.") for name in required)):
         from attncli.grading import backward  # the gradients, graded after the steps they are worked from
@@ -103,13 +103,14 @@ def _coarse(report: StepReport, carry: int) -> bool:
     return any(c.entry is not None and c.entry.decimals is not None and c.entry.decimals < carry for c in report.cells)
 
 
-def _head_name(steps: Steps, head: int | None) -> str | None:
+def head_name(steps: Steps, head: int | None) -> str | None:
     return steps.heads[head].spec.label if head is not None and len(steps.heads) > 1 else None
 
 
 def _required(steps: Steps, names: Sequence[str]) -> list[Key]:
-    """The steps `names` asks for that this problem has (every head's; no dot for given scores, no lone concat)."""
-    return [(step, head) for step, head in order(steps) if step in names and present(steps, step, head)]
+    """The steps `names` asks for that this problem has a student compute (every head's; no dot for given scores,
+    no lone concat, no queries the problem gives)."""
+    return [(step, head) for step, head in order(steps) if step in names and asked(steps, step, head)]
 
 
 class _Grader:
@@ -130,7 +131,7 @@ class _Grader:
         one has numbers with fewer decimals than the carry precision; without `explain`, a wrong step's
         diagnosis is not looked for."""
         answer = self.answer
-        name = _head_name(self.steps, answer.head)
+        name = head_name(self.steps, answer.head)
         called = answer.called or answer.step
         if answer.written is not None:
             shaped = self.diagnosis.shaped()
@@ -165,7 +166,7 @@ class _Grader:
         t, r, excluded = view.listed(view.truth)
         own: Listed | None = None
         rule = self.rule
-        fewest, fixed = rule.min_decimals, rule.tolerance is not None
+        fixed = rule.tolerance is not None
         cells = []
         for i, row in enumerate(self.answer.cells):
             values, radii, out = t[i], r[i], excluded[i]
@@ -175,7 +176,7 @@ class _Grader:
                         continue
                     status, half = NOT_ANSWERED, 0.0
                 else:
-                    if fewest is not None and entry.decimals is not None and entry.decimals < fewest:
+                    if rule.too_few(entry, values[j]):
                         status = TOO_FEW_DECIMALS
                     elif rule.agrees(entry, values[j], radii[j], out[j]):
                         status = RIGHT

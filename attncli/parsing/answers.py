@@ -12,20 +12,21 @@ from __future__ import annotations
 import functools
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TypeGuard
 
 import numpy as np
 
 from attncli.core import Steps
-from attncli.errors import AttnError, Message, fail, listed, phrase
+from attncli.errors import AttnError, fail, listed, phrase
 from attncli.expr import WHOLE_DIGITS, whole_number
-from attncli.i18n import current_language
+from attncli.i18n import Message, current_language
 from attncli.layers import LayerSteps, StackSteps
 from attncli.parsing import backward_answers
 from attncli.parsing.fields import FieldReader, row_label
 from attncli.steps import (
     ANSWERED,
+    BY_NAME,
     HEAD_STEPS,
     MASKABLE,
     SHARED_STEPS,
@@ -39,7 +40,14 @@ from attncli.yamldoc import Document, FieldPath, did_you_mean, kind_of
 
 MASK_WORDS = ("masked", "-inf", "-∞", "-infinity")
 NOT_ANSWERED = "?"  # what a template holds in every cell; left there (or empty), the cell is not answered
-SETTINGS = ("tolerance", "carry", "min_decimals", "require")  # how the file asks to be graded
+SETTINGS = ("tolerance", "carry", "min_decimals", "require", "decimal_comma")  # how the file asks to be graded
+EVERY_STEP = "all"  # `require: all`, `--require all`: every step the problem has a student compute
+# what `all` requires: each step the problem has a student compute (attncli.steps.asked), its gradients included,
+# but the numbers written on the way (e^s, Σ e^s, ...: a step's `aside`), optional unless named
+REQUIRE_ALL = (
+    *(name for name in (*ANSWERED, *STREAM_STEPS) if not BY_NAME[name].aside),
+    *(name for name in BY_NAME if backward_answers.is_backward(name)),
+)
 MAX_DECIMALS = 17
 # Why a problem has no such step, for the steps a problem may lack (the others: its scores are given)
 ABSENT = {
@@ -92,6 +100,7 @@ class Settings:
     carry: int | None = None
     min_decimals: int | None = None
     require: tuple[str, ...] = ()
+    decimal_comma: bool = False  # a quoted "0,6652" is 0.6652 (a key made by `generate --lang es` says so)
 
 
 @dataclass(frozen=True)
@@ -110,6 +119,8 @@ class LayerAnswers:
 
     attention: Answers | None
     streams: tuple[Answer, ...]  # in the order of attncli.steps.STREAM_STEPS
+    gradients: tuple[Answer, ...] = ()  # from `backward: layers:`: the layer's own (grad_residual, grad_normed, ...)
+    attention_gradients: tuple[Answer, ...] = ()  # ... and its attention's, from its `attention:`
 
 
 @dataclass(frozen=True)
@@ -122,9 +133,11 @@ class _Shape:
 
 
 def parse(document: Document, steps: Steps, settings: Settings | None = None) -> Answers:
-    """The validated `answers:` of a problem whose calculation is `steps`, graded with `settings` (else the file's)."""
+    """The validated `answers:` of a problem whose calculation is `steps`, graded with `settings` (a key's; else the
+    file's own). A quoted decimal comma is read when the settings say `decimal_comma: true`, and in a file checked
+    against its own problem also under --lang es; against a key, the key alone decides (`commas_read`)."""
     reader = _Reader(document, steps)
-    return reader.answers(settings if settings is not None else reader.settings())
+    return reader.answers(settings if settings is not None else reader.settings(), settings is None)
 
 
 def parse_stack(
@@ -135,24 +148,38 @@ def parse_stack(
     Each layer's mapping holds that layer's steps as a one-layer problem's answers do, and its streams.
     """
     reader = _Reader(document, None)
+    own = settings is None
     settings = settings if settings is not None else reader.settings()
     section = reader.section()
-    backward_answers.refuse_in_stack(reader, section)
-    reader.check_fields(section, ("answers",), ("layers",), "check.known_steps")
-    listed = section.get("layers")
-    if not isinstance(listed, list) or not listed or not all(isinstance(item, dict) for item in listed):
+    backward_answers.refuse_in_layers(reader, section)
+    reader.check_fields(section, ("answers",), ("layers", "backward"), "check.known_steps")
+    listed = section.get("layers", [] if "backward" in section else None)
+    if not isinstance(listed, list) or not all(isinstance(item, dict) for item in listed):
         raise reader.error(("answers", "layers"), "check.bad_layers", got=kind_of(listed))
     if len(listed) > len(steps.layers):
         raise reader.error(
             ("answers", "layers"), "check.too_many_layers", count=len(listed), expected=len(steps.layers)
         )
-    found = tuple(
-        _Reader(document, layer.attention).layer((*("answers", "layers"), index), fields, layer, settings)
+    found = [
+        _Reader(document, layer.attention, commas_read(settings, own)).layer(
+            (*("answers", "layers"), index), fields, layer, settings
+        )
         for index, (fields, layer) in enumerate(zip(listed, steps.layers))
-    )
-    if all(layer.attention is None and not layer.streams for layer in found):
+    ]
+    if "backward" in section:  # a stack's gradients, layer by layer: each layer's answers gain them
+        commas = commas_read(settings, own)
+        gradients = backward_answers.read_stack(
+            reader, steps, section["backward"], lambda s: _Reader(document, s, commas)
+        )
+        found += [LayerAnswers(None, ())] * (len(gradients) - len(found))
+        gradients += [((), ())] * (len(found) - len(gradients))
+        paired = zip(found, gradients)
+        found = [replace(layer, gradients=own, attention_gradients=attention) if own or attention else layer
+                 for layer, (own, attention) in paired]  # fmt: skip
+    if all(layer.attention is None and not layer.streams and not layer.gradients and not layer.attention_gradients
+           for layer in found):  # fmt: skip
         raise reader.error(("answers",), "check.nothing_answered")
-    return found, settings
+    return tuple(found), settings
 
 
 def stream_steps(layer: LayerSteps) -> dict[str, np.ndarray]:
@@ -177,8 +204,15 @@ def reader(document: Document) -> _Reader:
 
 
 def read_settings(document: Document) -> Settings:
-    """The validated `tolerance:`, `carry:`, `min_decimals:` and `require:` of a file (a key or a homework)."""
+    """The validated `tolerance:`, `carry:`, `min_decimals:`, `require:` and `decimal_comma:` of a file (a key or a
+    homework)."""
     return _Reader(document, None).settings()
+
+
+def commas_read(settings: Settings, own: bool) -> bool:
+    """Whether a quoted decimal comma ("0,6652") is read as a number: when the settings say so, or, for a file
+    graded by its own settings (`own`: no key), in Spanish. A key's grade never depends on the grader's language."""
+    return settings.decimal_comma or (own and current_language() == "es")
 
 
 def is_tolerance(number: float) -> bool:
@@ -217,11 +251,14 @@ def is_mask_marker(value: object) -> bool:
 
 
 def step_list(text: str) -> tuple[str, ...]:
-    """`--require dot,scores`: the step names, each one that can be answered (an AttnError otherwise)."""
+    """`--require dot,scores`: the step names, each one that can be answered (an AttnError otherwise); `all`:
+    REQUIRE_ALL, every step (grading requires those the problem has a student compute)."""
     names = tuple(name.strip() for name in text.split(",") if name.strip())
+    if EVERY_STEP in names:
+        return REQUIRE_ALL
     for name in names:
         if name not in ANSWERED and not backward_answers.is_backward(name):
-            hint = did_you_mean(name, ANSWERED) or phrase("check.known_steps", names=", ".join(ANSWERED))
+            hint = did_you_mean(name, (*ANSWERED, EVERY_STEP)) or phrase("check.known_steps", names=", ".join(ANSWERED))
             raise fail("check.unknown_step", name=name, hint=hint)
     return names
 
@@ -237,9 +274,10 @@ def _is_scalar(value: object) -> bool:
 class _Reader(FieldReader):
     """Reads the answers against the shapes of the calculation, raising errors that say where."""
 
-    def __init__(self, document: Document, steps: Steps | None) -> None:
+    def __init__(self, document: Document, steps: Steps | None, decimal_comma: bool = False) -> None:
         super().__init__(document)
         self.steps = steps
+        self.decimal_comma = decimal_comma  # a quoted "0,6652" is read as 0.6652
         self.data = document.data if isinstance(document.data, dict) else {}
         self.streams: dict[str, np.ndarray] = {}  # a stacked layer's streams, by step
 
@@ -249,7 +287,14 @@ class _Reader(FieldReader):
         carry = self.count("carry") if "carry" in data else None
         min_decimals = self.count("min_decimals") if "min_decimals" in data else None
         require = self.require(data["require"]) if "require" in data else ()
-        return Settings(tolerance, carry, min_decimals, require)
+        decimal_comma = self.flag("decimal_comma") if "decimal_comma" in data else False
+        return Settings(tolerance, carry, min_decimals, require, decimal_comma)
+
+    def flag(self, name: str) -> bool:
+        value = self.data[name]
+        if not isinstance(value, bool):
+            raise self.error((name,), "check.bad_flag", got=kind_of(value))
+        return value
 
     def tolerance(self, value: object) -> float:
         number = self.number(("tolerance",), value) if not isinstance(value, bool) else None
@@ -273,7 +318,9 @@ class _Reader(FieldReader):
         except AttnError as error:
             raise error.at(self.document.name, self.document.line(("require",)), "require") from None
 
-    def answers(self, settings: Settings) -> Answers:
+    def answers(self, settings: Settings, own: bool) -> Answers:
+        """The answers, read with `settings` (`own`: the file's, no key: see `commas_read`)."""
+        self.decimal_comma = commas_read(settings, own)
         section = self.section()
         answers = self.steps_of(("answers",), section, settings)
         if answers is None:
@@ -356,7 +403,7 @@ class _Reader(FieldReader):
     def shape(self, path: FieldPath, step: str, head: int | None) -> _Shape:
         assert self.steps is not None
         problem = self.steps.problem
-        if step in STREAM_STEPS:
+        if step in self.streams:  # a stacked layer's stream, or its own gradient (attncli.parsing.backward_answers)
             truth: np.ndarray | None = self.streams[step]
         elif not present(self.steps, step, head):
             raise self.error(path, ABSENT.get(step, "check.scores_given"), step=step)
@@ -523,7 +570,7 @@ class _Reader(FieldReader):
             return Entry(text or "masked", None, None)
         if isinstance(value, str) and _DECIMAL_COMMA.fullmatch(value.strip()):
             point = value.strip().replace(",", ".")
-            if current_language() != "es":
+            if not self.decimal_comma:
                 raise self.error(path, "check.decimal_comma", label, text=value.strip(), point=point)
             return Entry(text, float(point), decimals(point))
         if isinstance(value, str) and _SPACED.fullmatch(value.strip()):

@@ -11,12 +11,18 @@ gradient the problem lacks (dW_O without W_O) is one line naming those it has.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+import numpy as np
+
+from attncli import steps as table
 from attncli.steps import BACKWARD, BACKWARD_HEAD, BACKWARD_KV, BY_NAME, CALCULATION, Key, position, present
 from attncli.yamldoc import FieldPath, kind_of
 
 if TYPE_CHECKING:
+    from attncli.core import Steps
+    from attncli.layers import StackSteps
     from attncli.parsing.answers import Answer, _Reader
 
 PREFIX = "backward."  # a backward step is named backward.<its JSON key> (attncli.steps)
@@ -95,13 +101,55 @@ def is_backward(name: str) -> bool:
     return name.startswith(PREFIX) and name in BY_NAME
 
 
-def refuse_in_stack(reader: _Reader, section: dict) -> None:
-    """Gradients answered for a stack of layers (at the top of `answers:` or in a layer): one line saying that
-    check grades a one-layer problem's backward pass only (compute shows a stack's)."""
+def refuse_in_layers(reader: _Reader, section: dict) -> None:
+    """Gradients answered inside a stacked layer's forward answers: one line saying where a stack's go
+    (`answers: backward: layers:`, as JSON's backward.layers)."""
     layers = section.get("layers")
-    places: list[tuple[FieldPath, dict]] = [(("answers",), section)]
     if isinstance(layers, list):
-        places += [(("answers", "layers", index), item) for index, item in enumerate(layers) if isinstance(item, dict)]
-    for path, fields in places:
-        if "backward" in fields:
-            raise reader.error((*path, "backward"), "check.backward_stack")
+        for index, item in enumerate(layers):
+            if isinstance(item, dict) and "backward" in item:
+                raise reader.error(("answers", "layers", index, "backward"), "check.backward_stack")
+
+
+LayerGradients = tuple[tuple["Answer", ...], tuple["Answer", ...]]  # a layer's own gradients, its attention's
+
+
+def read_stack(
+    reader: _Reader, steps: StackSteps, value: object, of: Callable[[Steps], _Reader]
+) -> list[LayerGradients]:
+    """`answers: backward:` of a stack: `layers:`, a mapping per layer from the first, each with the layer's own
+    gradients (grad_residual post-norm, grad_normed pre-norm, grad_input) and its attention's under `attention:`
+    (read as a one-layer problem's `backward:`, its dO the gradient reaching the attention); `of` makes the
+    reader of a layer's attention."""
+    from attncli.backward import layer_attention  # the stack's record: read only for a stack's answers
+
+    path: FieldPath = ("answers", "backward")
+    record = steps.backward
+    if record is None:
+        raise reader.error(path, "check.no_backward")
+    if not isinstance(value, dict) or not value:
+        raise reader.error(path, "check.backward_not_mapping", got=kind_of(value))
+    reader.check_fields(value, path, ("layers",), HINT)
+    listed = value["layers"]
+    if not isinstance(listed, list) or not listed or not all(isinstance(item, dict) for item in listed):
+        raise reader.error((*path, "layers"), "check.backward_layers", got=kind_of(listed))
+    if len(listed) > len(steps.layers):
+        raise reader.error((*path, "layers"), "check.backward_too_many", group="layers", count=len(listed),
+                           expected=len(steps.layers))  # fmt: skip
+    found: list[LayerGradients] = []
+    for index, fields in enumerate(listed):
+        here = (*path, "layers", index)
+        layer, grads = steps.layers[index], record.layers[index]
+        own = {name: matrix for name in _names(table.BACKWARD_LAYER) if (matrix := _matrix(grads, name)) is not None}
+        reader.check_fields(fields, here, [*map(key_of, own), "attention"], HINT)
+        layered = of(layer_attention(layer, grads))
+        layered.streams = own
+        mine = tuple(layered.answer((*here, key_of(name)), fields[key_of(name)], name, None)
+                     for name in own if key_of(name) in fields)  # fmt: skip
+        attention = read(layered, (*here, "attention"), fields["attention"]) if "attention" in fields else ()
+        found.append((mine, attention))
+    return found
+
+
+def _matrix(grads: object, name: str) -> np.ndarray | None:
+    return getattr(grads, key_of(name))

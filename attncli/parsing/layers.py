@@ -19,7 +19,7 @@ from attncli.yamldoc import FieldPath, did_you_mean, kind_of
 
 STACK_FIELDS = (
     "title", "notes", "tokens", "x", "layers", "exercise", "answers", "tolerance", "carry", "min_decimals", "require",
-    "backward", *backward.FIELDS, "tiles", "stable",
+    "decimal_comma", "points", "student", "student_id", "backward", *backward.FIELDS, "tiles", "stable",
 )  # fmt: skip
 SHARED = ("tiles", "stable")  # how the softmax is written out: the top level's is every layer's, unless a layer says
 GIVEN = ("queries", "keys", "values", "scores")  # fixed matrices: a layer computes them from its input instead

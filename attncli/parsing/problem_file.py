@@ -15,7 +15,8 @@ from attncli.problem import Backward, Head, Problem, Projection, Score, width
 TOP_FIELDS = (
     "title", "notes", "tokens", "query_tokens", "x", "x_query", "layers", "heads", "kv_heads", "w_o", "mask", "bias",
     "positions", "position_ids", "query_position_ids", "padding", "window", "scale", "exercise", "answers",
-    "tolerance", "carry", "min_decimals", "require", "tiles", "stable", "backward", *backward.FIELDS,
+    "tolerance", "carry", "min_decimals", "require", "decimal_comma", "points", "student", "student_id", "tiles",
+    "stable", "backward", *backward.FIELDS,
     *HEAD_FIELDS[1:],
 )  # fmt: skip
 

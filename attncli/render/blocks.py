@@ -102,6 +102,11 @@ def text(blocks: Sequence[Block]) -> str:
     return "\n\n".join(block.text_lines() for block in blocks) + "\n"
 
 
+def inline_markdown(text: str) -> str:
+    """`text` as literal Markdown inside a line (a table cell): what means something anywhere escaped."""
+    return _md(text, leading=False)
+
+
 def _md(text: str, leading: bool = True) -> str:
     """`text` escaped for Markdown; `leading`: also what would start a block (a table cell starts none)."""
     escaped = _MD_INLINE.sub(r"\\\1", one_line(text))

@@ -12,7 +12,6 @@ import math
 import re
 import unicodedata
 from collections.abc import Collection, Iterable
-from fractions import Fraction
 from pathlib import Path
 
 from attncli.errors import CONTROL_CODES
@@ -23,6 +22,7 @@ from attncli.grading.submissions import PROBLEM_CHANGED
 from attncli.i18n import current_language, t
 from attncli.render.blocks import Block, Heading, Paragraph, Table, html_document, markdown
 from attncli.render.grading import MARKS, label
+from attncli.render.points import points_text
 from attncli.written import fixed
 
 FORMATS = {"markdown": ".md", "html": ".html"}
@@ -30,7 +30,6 @@ ROUNDED_MARK = "≈"
 NAME_BYTES = 120  # of a file name's stem in UTF-8: room for a suffix and a counter under any file system's 255
 UNSAFE = re.compile(r'[\\/:*?"<>|]')  # separators, and what Windows refuses in a name
 RESERVED = frozenset({"con", "prn", "aux", "nul", *(f"{port}{n}" for port in ("com", "lpt") for n in range(1, 10))})
-EXACT_DECIMALS = 4  # points with at most this many decimals are shown exactly; others as a fraction and ≈ 2 decimals
 
 
 def feedback(record: StudentRecord, kind: str = "markdown", precision: int = 4) -> str:
@@ -165,16 +164,6 @@ def verdict(cell: Cell, step: StepReport) -> str:
 
 def _value(value: float, precision: int) -> str:
     return t("render.masked") if math.isinf(value) else fixed(value, precision)
-
-
-def points_text(points: Fraction) -> str:
-    """Points for people: exact when they have at most EXACT_DECIMALS decimals (2, 0.5, 0.8333 is not), else the
-    fraction and its value to 2 decimals (13/3 ≈ 4.33)."""
-    if (points * 10**EXACT_DECIMALS).denominator == 1:
-        whole, rest = divmod(points.numerator * 10**EXACT_DECIMALS // points.denominator, 10**EXACT_DECIMALS)
-        return str(whole) if rest == 0 else f"{whole}.{rest:0{EXACT_DECIMALS}d}".rstrip("0")
-    hundredths = round(points * 100)  # half to even, for a display only; the exact fraction is shown beside it
-    return f"{points.numerator}/{points.denominator} ≈ {hundredths // 100}.{hundredths % 100:02d}"
 
 
 def safe_file_name(name: str, taken: Collection[str] = ()) -> str:

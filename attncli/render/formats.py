@@ -58,6 +58,10 @@ FORMATS = {
         Format("npz", ".npz", frozenset((STEPS,)), binary=True),
         Format("markdown", ".md", frozenset((STEPS, STACK, CHECK, SOFTMAX)), SHAPED_FOR_READERS),
         Format("latex", ".tex", frozenset((STEPS, STACK, SOFTMAX)), SHAPED_FOR_READERS),
+        Format("html", ".html", frozenset((CHECK,))),  # a class report as one page (compute draws its view: --html)
+        Format("gradescope", None, frozenset((CHECK,))),  # the autograder's results.json for one submission
+        Format("canvas", None, frozenset((CHECK,))),  # a Canvas gradebook import
+        Format("grades", None, frozenset((CHECK,))),  # a row per student, for Moodle and any spreadsheet
     )
 }  # in the order --help lists them
 CSV_LAYOUTS = ("long", "wide")  # --csv-layout: a row per number, or a row per query (csv and tsv)

@@ -35,8 +35,6 @@ import io
 import json
 import re
 from collections.abc import Sequence
-from decimal import Decimal
-from fractions import Fraction
 
 from attncli.errors import printable
 from attncli.gradebook.glance import Glance
@@ -49,6 +47,7 @@ from attncli.render.feedback import cell_row, in_place_of_cells, notes, summary_
 from attncli.render.grading import human, label
 from attncli.render.layout import to_text
 from attncli.render.long_table import text_cell
+from attncli.render.points import number
 
 VISIBILITIES = ("hidden", "after_due_date", "after_published", "visible")
 CANVAS_COLUMNS = ("Student", "ID", "SIS User ID", "SIS Login ID", "Section")
@@ -58,13 +57,6 @@ GRADES_COLUMNS = (
 )  # fmt: skip
 PLAIN_NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)")  # text a spreadsheet reads as a number, never a formula
 WIDTH = 100  # columns of the plain-text report in Gradescope's output
-
-
-def number(points: Fraction) -> str:
-    """A score as its float's shortest round-trip decimal in plain digits (13/3: 4.333333333333333; 3: 3)."""
-    if points.denominator == 1:
-        return str(points.numerator)
-    return format(Decimal(repr(float(points))), "f")
 
 
 def gradescope(
@@ -178,6 +170,7 @@ def glance_blocks(found: Glance) -> list[blocks.Block]:
             str(step.answered),
             str(step.right),
             str(step.carried),
+            str(step.rounded),
             str(step.wrong),
             str(step.missing),
             str(step.not_answered),
@@ -189,7 +182,7 @@ def glance_blocks(found: Glance) -> list[blocks.Block]:
     return [blocks.Heading(2, t("gradebook.glance.title")), students, blocks.Table(header, rows)]
 
 
-GLANCE_COLUMNS = ("step", "answered", "right", "carried", "wrong", "missing", "not_answered", "causes")
+GLANCE_COLUMNS = ("step", "answered", "right", "carried", "rounded", "wrong", "missing", "not_answered", "causes")
 
 
 def glance_markdown(found: Glance) -> str:

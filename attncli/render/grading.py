@@ -15,6 +15,8 @@ import textwrap
 from collections.abc import Sequence
 
 from attncli.errors import printable
+from attncli.gradebook.points import ROUNDED, Score, step_status
+from attncli.gradebook.records import NO_FILE, StudentRecord, Tally, tally
 from attncli.grading import (
     CARRIED,
     MISSING,
@@ -26,13 +28,13 @@ from attncli.grading import (
     Report,
     StepReport,
 )
-from attncli.grading.submissions import NOT_GRADED, PROBLEM_CHANGED, Result
+from attncli.grading.submissions import INCOMPLETE, NOT_GRADED, PROBLEM_CHANGED
 from attncli.i18n import t
-from attncli.render import markdown as md
 from attncli.render.json_doc import dumps
 from attncli.render.layout import BLANK, Line, line, table
 from attncli.render.long_table import text_cell
-from attncli.steps import QUERY_TILES, ROWS, TOKENS, position, reported
+from attncli.render.points import number, points_text
+from attncli.steps import QUERY_TILES, ROWS, TOKENS, reported
 from attncli.written import fixed
 
 MARKS = {
@@ -46,6 +48,7 @@ MARKS = {
 STEP_STATUSES = (RIGHT, CARRIED, WRONG, NOT_ANSWERED, MISSING)
 CSV_HEADER = (
     "file", "exercise", "status", *STEP_STATUSES, "first_mistake", "codes", "cells_right", "cells", "error",
+    "rounded", "score", "max_score", "percent", "student", "student_id",
 )  # fmt: skip
 NEAR = 10  # a wrong number within this many times the rule's allowance shows the rule's arithmetic
 CORNERS = {
@@ -55,8 +58,8 @@ CORNERS = {
 }  # what a table's rows are; else the queries
 
 
-def human(report: Report, precision: int, width: int, rule: bool = True) -> list[Line]:
-    """Every answered step as a table of marked cells, its diagnosis, and the summary line.
+def human(report: Report, precision: int, width: int, rule: bool = True, score: Score | None = None) -> list[Line]:
+    """Every answered step as a table of marked cells, its diagnosis, the points (`score`), and the summary line.
 
     With `rule` (no --tolerance), a cell that the rounding rule decided shows its arithmetic.
     """
@@ -83,6 +86,8 @@ def human(report: Report, precision: int, width: int, rule: bool = True) -> list
         if step.status == WRONG and not step.diagnosis:
             out.append(line((t("check.no_diagnosis"), "dim")))
         out.append(BLANK)
+    if score is not None:
+        out.append(line((points_line(score), "bold")))
     out.append(line((summary(report), "bold green" if report.ok else "bold red")))
     return out
 
@@ -120,62 +125,114 @@ def _verdict(step: StepReport) -> str:
     return t("check.status.wrong")
 
 
-def file_line(result: Result) -> str:
-    """One plain line for one file: its summary, or why it was not graded."""
-    if result.report is not None:
-        return f"{printable(result.file)}: {summary(result.report)}"
-    if result.status == PROBLEM_CHANGED:
-        return f"{printable(result.file)}: {t('check.problem_changed', fields=', '.join(result.changed))}"
-    return f"{printable(result.file)}: {t('check.not_graded')}"
+def file_line(record: StudentRecord) -> str:
+    """One plain line for one file (or a student of the class list without one): who, its points and its summary,
+    or why it was not graded."""
+    if record.file is None:
+        return f"{printable(_who(record) or '?')}: {t('gradebook.feedback.no_file')}"
+    who = _who(record)
+    name = printable(record.file) + (f" ({printable(who)})" if who else "")
+    if record.report is not None:
+        scored = f"{points_line(record.score)}; " if record.score is not None else ""
+        return f"{name}: {scored}{summary(record.report)}"
+    if record.status == PROBLEM_CHANGED:
+        return f"{name}: {t('check.problem_changed', fields=', '.join(record.changed))}"
+    return f"{name}: {t('check.not_graded')}"
 
 
-def total(results: Sequence[Result]) -> str:
-    """The line under several files' summaries: how many are right, wrong, changed or unreadable, and how many cells."""
-    reports = [result.report for result in results if result.report is not None]
+def _who(record: StudentRecord) -> str:
+    """A student as a line names them: their name, their id, or both ("" when the file says neither)."""
+    if record.student and record.student_id:
+        return f"{record.student}, {record.student_id}"
+    return record.student or record.student_id or ""
+
+
+def points_line(score: Score) -> str:
+    """`points: 13/3 ≈ 4.33 of 7 (61.90 %)`."""
+    return t("check.points", points=points_of(score))
+
+
+def points_of(score: Score) -> str:
+    """`13/3 ≈ 4.33 of 7 (61.90 %)`: exact points for people, and the percent."""
+    shown = {"score": points_text(score.score), "max_score": points_text(score.max_score)}
+    if score.percent is None:
+        return t("check.points_of_no_percent", **shown)
+    return t("check.points_of", **shown, percent=str(score.percent))
+
+
+def total(found: Tally) -> str:
+    """The line under several files' lines: how many are right, wrong, incomplete, changed, unreadable or missing,
+    and how many of the keys' cells are right."""
+    absent = found.count(NO_FILE)
     return t(
         "check.total",
-        files=len(results),
-        ok=sum(result.status == RIGHT for result in results),
-        wrong=sum(result.status == WRONG for result in results),
-        changed=sum(result.status == PROBLEM_CHANGED for result in results),
-        broken=sum(result.status == NOT_GRADED for result in results),
-        correct=sum(step.correct for report in reports for step in report.steps),
-        cells=sum(step.total for report in reports for step in report.steps),
+        files=found.records - absent,
+        ok=found.count(RIGHT),
+        rounded=found.count(ROUNDED),
+        wrong=found.count(WRONG),
+        incomplete=found.count(INCOMPLETE),
+        changed=found.count(PROBLEM_CHANGED),
+        broken=found.count(NOT_GRADED),
+        no_file=t("check.total_no_file", students=absent) if absent else "",
+        correct=found.right,
+        cells=found.cells,
     )
 
 
-def summaries(results: Sequence[Result], width: int | None = None) -> str:
-    """Several files: one line per file, then the total. Plain lines, unwrapped for a script that reads one per
-    line; for a terminal `width` wide, each wrapped between words, its continuation indented."""
-    lines = (*map(file_line, results), total(results))
-    if width is not None:
-        lines = tuple(
-            "\n".join(
-                textwrap.wrap(line, width, subsequent_indent="    ", break_long_words=False, break_on_hyphens=False)
-            )
-            for line in lines
-        )
-    return "".join(f"{text}\n" for text in lines)
+def summary_line(record: StudentRecord, width: int | None = None) -> str:
+    """A record's line: unwrapped for a script that reads one per line; for a terminal `width` wide, wrapped
+    between words, its continuation indented."""
+    return _wrapped(file_line(record), width)
 
 
-def json_lines(results: Sequence[Result]) -> str:
+def _wrapped(text: str, width: int | None) -> str:
+    if width is None:
+        return text + "\n"
+    wrapped = textwrap.wrap(text, width, subsequent_indent="    ", break_long_words=False, break_on_hyphens=False)
+    return "\n".join(wrapped) + "\n"
+
+
+def total_line(found: Tally, width: int | None = None) -> str:
+    """The total's line, wrapped as `summary_line` wraps a file's."""
+    return _wrapped(total(found), width)
+
+
+def summaries(records: Sequence[StudentRecord], width: int | None = None) -> str:
+    """Several files: one line per file (`summary_line`), then the total."""
+    return "".join(summary_line(record, width) for record in records) + total_line(tally(records), width)
+
+
+def json_lines(records: Sequence[StudentRecord]) -> str:
     """One JSON object per file, one per line, in the order the files were given (numbers at full precision)."""
-    return "".join(dumps(_json(result)) for result in results)
+    return "".join(map(json_line, records))
 
 
-def _json(result: Result) -> dict:
-    report = result.report
+def json_line(record: StudentRecord) -> str:
+    """A record's JSON object, on one line: the file's verdict, its steps, then its points and who it is from."""
+    report = record.report
     first = report.first_mistake if report is not None else None
+    score = record.score
     document = {
-        "file": result.file,
-        "exercise": result.exercise,
-        "status": result.status,
-        "ok": result.status == RIGHT,
-        "changed": list(result.changed),
+        "file": record.file,
+        "exercise": record.exercise,
+        "status": record.status,
+        "ok": record.status == RIGHT,
+        "changed": list(record.changed),
         "first_mistake": None if first is None else _step_name(first),
         "steps": [] if report is None else [_json_step(step) for step in report.steps],
     }
-    return document if result.error is None else {**document, "error": result.error}  # only a file not graded
+    if record.error is not None:  # only a file not graded
+        document["error"] = record.error
+    return dumps(
+        {
+            **document,
+            "score": None if score is None else float(score.score),
+            "max_score": None if score is None else float(score.max_score),
+            "percent": None if score is None or score.percent is None else float(score.percent),
+            "student": record.student,
+            "student_id": record.student_id,
+        }
+    )
 
 
 def _json_step(step: StepReport) -> dict:
@@ -183,7 +240,7 @@ def _json_step(step: StepReport) -> dict:
         "step": step.step,
         "head": step.head,
         **({} if step.layer is None else {"layer": step.layer}),
-        "status": step.status,
+        "status": step_status(step),
         "correct": step.correct,
         "total": step.total,
         "cells": [_json_cell(step, cell) for cell in step.cells],
@@ -211,74 +268,51 @@ def _step_name(step: StepReport) -> str:
     return step.step if step.head is None or step.head_name is None else f"{step.step}[{step.head + 1}]"
 
 
-def csv_text(results: Sequence[Result]) -> str:
+def csv_text(records: Sequence[StudentRecord]) -> str:
     """A gradebook: a header, then one row per file (steps counted by status; codes `step:code` joined by ';')."""
-    buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(CSV_HEADER)
-    for result in results:
-        report = result.report
-        steps = report.steps if report is not None else ()
-        first = report.first_mistake if report is not None else None
-        error = result.error or ", ".join(result.changed)
-        writer.writerow(
-            (
-                text_cell(result.file),
-                text_cell(result.exercise or ""),
-                result.status,
-                *(sum(step.status == status for step in steps) for status in STEP_STATUSES),
-                "" if first is None else _step_name(first),
-                ";".join(f"{_step_name(step)}:{code}" for step in steps for code in step.diagnosis),
-                sum(step.correct for step in steps),
-                sum(step.total for step in steps),
-                text_cell(error),
-            )
+    return csv_header() + "".join(map(csv_row, records))
+
+
+def csv_header() -> str:
+    return _csv_line(CSV_HEADER)
+
+
+def csv_row(record: StudentRecord) -> str:
+    """A record's row: its verdict, each step status's count, its codes, the key's cells right of the key's cells,
+    the error; then the steps wrong only by rounding, the points and who it is from."""
+    report, score = record.report, record.score
+    steps = report.steps if report is not None else ()
+    first = report.first_mistake if report is not None else None
+    statuses = [step_status(step) for step in steps]
+    scored = () if score is None else score.steps
+    return _csv_line(
+        (
+            text_cell(record.file or ""),
+            text_cell(record.exercise or ""),
+            record.status,
+            *(statuses.count(status) for status in STEP_STATUSES),
+            "" if first is None else _step_name(first),
+            ";".join(f"{_step_name(step)}:{code}" for step in steps for code in step.diagnosis),
+            sum(step.right for step in scored),
+            sum(step.cells for step in scored),
+            text_cell(record.error or ", ".join(record.changed)),
+            statuses.count(ROUNDED),
+            *(("", "", "") if score is None else _points_cells(score)),
+            text_cell(record.student or ""),
+            text_cell(record.student_id or ""),
         )
+    )
+
+
+def _points_cells(score: Score) -> tuple[str, str, str]:
+    """score, max_score (full precision, plain digits) and percent (2 decimals; blank out of 0)."""
+    return number(score.score), number(score.max_score), "" if score.percent is None else str(score.percent)
+
+
+def _csv_line(row: Sequence[object]) -> str:
+    buffer = io.StringIO()
+    csv.writer(buffer, lineterminator="\n").writerow(row)
     return buffer.getvalue()
-
-
-def markdown(results: Sequence[Result]) -> str:
-    """A class report: one row per student file, one column per step, then the total."""
-    columns = _columns(results)
-    header = [t("check.md.file"), t("check.md.status"), *(label(step) for step in columns.values())]
-    header += [t("check.md.cells"), t("check.md.note")]
-    rows = [header, ["---"] * len(header)]
-    for result in results:
-        found = {} if result.report is None else {_column(s): s for s in result.report.steps}
-        cells = [_md_step(found.get(key)) for key in columns]
-        steps = list(found.values())
-        count = f"{sum(s.correct for s in steps)}/{sum(s.total for s in steps)}" if result.report else ""
-        note = result.error or (t("check.problem_changed", fields=", ".join(result.changed)) if result.changed else "")
-        rows.append([f"`{result.file}`", t(f"check.status.{result.status}"), *cells, count, note])
-    table_text = "".join("| " + " | ".join(md.cell(text) for text in row) + " |\n" for row in rows)
-    return f"# {t('check.md.title')}\n\n{table_text}\n{total(results)}\n"
-
-
-Column = tuple[int | None, str, int | None]  # (layer, step, head): stacked layers repeat each step
-
-
-def _column(step: StepReport) -> Column:
-    return step.layer, step.step, step.head
-
-
-def _columns(results: Sequence[Result]) -> dict[Column, StepReport]:
-    """Every step any file answered (or misses), in the order of the calculation, with one report naming it."""
-    seen: dict[Column, StepReport] = {}
-    for result in results:
-        for step in result.report.steps if result.report is not None else ():
-            seen.setdefault(_column(step), step)
-
-    return {key: seen[key] for key in sorted(seen, key=lambda key: position(key[1], key[2], key[0]))}
-
-
-def _md_step(step: StepReport | None) -> str:
-    if step is None:
-        return ""
-    mark = MARKS[step.status][0]
-    if step.status in (MISSING, NOT_ANSWERED):
-        return f"{mark} {t(f'check.status.{step.status}')}"
-    codes = "".join(f" `{code}`" for code in step.diagnosis)
-    return f"{mark} {step.correct}/{step.total}{codes}" if step.cells else f"{mark} {_shape_slip()}{codes}"
 
 
 def _shape_slip() -> str:

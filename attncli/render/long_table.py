@@ -6,12 +6,17 @@ Long format suits pipes and data frames: filter with grep or awk, pivot later.
 output (always present, even when it equals the only head's output); `key` or
 `index` is empty where it does not apply; masked scores are -inf. A token name that a
 spreadsheet would take for a formula (=, +, -, @ first) is written with a leading ' (`text_cell`).
+With `backward:` the gradients follow, in the same shape: each named as `check` labels it
+(`backward.grad_values`, `backward.kv_heads.grad_keys`, a stacked layer's `backward.grad_input` and
+`backward.grad_norm.gain`, ...),
+a weight's gradient with the coordinate of its row, from 0, in `query`; `backward.loss` one row.
 """
 
 from __future__ import annotations
 
 import csv
 import io
+import itertools
 from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING
 
@@ -19,7 +24,23 @@ import numpy as np
 
 from attncli.core import Steps
 from attncli.errors import printable
-from attncli.steps import DOCUMENTED_HEAD_STEPS, DOCUMENTED_SHARED_STEPS, KEYS, QUERIES, Step, each, labels
+from attncli.steps import (
+    BACKWARD_HEAD,
+    BACKWARD_KV,
+    BACKWARD_LAYER,
+    BACKWARD_STEPS,
+    BY_NAME,
+    COORDINATES,
+    DOCUMENTED_HEAD_STEPS,
+    DOCUMENTED_SHARED_STEPS,
+    KEYS,
+    QUERIES,
+    TOKENS,
+    Step,
+    each,
+    labels,
+)
+from attncli.steps import matrix as numbers_of
 
 if TYPE_CHECKING:
     from attncli.layers import LayerSteps, StackSteps
@@ -28,6 +49,7 @@ if TYPE_CHECKING:
 HEADER = ("step", "head", "query", "key", "index", "value")
 STACK_HEADER = ("layer", *HEADER)  # a stack's rows: the layer (from 0, as JSON's) first
 Row = tuple[str, str, str, str, str, str]
+B = "backward."  # the gradients' rows: backward.<JSON key>, as check labels them (no message key)
 
 
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")  # what makes a spreadsheet evaluate a cell (OWASP)
@@ -45,6 +67,7 @@ def render(steps: Steps, delimiter: str = ",") -> str:
     writer = csv.writer(buffer, delimiter=delimiter, lineterminator="\n")
     writer.writerow(HEADER)
     writer.writerows(rows(steps))
+    writer.writerows(gradient_rows(steps))
     return buffer.getvalue()
 
 
@@ -72,6 +95,7 @@ def render_stack(
     if rollout is not None:
         last = str((layer or len(steps.layers)) - 1)
         writer.writerows((last, *row) for row in _pairs("rollout", "", tokens, tokens, rollout))
+    writer.writerows(_layer_rows(steps, layer))
     return buffer.getvalue()
 
 
@@ -94,7 +118,7 @@ def wide(steps: Steps, delimiter: str = ",") -> str:
     then a header row: `query\\key` and the key tokens for (query, key) steps, `query` or `key` and the
     coordinates 0, 1, ... for vectors; then one row per query (or key) token. Same numbers as `render`.
     """
-    return _blocks_text(blocks(steps), delimiter)
+    return _blocks_text(itertools.chain(blocks(steps), gradient_blocks(steps)), delimiter)
 
 
 def wide_stack(
@@ -111,6 +135,11 @@ def wide_stack(
     if rollout is not None:
         last = str((layer or len(steps.layers)) - 1)
         every.append((("layer", last, "rollout"), "query\\key", tokens, [text_cell(key) for key in tokens], rollout))
+    for number, own, attention in _layer_gradients(steps, layer):
+        first = own[:1] if own and own[0][0][0] == "backward.grad_residual" else []
+        layer_blocks = [*first, *gradient_blocks(attention), *own[len(first) :]]
+        every += [(("layer", str(number), *title), corner, names, columns, found)
+                  for title, corner, names, columns, found in layer_blocks]  # fmt: skip
     return _blocks_text(every, delimiter)
 
 
@@ -189,6 +218,100 @@ def _pairs(step: str, head: str, queries: Sequence[str], keys: Sequence[str], ma
     for query, row in zip(map(text_cell, queries), matrix):
         for key, value in zip(keys, row):
             yield step, head, query, key, "", str(value)
+
+
+# The gradients (attncli.backward), after the forward's rows: each step named as check labels it (backward.<JSON
+# key>, backward.kv_heads.<key> for a shared key/value head's sums; `head` the head's or kv head's index), a
+# weight's gradient (a row per coordinate of what the weight multiplies) with that coordinate, from 0, in `query`.
+
+
+def gradient_rows(steps: Steps) -> Iterator[Row]:
+    """The long rows of every gradient `steps` holds (none without `backward:`): the loss, then as JSON has them."""
+    if steps.backward is not None and steps.backward.loss is not None:
+        yield B + "loss", "", "", "", "", str(steps.backward.loss)
+    for step, head, found in _gradients(steps):
+        number = "" if head is None else str(head)
+        names = _gradient_names(steps, step, found)
+        if step.columns == KEYS:
+            yield from _pairs(step.name, number, names, steps.problem.tokens, found)
+        else:
+            yield from _vectors(step.name, number, names, found, by="key" if step.rows == TOKENS else "query")
+
+
+def gradient_blocks(steps: Steps) -> Iterator[Block]:
+    """A block per gradient, as `blocks` writes the forward's steps."""
+    for step, head, found in _gradients(steps):
+        title = (step.name,) if head is None else (step.name, "head", str(head))
+        names = _gradient_names(steps, step, found)
+        corner = {KEYS: "query\\key"}.get(
+            step.columns, {TOKENS: "key", COORDINATES: "coordinate"}.get(step.rows, "query")
+        )
+        columns = [text_cell(key) for key in steps.problem.tokens] if step.columns == KEYS else None
+        yield title, corner, names, columns or [str(i) for i in range(found.shape[1])], found
+
+
+def _gradients(steps: Steps) -> Iterator[tuple[Step, int | None, np.ndarray]]:
+    """Every gradient of the record, in the order of the calculation: the top level's, each head's, each kv head's."""
+    record = steps.backward
+    if record is None:
+        return
+    for name in BACKWARD_STEPS:
+        place = BY_NAME[name].place
+        count = {BACKWARD_HEAD: len(record.heads), BACKWARD_KV: len(record.kv_heads)}.get(place, 0)
+        for head in ([] if place == BACKWARD_KV else [None]) + list(range(count)):
+            found = numbers_of(steps, name, head) if place != BACKWARD_LAYER else None
+            if found is not None:
+                yield BY_NAME[name], head, found
+
+
+def _layer_gradients(steps: StackSteps, layer: int | None) -> Iterator[tuple[int, list[Block], Steps]]:
+    """Each chosen layer's own gradients (S, d) as blocks, the first before its attention's (grad_residual) and
+    the others after, and its attention as the one-layer problem asking for its gradients (none without them)."""
+    from attncli.backward import layer_attention  # a stack's gradients: read only when it has them
+
+    if steps.backward is None:
+        return
+    tokens = steps.stack.tokens
+    for number, record in _chosen(steps, layer):
+        grads = steps.backward.layers[number]
+        own = [
+            (name, getattr(grads, BY_NAME[name].field))
+            for name in BACKWARD_STEPS
+            if BY_NAME[name].place == BACKWARD_LAYER
+        ]
+        own += [(B + "grad_norm.gain", _row(grads.grad_gain)), (B + "grad_norm.bias", _row(grads.grad_shift))]
+        found: list[Block] = [
+            ((name,), "query", tokens if m.shape[0] > 1 else [""], [str(i) for i in range(m.shape[1])], m)
+            for name, m in own
+            if m is not None
+        ]
+        yield number, found, layer_attention(record, grads)
+
+
+def _row(vector: np.ndarray | None) -> np.ndarray | None:
+    """A norm's gain or bias gradient (d,) as one row (1, d), as JSON's grad_norm holds it."""
+    return None if vector is None else vector[None, :]
+
+
+def _layer_rows(steps: StackSteps, layer: int | None) -> Iterator[tuple[str, ...]]:
+    """A stack's gradients in long rows after the `layer` column: each layer's, then the loss."""
+    for number, own, attention in _layer_gradients(steps, layer):
+        own_rows = [list(_vectors(title[0], "", names, found, by="query")) for title, _, names, _, found in own]
+        first = own_rows[:1] if own and own[0][0][0] == "backward.grad_residual" else []
+        for row in (
+            *(r for part in first for r in part),
+            *gradient_rows(attention),
+            *(r for part in own_rows[len(first) :] for r in part),
+        ):
+            yield (str(number), *row)
+    if steps.backward is not None and steps.backward.loss is not None:
+        yield "", B + "loss", "", "", "", "", str(steps.backward.loss)
+
+
+def _gradient_names(steps: Steps, step: Step, found: np.ndarray) -> Sequence[str]:
+    if step.rows == COORDINATES:
+        return [str(i) for i in range(found.shape[0])]
+    return labels(steps.problem, step.name, found.shape[1], found.shape[0])[0]
 
 
 COMPARE_HEADER = ("query", "step", "head", "position", "key_a", "key_b", "a", "b", "difference")

@@ -18,7 +18,7 @@ import math
 import subprocess
 import sys
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -333,9 +333,9 @@ def grade(all_cases: Sequence[Case]) -> int:
 GOOD, FALSE_ALARM, MISSED, UNNAMED, MISNAMED = "good", "false_alarm", "missed", "unnamed", "misnamed"
 
 
-def verdict(case: Case) -> tuple[str, str]:
-    """How check did on the case: GOOD, or what went wrong and where."""
-    steps = {(s["step"], s["head"]): s for s in case.result.get("steps", [])}
+def verdict(case: Case, key: Callable[[dict], tuple] = lambda s: (s["step"], s["head"])) -> tuple[str, str]:
+    """How check did on the case: GOOD, or what went wrong and where (`key`: a step's label, as `case.where`)."""
+    steps = {key(s): s for s in case.result.get("steps", [])}
     if not steps:
         return FALSE_ALARM, case.result.get("error", "nothing graded")
     wrong = [key for key, s in steps.items() if s["status"] not in ("right", "carried") and key != case.where]
@@ -351,11 +351,11 @@ def verdict(case: Case) -> tuple[str, str]:
     return GOOD, ""
 
 
-def figures(all_cases: Sequence[Case]) -> dict[str, Counter]:
+def figures(all_cases: Sequence[Case], judge: Callable[[Case], tuple[str, str]] = verdict) -> dict[str, Counter]:
     """Per row (careful, each slip): how many cases ended each way."""
     table: dict[str, Counter] = {}
     for case in all_cases:
-        table.setdefault(case.slip or "careful", Counter())[verdict(case)[0]] += 1
+        table.setdefault(case.slip or "careful", Counter())[judge(case)[0]] += 1
     return table
 
 
@@ -364,15 +364,20 @@ def build(directory: Path, count: int) -> tuple[list[Case], int]:
     return made, grade(made)
 
 
-if __name__ == "__main__":
+def main(build: Callable[[Path, int], tuple[list, int]], judge: Callable = verdict, name: Callable = str) -> None:
+    """Prints the figures of `build` over `python -m ... N` exercises of each set, and each case not GOOD."""
     import tempfile
 
     with tempfile.TemporaryDirectory() as folder:
         built, _ = build(Path(folder), int(sys.argv[1]) if len(sys.argv) > 1 else 3)
-        for row, counts in figures(built).items():
+        for row, counts in figures(built, judge).items():
             print(
                 f"{row:28} {sum(counts.values()):4} cases  " + "  ".join(f"{k} {v}" for k, v in sorted(counts.items()))
             )
         for case in built:
-            if verdict(case)[0] != GOOD or "-v" in sys.argv:
-                print(case.exercise.id, case.slip, *verdict(case), sorted({s["status"] for s in case.result["steps"]}))
+            if judge(case)[0] != GOOD or "-v" in sys.argv:
+                print(name(case), case.slip, *judge(case), sorted({s["status"] for s in case.result["steps"]}))
+
+
+if __name__ == "__main__":
+    main(build, name=lambda case: case.exercise.id)

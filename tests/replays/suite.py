@@ -385,6 +385,7 @@ def _grade(suite: Suite, batches: dict[str, tuple[Sequence[Case], list[str]]]) -
 GOOD = "good"
 FALSE_ALARM = "false_alarm"  # a right step failed (a careful file, or a step the mistake does not touch)
 MISSED = "missed"  # the file passed, or the step with the mistake was not failed
+FAILED = ("wrong", "rounded")  # a step's statuses that fail it (rounded: wrong only by rounding, issue 27)
 UNNAMED = "unnamed"  # wrong at the right step, the code not named (nothing named)
 MISNAMED = "misnamed"  # wrong at the right step, other codes named
 MISLEADING = "misleading"  # a code named beside the right one that no slip of the catalogue reproduces there
@@ -431,7 +432,7 @@ def verdict(case: Case) -> tuple[str, str]:
         return FALSE_ALARM, ", ".join(bad)
     assert case.step is not None
     here = steps.get(case.step)
-    if file_ok(result) or here is None or here["status"] != "wrong":
+    if file_ok(result) or here is None or here["status"] not in FAILED:
         return MISSED, f"{case.step[1]}@{case.step[0]} is {here and here['status']}"
     diagnosis = list(here.get("diagnosis") or [])
     if case.mistake is not None and not set(case.mistake.codes) <= set(diagnosis):
@@ -499,7 +500,7 @@ def _stack_verdict(case: Case, result: dict) -> tuple[str, str]:
     layer right (the later ones are worked from the slipped stream: carried or right, never wrong)."""
     assert case.stack is not None
     work = case.stack[0]
-    wrong = [s for s in result.get("steps", []) if s["status"] == "wrong"]
+    wrong = [s for s in result.get("steps", []) if s["status"] in FAILED]
     if file_ok(result) or not wrong:
         return MISSED, "no step wrong"
     elsewhere = [s for s in wrong if s.get("layer") != work.at]
@@ -516,16 +517,23 @@ def _stack_verdict(case: Case, result: dict) -> tuple[str, str]:
 
 
 def _too_few_decimals(case: Case, result: dict, steps: dict[Key, dict]) -> tuple[str, str]:
-    """Every 2-decimal number of the step is `too_few_decimals`, every other step right, the file not right."""
+    """Every 2-decimal number of the step that is not the true value itself (a causal row's 1.00) is
+    `too_few_decimals`, every other step right, the file not right."""
     assert case.step is not None
     if file_ok(result):
         return MISSED, ""
     cells = steps.get(case.step, {}).get("cells", [])
-    named = [c["status"] == "too_few_decimals" for c in cells if c.get("given") not in (None, "masked")]
+    short = [c for c in cells if c.get("given") not in (None, "masked") and not _exact(c)]
+    named = [c["status"] == "too_few_decimals" for c in short]
     if not named or not all(named):
         return UNNAMED, f"{sum(named)} of {len(named)} two-decimal cells too_few_decimals"
     others = [f"{k[1]}@{k[0]}:{s['status']}" for k, s in steps.items() if k != case.step and s["status"] != "right"]
     return (FALSE_ALARM, ", ".join(others)) if others else (GOOD, "")
+
+
+def _exact(cell: dict) -> bool:
+    """Whether a cell's written number is its true value (never wrong, whatever its decimals: issue 27)."""
+    return math.isclose(float(cell["given"]), cell["expected"], rel_tol=1e-12, abs_tol=1e-300)
 
 
 LABELS = {"self": "careful", "key": "careful --key", "carry3": "careful --carry 3"}
