@@ -166,26 +166,35 @@ def exercise(options: Options, seed: int, within: tuple[str, str] | None = None)
         lines.append("layers:")
         for number, fields in enumerate(layers, 1):
             lines += [f"  - name: {scalar(t('generate.layer', number=number))}", *fields]
-    elif options.heads == 1:
-        lines += _head_lines(heads[0], tokens, options.projections, 0)
     else:
-        if options.gqa:
-            lines.append("kv_heads:")
-            for index, head in enumerate(heads[::2]):
-                fields = _head_lines(head, tokens, options.projections, 4, ("keys", "values"))
-                lines += [f"  - name: {scalar(t('generate.kv_head', number=index + 1))}", *fields]
-        lines.append("heads:")
-        for index, head in enumerate(heads):
-            parts = ("queries",) if options.gqa else ("queries", "keys", "values")
-            fields = _head_lines(head, tokens, options.projections, 4, parts)
-            lines += [f"  - name: {scalar(t('generate.head', number=index + 1))}", *fields]
-        w_o = _rows(rng, options.heads * d_v, d_v, (0, 1), nonzero=True)
-        lines += ["w_o:", *(f"  - {flow(str(v) for v in row)}" for row in w_o)]
+        lines += _heads_lines(rng, options, heads, tokens, d_v)
     if options.backward:
         width = d_model if stacked else d_v  # the stream's width, or the final output's
         lines += ["backward:", "  grad_output:", *_mapping(tokens, _grad_output(rng, len(tokens), width), 4)]
     text = "\n".join(lines) + "\n"
     return text + _answers(text, key_settings(options)) if options.answers else text
+
+
+def _heads_lines(
+    rng: random.Random, options: Options, heads: list[_Head], tokens: tuple[str, ...], d_v: int
+) -> list[str]:
+    """A one-layer exercise's heads as YAML lines: one head's fields at the top; several heads (their kv heads
+    first with --gqa) listed, then a W_O drawn after them."""
+    if options.heads == 1:
+        return _head_lines(heads[0], tokens, options.projections, 0)
+    lines = []
+    if options.gqa:
+        lines.append("kv_heads:")
+        for index, head in enumerate(heads[::2]):
+            fields = _head_lines(head, tokens, options.projections, 4, ("keys", "values"))
+            lines += [f"  - name: {scalar(t('generate.kv_head', number=index + 1))}", *fields]
+    lines.append("heads:")
+    for index, head in enumerate(heads):
+        parts = ("queries",) if options.gqa else ("queries", "keys", "values")
+        fields = _head_lines(head, tokens, options.projections, 4, parts)
+        lines += [f"  - name: {scalar(t('generate.head', number=index + 1))}", *fields]
+    w_o = _rows(rng, options.heads * d_v, d_v, (0, 1), nonzero=True)
+    return [*lines, "w_o:", *(f"  - {flow(str(v) for v in row)}" for row in w_o)]
 
 
 def _grad_output(rng: random.Random, n: int, width: int) -> list[list[str]]:

@@ -22,6 +22,7 @@ from typer.testing import CliRunner, Result
 from attncli.cli import app
 from tests import backward_cases
 from tests.paths import ROOT, SAMPLES
+from tests.replays import backward as backward_replays
 
 ENV = {"LC_ALL": None, "LC_MESSAGES": None, "LANG": None, "COLUMNS": "100", "NO_COLOR": None, "FORCE_COLOR": None}
 BANK = (SAMPLES / "bank_backward.yaml").read_text(encoding="utf-8")
@@ -33,6 +34,30 @@ GRAD_SCORES = P * (GRAD_WEIGHTS - ROW_TERM)  # 0.3855, −0.3476, −0.0379
 
 def run(*args: str, input: str | None = None) -> Result:
     return CliRunner().invoke(app, list(args), env=ENV, input=input)
+
+
+def not_right_in_own_keys(tmp_path: Path, kinds: list[tuple[str, ...]], seeds: range) -> list[str]:
+    """`generate --backward --answers` of each kind and seed checked against itself: every step not `right`."""
+    found = []
+    for kind in kinds:
+        for seed in seeds:
+            key = tmp_path / "key.yaml"
+            made = run("generate", "--backward", *kind, "--seed", str(seed), "--answers", "-o", str(key), "--force")
+            assert made.exit_code == 0, made.output
+            checked = run("check", str(key), "--format", "json")
+            steps = json.loads(checked.stdout)["steps"] if checked.stdout else []
+            found += [f"{' '.join(kind)} seed {seed}: {s['step']} {s['head']} {s.get('layer')} {s['status']}"
+                      for s in steps if s["status"] != "right"]  # fmt: skip
+            found += [f"{' '.join(kind)} seed {seed}: exit {checked.exit_code}"] if checked.exit_code != 0 else []
+    return found
+
+
+ONE_LAYER_KINDS = [options for _, options in backward_replays.SETS]  # the replayed students' kinds
+
+
+def test_generated_keys_of_every_kind_pass_their_own_check_every_step_right(tmp_path: Path) -> None:
+    """A key is a careful student: every step right, none carried (↷), over the kinds of tests/replays/backward.py."""
+    assert not_right_in_own_keys(tmp_path, ONE_LAYER_KINDS, range(1, 9)) == []
 
 
 def homework(tmp_path: Path, answers: str, problem: str = BANK, name: str = "hw.yaml") -> str:

@@ -74,7 +74,7 @@ def stack_suite(tmp_path_factory: pytest.TempPathFactory) -> list[stack_replays.
 
 def test_the_stack_suite_has_every_case(stack_suite: list[stack_replays.Case]) -> None:
     careful = [case for case in stack_suite if case.slip is None]
-    assert len(careful) == STACK_COUNT * len(stack_replays.SETS)
+    assert len(careful) == 2 * STACK_COUNT * len(stack_replays.SETS)  # their own numbers, and the key
     assert {case.slip for case in stack_suite} == {None, *stack_replays.SLIPS}
     assert {case.where[2] for case in stack_suite if case.where is not None} == {0, 1, 2}  # every layer of three
 

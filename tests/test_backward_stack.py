@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -21,7 +22,7 @@ from attncli.grading.backward_stack import norm_backward
 from attncli.problem import Layer, Norm
 from tests.paths import SAMPLES
 from tests.replays import backward_layers
-from tests.test_backward_check import junk_is_graded_or_one_line, run
+from tests.test_backward_check import junk_is_graded_or_one_line, not_right_in_own_keys, run
 
 STACK = (SAMPLES / "layers.yaml").read_text(
     encoding="utf-8"
@@ -53,6 +54,22 @@ def test_a_stacks_key_passes_its_own_check_each_gradient_labelled_with_its_layer
     assert (("backward.grad_normed", None, 1) in backward) is not post
     first = [key[2] for key in backward]
     assert first == sorted(first)  # the first layer's first, as JSON's backward.layers
+
+
+STACK_KINDS = [
+    ("--layers", "2"),
+    ("--layers", "2", "--norm", "rms:post"),
+    ("--layers", "2", "--heads", "2"),
+    ("--layers", "2", "--norm", "layer"),
+    ("--layers", "3", "--norm", "layer"),
+    ("--layers", "2", "--norm", "layer", "--mask", "causal"),
+]
+
+
+def test_generated_stack_keys_of_every_kind_pass_their_own_check_every_step_right(tmp_path: Path) -> None:
+    """A key is a careful student: never carried (↷). Seen before: a top layer's dP = dO·Vᵀ carried in the last
+    layer, its truth worked from the key's own 4-decimal stream as if exact (V ±1e-4 off, no bound for it)."""
+    assert not_right_in_own_keys(tmp_path, STACK_KINDS, range(1, 9)) == []
 
 
 def test_the_template_prints_a_stacks_gradients_blank_under_layers() -> None:

@@ -10,7 +10,8 @@ carries through the residual's two paths and the norm's backward is inside the r
 - post-norm, grad_residual = the norm's backward of g at the residual sum X + Attn(X);
 - the attention, graded as the one-layer problem it is (attncli.grading.backward through
   attncli.grading.verdict), its dO the gradient reaching it with how far a careful student's may be
-  (attncli.problem.Backward.carried): the five slips are named inside it as in one layer;
+  (attncli.problem.Backward.carried): the five slips are named inside it as in one layer; over the stream
+  the student wrote (taken as exact) and, where a step is not right so, over the true one (a key's way);
 - pre-norm, grad_normed = the attention's grad_x, and the norm's backward of it at X;
 - grad_input = the residual's path (g, or grad_residual) + the branch's.
 
@@ -180,12 +181,26 @@ class _Layer:
         asked = Answers(() if forward is None else forward.steps, self.rule.tolerance, self.rule.carry,
                         self.rule.min_decimals, (), answered)  # fmt: skip
         if right:  # their dO is right: the attention is graded from it, as the one-layer problem it then is
-            return [r for r in graded(mine, asked).steps if r.step.startswith(B)], true_x, own_x
+            return self.from_their_grad_output(mine, fed, own, asked, graded), true_x, own_x
         reports = [r for r in graded(truth, asked).steps if r.step.startswith(B)]
         if mine is not truth:
             theirs = {(r.step, r.head): r for r in graded(mine, asked).steps}
             reports = [_better(report, theirs.get((report.step, report.head)), right) for report in reports]
         return reports, true_x, own_x
+
+    def from_their_grad_output(
+        self, mine: Steps, fed: LayerSteps, own: Carried, asked: Answers, graded: Graded
+    ) -> list[StepReport]:
+        """The attention's gradients from the student's right dO: over the stream they wrote (`fed`), and where a
+        step is not right so, over the true stream. Their stream's numbers are taken as exact in `mine`, so a
+        careful student who worked the layer from the true stream (a key: the truth rounded to 4 decimals) is
+        off from it by the stream's rounding, which no bound there holds; both ways are a careful student's."""
+        reports = [r for r in graded(mine, asked).steps if r.step.startswith(B)]
+        if fed is self.layer or all(r.status in (RIGHT, NOT_ANSWERED) for r in reports):
+            return reports
+        true_stream = layer_attention(self.layer, self.grads, own.t, own.radius)
+        again = {(r.step, r.head): r for r in graded(true_stream, asked).steps}
+        return [r if r.status == RIGHT else _right_or(r, again.get((r.step, r.head))) for r in reports]
 
     def norm_back(self, rows: Carried, grad: Carried) -> Carried:
         assert self.norm is not None, "a norm's backward only where the layer has one"
@@ -298,6 +313,11 @@ def _same(a: Carried, b: Carried) -> bool:
 
 def _right(report: StepReport | None, before: bool) -> bool:
     return before if report is None else before and report.status in (RIGHT, NOT_ANSWERED)
+
+
+def _right_or(step: StepReport, other: StepReport | None) -> StepReport:
+    """`other` when it is right, else `step`."""
+    return other if other is not None and other.status == RIGHT else step
 
 
 def _better(step: StepReport, own: StepReport | None, right: bool) -> StepReport:

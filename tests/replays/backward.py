@@ -334,15 +334,17 @@ GOOD, FALSE_ALARM, MISSED, UNNAMED, MISNAMED = "good", "false_alarm", "missed", 
 
 
 def verdict(case: Case, key: Callable[[dict], tuple] = lambda s: (s["step"], s["head"])) -> tuple[str, str]:
-    """How check did on the case: GOOD, or what went wrong and where (`key`: a step's label, as `case.where`)."""
+    """How check did on the case: GOOD, or what went wrong and where (`key`: a step's label, as `case.where`).
+    A careful student's step not right (carried too) is a false alarm; a slip's later steps may be carried."""
     steps = {key(s): s for s in case.result.get("steps", [])}
     if not steps:
         return FALSE_ALARM, case.result.get("error", "nothing graded")
     wrong = [key for key, s in steps.items() if s["status"] not in ("right", "carried") and key != case.where]
     if wrong:
         return FALSE_ALARM, f"{wrong[0]}: {steps[wrong[0]]['status']} {steps[wrong[0]]['diagnosis']}"
-    if case.where is None:
-        return GOOD, ""
+    if case.where is None:  # a careful student: carried (↷) too is a wrong verdict (half the points, say)
+        carried = [key for key, s in steps.items() if s["status"] != "right"]
+        return (FALSE_ALARM, f"{carried[0]}: {steps[carried[0]]['status']}") if carried else (GOOD, "")
     made = steps.get(case.where)
     if made is None or made["status"] != "wrong":
         return MISSED, f"{case.where}: {made and made['status']}"

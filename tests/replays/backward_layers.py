@@ -25,6 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
+from attncli import exercises as keys
 from attncli import pipeline
 from attncli.problem import Layer, Stack
 from tests.replays import backward as one_layer
@@ -41,6 +42,7 @@ SETS = (  # name: generate's options for a stack (the dO is added here: generate
     ("heads-pre", ("--layers", "2", "--norm", "layer", "--heads", "2")),
     ("causal-post", ("--layers", "2", "--norm", "layer:post", "--mask", "causal")),
     ("three", ("--layers", "3", "--norm", "layer", "--tokens", "2")),
+    ("heads-plain", ("--layers", "2", "--heads", "2")),
 )
 SLIPS = {  # each slip: the step of head 0 it is made at, and the code check names there
     "jacobian_diagonal_only": B + "grad_scores",
@@ -197,7 +199,8 @@ def exercises(directory: Path, count: int) -> list[tuple[str, Path]]:
 
 
 def cases(exercise: str, sheet: Path, directory: Path) -> list[Case]:
-    """The careful student of a stack and each slip in each layer (one that moves some number of its step clearly)."""
+    """The careful students of a stack (their own numbers, and the key) and each slip in each layer (one that moves
+    some number of its step clearly)."""
     stack = pipeline.load(str(sheet))
     assert isinstance(stack, Stack)
     work = forward.work(stack)
@@ -216,7 +219,15 @@ def cases(exercise: str, sheet: Path, directory: Path) -> list[Case]:
     head = sheet.read_text(encoding="utf-8") + forward.answers_yaml(stack, work)
     for case, found in made:
         case.path.write_text(head + backward_yaml(stack, found), encoding="utf-8")
-    return [case for case, _ in made]
+    return [_key(exercise, sheet, directory / f"{stem}-key.yaml"), *(case for case, _ in made)]
+
+
+def _key(exercise: str, sheet: Path, path: Path) -> Case:
+    """The other careful student: the truth rounded to 4 decimals, every number from the unrounded ones before it
+    (`generate --answers`'s key), so their stream is 4 decimals but the layer after is worked from the true one."""
+    problem = sheet.read_text(encoding="utf-8")
+    path.write_text(problem + "\n" + keys._answers(problem), encoding="utf-8")
+    return Case(exercise, None, path)
 
 
 def verdict(case: Case) -> tuple[str, str]:
