@@ -299,3 +299,20 @@ def test_require_all_covers_a_stacks_gradients_too(tmp_path: Path) -> None:
     optional = [step for step in steps if BY_NAME[step["step"]].aside]  # a norm's mean and root, e^s: not required
     assert {step["status"] for step in steps if step not in optional} == {"missing"}
     assert optional and {step["status"] for step in optional} == {"not_answered"}
+
+
+def test_a_file_that_answers_one_layers_step_is_counted_over_that_layer_alone(tmp_path: Path) -> None:
+    """Before, the steps a file answers were counted by name in every layer: a stack's file answering layer 1's
+    stream (9 cells, all right) got 9 of 18 (50.00 %), layer 2's unanswered stream counted too. Likewise a key
+    answering one head of two counts that head's cells only."""
+    stack = (Path(__file__).parent.parent / "samples" / "layers.yaml").read_text(encoding="utf-8")
+    answers = "answers:\n  layers:\n    - stream: [[2, 1, 0], [1, 2, 0], [1.4205, 0.5795, 1]]\n"
+    homework = write(tmp_path, "stack.yaml", stack + answers)
+    result = run("check", homework, "--format", "json")
+    assert (result.exit_code, json.loads(result.stdout)["score"], json.loads(result.stdout)["max_score"]) == (0, 9, 9)
+    heads = (Path(__file__).parent.parent / "samples" / "two_heads.yaml").read_text(encoding="utf-8")
+    made = run("compute", write(tmp_path, "heads.yaml", heads), "--format", "json")
+    weights = [[round(w, 4) for w in row] for row in json.loads(made.stdout)["heads"][0]["weights"]]
+    key = write(tmp_path, "key.yaml", heads + f"answers:\n  heads:\n    - weights: {weights}\n")
+    result = run("check", key, "--format", "json")
+    assert json.loads(result.stdout)["max_score"] == len(weights) * len(weights[0]), result.stdout[:300]

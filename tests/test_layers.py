@@ -675,3 +675,17 @@ def test_every_stack_code_has_a_diagnosis_and_a_hint_in_both_languages() -> None
     for code in layer_grading.CODES:
         for catalogue in (en.MESSAGES, es.MESSAGES):
             assert catalogue[f"check.diagnosis.{code}"] and catalogue[f"check.hint.{code}"]
+
+
+def test_a_true_number_is_right_even_where_the_students_inputs_were_wrong(tmp_path: Path) -> None:
+    """Layer 1's attention output written wrong for fisherman ([1, 1, 0.5]; truth [1, 1, 0]), then its stream
+    written true ([2, 1, 0]): every cell equal to the truth is right; the two that also follow from the student's
+    own wrong output were carried (↷) before, as if the true number were a consequence of the mistake."""
+    text = (SAMPLES / "layers.yaml").read_text(encoding="utf-8")
+    final = "{fisherman: [1, 1, 0.5], net: [1, 1, 0], bank: [1.4205, 0.5795, 0]}"
+    answers = f"answers:\n  layers:\n    - final: {final}\n      stream: {{fisherman: [2, 1, 0]}}\n"
+    homework = tmp_path / "homework.yaml"
+    homework.write_text(text + answers, encoding="utf-8")
+    result = CliRunner().invoke(app, ["check", str(homework), "--format", "json"])
+    stream = next(step for step in json.loads(result.stdout)["steps"] if step["step"] == "stream")
+    assert [cell["status"] for cell in stream["cells"] if cell["given"] is not None] == ["right", "right", "right"]

@@ -166,15 +166,18 @@ def _credit(reader: FieldReader, name: str, value: object) -> str:
     return value
 
 
-def key_cells(steps: Steps | StackSteps, names: Collection[str] | None = None) -> KeyCells:
+def key_cells(steps: Steps | StackSteps, names: Collection[str | StepKey] | None = None) -> KeyCells:
     """The cells a key for `steps` counts: those of its blank answer template (every step a student computes,
     every cell the mask lets through), graded as a student's file is so that the steps are named alike;
-    `names`: only these steps (the key's `require:`, or the steps its `answers:` holds), None for every one."""
+    `names`: only these steps — by name, every layer's and head's (the key's `require:`), or by (layer, step, head),
+    those its `answers:` holds — None for every one."""
     from attncli import pipeline, yamldoc  # the grader, for a key only
     from attncli.grading import templates
 
     blank = pipeline.grade(steps, yamldoc.load(templates.template(steps), "<template>"))
-    return KeyCells(tuple(step for step in blank.steps if names is None or step.step in names))
+    return KeyCells(
+        tuple(step for step in blank.steps if names is None or step.step in names or step_key(step) in names)
+    )
 
 
 def step_key(step: StepReport) -> StepKey:

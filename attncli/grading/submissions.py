@@ -105,7 +105,9 @@ def load_key(file: str, options: Options = Options()) -> Key:
     return Key(file, steps, settings, exercise_id(document), cells, points.read_points(document, cells))
 
 
-def counted(options: Options, settings: answers.Settings, answered: Collection[str] | None) -> Collection[str] | None:
+def counted(
+    options: Options, settings: answers.Settings, answered: Collection[points.StepKey] | None
+) -> Collection[str | points.StepKey] | None:
     """The steps whose cells a key counts (None: every step a student is asked for): those required (--require,
     else the key's `require:`; `all` is every one), else those its `answers:` holds (`answered`), else every one."""
     required = options.require if options.require is not None else settings.require
@@ -114,9 +116,10 @@ def counted(options: Options, settings: answers.Settings, answered: Collection[s
     return answered
 
 
-def _answered(steps: core.Steps | StackSteps, document: yamldoc.Document) -> frozenset[str]:
-    """The steps a key's (or a file's own) `answers:` holds, read as a homework's would be."""
-    return frozenset(step.step for step in pipeline.grade(steps, document).steps)
+def _answered(steps: core.Steps | StackSteps, document: yamldoc.Document) -> frozenset[points.StepKey]:
+    """The steps a key's (or a file's own) `answers:` holds, each in its layer and head, read as a homework's
+    would be: a stack's key answering layer 1's stream counts that stream, not every layer's."""
+    return frozenset(points.step_key(step) for step in pipeline.grade(steps, document).steps)
 
 
 def load_keys(folder: Path, options: Options = Options()) -> dict[str, Key]:
@@ -206,7 +209,7 @@ def _graded(
     )
     if key is None:
         mine = answers.read_settings(document)
-        cells = points.key_cells(steps, counted(options, mine, {step.step for step in report.steps}))
+        cells = points.key_cells(steps, counted(options, mine, {points.step_key(step) for step in report.steps}))
         spec = points.read_points(document, cells)
     else:
         cells, spec = key.cells, key.points
