@@ -511,7 +511,8 @@ MESSAGES: dict[str, str] = {
     "check.step.accumulator": "accumulator o'",
     "check.step.max": "max m",
     "check.step.shifted": "s − m",
-    "check.step.exp": "e^(s − m)",
+    "check.step.exp": "exponentials e^s",
+    "check.softmax_step.exp": "e^(s − m)",  # a softmax homework's, shifted or not
     "check.step.sum": "sum Σ e^(s − m)",
     "check.step.logsumexp": "log-sum-exp",
     "check.step.probabilities": "probabilities p",

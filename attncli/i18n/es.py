@@ -583,7 +583,8 @@ MESSAGES: dict[str, str] = {
     "check.step.accumulator": "acumulador o'",
     "check.step.max": "máximo m",
     "check.step.shifted": "s − m",
-    "check.step.exp": "e^(s − m)",
+    "check.step.exp": "exponenciales e^s",
+    "check.softmax_step.exp": "e^(s − m)",  # a softmax homework's, shifted or not
     "check.step.sum": "suma Σ e^(s − m)",
     "check.step.logsumexp": "log-suma-exp",
     "check.step.probabilities": "probabilidades p",

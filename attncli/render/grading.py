@@ -29,12 +29,12 @@ from attncli.grading import (
     StepReport,
 )
 from attncli.grading.submissions import INCOMPLETE, NOT_GRADED, PROBLEM_CHANGED
-from attncli.i18n import t
+from attncli.i18n import catalogue, current_language, t
 from attncli.render.json_doc import dumps
 from attncli.render.layout import BLANK, Line, line, table
 from attncli.render.long_table import text_cell
 from attncli.render.points import number, points_text
-from attncli.steps import QUERY_TILES, ROWS, TOKENS, reported
+from attncli.steps import LOGITS, QUERY_TILES, ROWS, TOKENS, reported
 from attncli.written import fixed
 
 MARKS = {
@@ -94,7 +94,9 @@ def human(report: Report, precision: int, width: int, rule: bool = True, score: 
 
 def label(step: StepReport) -> str:
     """The step's name in the user's language, with its head when the answer belongs to one of several."""
-    name = t(f"check.step.{step.step}")
+    softmax = reported(step.step, step.head).place == LOGITS  # a softmax homework's step: its own name if it has one
+    own = f"check.softmax_step.{step.step}"
+    name = t(own if softmax and own in catalogue(current_language()) else f"check.step.{step.step}")
     return name if step.head_name is None else t("check.step_of_head", step=name, head=step.head_name)
 
 
