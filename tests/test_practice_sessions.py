@@ -61,6 +61,18 @@ def test_a_session_quit_half_way_is_finished_with_resume_and_check_grades_it_as_
     assert {cell["status"] for step in report["steps"] for cell in step["cells"]} == {"right"}
 
 
+def test_resume_continues_at_the_records_level_and_refuses_another(tmp_path: Path) -> None:
+    """Before, --resume --level 1 on a level-3 record went on at level 3 without a word."""
+    record = tmp_path / "record.yaml"
+    practise([BANK, "--record", str(record), "--level", "3"], "quit\n")
+    kept = record.read_text()
+    other = practise(["--record", str(record), "--resume", "--level", "1"], "quit\n")
+    assert (other.exit_code, other.stdout) == (2, "") and "level 3" in other.stderr and "--level 1" in other.stderr
+    assert other.stderr.count("\n") == 1 and record.read_text() == kept
+    same = practise(["--record", str(record), "--resume", "--level", "3"], "quit\n")
+    assert same.exit_code == 1 and "Traceback" not in same.output
+
+
 def test_force_starts_a_new_session_over_an_old_record(tmp_path: Path) -> None:
     record = tmp_path / "record.yaml"
     practise([BANK, "--record", str(record)], "2.8284\n")

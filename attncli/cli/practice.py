@@ -44,6 +44,9 @@ EXAMPLES = epilog(
 )
 
 
+DEFAULT_LEVEL = 2  # cell by cell
+
+
 class Options(NamedTuple):
     """The options of `practice`, as the command line gives them; those that shape an exercise are generate's."""
 
@@ -63,7 +66,7 @@ class Options(NamedTuple):
     backward: Annotated[bool, shaping.BACKWARD] = False
     seed: Annotated[Optional[int], shaping.SEED] = None
     level: Annotated[
-        int,
+        Optional[int],
         option(
             min=1,
             max=3,
@@ -71,7 +74,7 @@ class Options(NamedTuple):
             autocompletion=completion("1", "2", "3"),
             help=t("help.practice.level"),
         ),
-    ] = 2
+    ] = None  # DEFAULT_LEVEL, or the record's with --resume
     record: Annotated[Optional[Path], option(help=t("help.practice.record"))] = None
     resume: Annotated[bool, option("--resume", help=t("help.practice.resume"))] = False
     force: Annotated[bool, option("--force", help=t("help.practice.force"))] = False
@@ -99,7 +102,7 @@ def practice(env: Environment, given: Options) -> ExitCode:
     from attncli.practice.session import Session
 
     saved = _saved(given) if given.resume else None
-    level = saved.level if saved is not None else given.level
+    level = saved.level if saved is not None else given.level or DEFAULT_LEVEL
     exercise = _from_record(given, level) if saved is not None else _exercise(given, level)
     if plan.count(exercise.solved, level) > plan.MAX_PROMPTS:
         raise fail("practice.too_large", most=plan.MAX_PROMPTS).at(source=given.file or "--tokens")
@@ -169,7 +172,10 @@ def _saved(given: Options) -> Saved:
         raise fail("practice.resume_needs_record").at(source="--resume")
     _no_exercise_options(given, "practice.resume_with_problem")
     record = str(given.record)
-    return saved(_record_text(record), record)
+    found = saved(_record_text(record), record)
+    if given.level is not None and given.level != found.level:  # the steps asked so far were that level's
+        raise fail("practice.resume_level", given=given.level, level=found.level).at(source="--level")
+    return found
 
 
 def _record_text(record: str) -> str:

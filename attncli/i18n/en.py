@@ -870,6 +870,7 @@ MESSAGES: dict[str, str] = {
     "practice.interrupted": "Interrupted: the summary so far.",
     "practice.stdin": "the answers come on standard input: give the problem as a file",
     "practice.flags_with_file": "{flag} makes a new exercise: give it without a problem file",
+    "practice.resume_level": "this record was practised at level {level}, and --resume continues it there: leave out --level {given}",
     "practice.resume_with_problem": "{flag}: --resume continues the problem the record holds; give only --record FILE --resume",
     "practice.resume_needs_record": "--resume continues a session from its record: name it with --record FILE",
     "practice.record_exists": "{path} already exists: continue that session with --resume, or overwrite it with --force",

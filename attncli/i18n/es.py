@@ -942,6 +942,7 @@ MESSAGES: dict[str, str] = {
     "practice.interrupted": "Interrumpido: el resumen hasta aquí.",
     "practice.stdin": "las respuestas llegan por la entrada estándar: da el problema como archivo",
     "practice.flags_with_file": "{flag} crea un ejercicio nuevo: úsalo sin archivo de problema",
+    "practice.resume_level": "este registro se practicó en el nivel {level}, y --resume lo continúa en él: quita --level {given}",
     "practice.resume_with_problem": "{flag}: --resume continúa el problema que guarda el registro; da solo --record ARCHIVO --resume",
     "practice.resume_needs_record": "--resume continúa una sesión desde su registro: nómbralo con --record ARCHIVO",
     "practice.record_exists": "{path} ya existe: continúa esa sesión con --resume, o sobrescríbela con --force",
