@@ -312,9 +312,9 @@ class _Streams:
             if entry is None:
                 cells.append(Cell(i, j, None, expected, False, NOT_ANSWERED))
                 continue
-            status = follows if self.agrees(entry, own, i, j) else RIGHT if self.agrees(entry, true, i, j) else WRONG
-            if status == CARRIED and self.agrees(entry, true, i, j):
-                status = RIGHT  # the true number is right, whatever the inputs it was worked from
+            on_own, on_truth = self.agrees(entry, own, i, j), self.agrees(entry, true, i, j)
+            # Their own numbers decide (with their bound) when their inputs were right; the truth is right always.
+            status = follows if on_own and (follows == RIGHT or not on_truth) else RIGHT if on_truth else WRONG
             decided = own if status == follows else true
             against = float(decided.t[i, j]) if decided is own else None
             radius = float(decided.radius[i, j])
